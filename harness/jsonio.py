@@ -1,0 +1,94 @@
+"""Strict JSON in and out (CONTRACTS §0).
+
+Reading rejects ``NaN``/``Infinity`` tokens and duplicate keys; writing never emits
+non-finite numbers (they become ``null``) and replaces the target atomically: temp file
+in the same directory, fsync, rename, fsync of the directory. A reader never sees a
+half-written file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from harness.errors import StrictJsonError
+
+
+def _reject_constant(token: str) -> Any:
+    raise StrictJsonError(f"non-finite number token {token!r} is not strict JSON")
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise StrictJsonError(f"duplicate key {key!r}")
+        obj[key] = value
+    return obj
+
+
+def loads_strict(text: str) -> Any:
+    """Parse strict JSON; raise StrictJsonError naming the problem."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_reject_duplicates)
+    except json.JSONDecodeError as err:
+        raise StrictJsonError(f"not JSON: {err}") from err
+
+
+def load_strict(path: str | os.PathLike[str]) -> Any:
+    """Read and parse a strict JSON file (UTF-8)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise StrictJsonError(f"not UTF-8: {err}") from err
+    return loads_strict(text)
+
+
+def sanitize(value: Any) -> Any:
+    """Return a copy with every non-finite float replaced by None (tuples become lists)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): sanitize(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [sanitize(v) for v in value]
+    return value
+
+
+def dumps_strict(value: Any, *, indent: int | None = 2) -> str:
+    """Serialise as strict JSON (non-finite numbers become null) with a trailing newline."""
+    return json.dumps(sanitize(value), indent=indent, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def write_atomic_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (temp file + fsync + rename + dir fsync)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, target)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+        raise
+    dir_fd = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return target
+
+
+def write_json_atomic(path: str | os.PathLike[str], value: Any) -> Path:
+    """Write ``value`` as strict, indented JSON atomically."""
+    return write_atomic_text(path, dumps_strict(value))

@@ -1,0 +1,1 @@
+"""The pluggable trainer: FlashSAC for Unitree G1 motion tracking on MuJoCo / MuJoCo Warp."""
