@@ -1,0 +1,375 @@
+"""The soak's pass/fail judgement of a finished run directory (CONTRACTS §8).
+
+``judge_run_dir`` takes the monitor's own reasons and classification (§7) and checks
+``<log-dir>/run_summary.json`` in exactly the §8 order: load, stamps, the failed-run path
+(shutdown contract; the producer's classification replaces the monitor's), or the
+completed-run path (drained flight, replay-ingress invariants, full schema, run-dir
+artifacts, shutdown). The soak passes only if no reason was recorded. Every rejection names
+the JSON path (or the file) it is about. Pure apart from reading the run directory: no
+process handling, no writes, no torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from harness.errors import StrictJsonError
+from harness.jsonio import loads_strict
+from harness.run_summary import (
+    SHUTDOWN_PATH,
+    is_exact_int,
+    is_finite_number,
+    resource_summary_fields,
+    show,
+    shutdown_problems,
+    validate_run_summary,
+)
+from harness.schemas import SchemaViolation
+
+__all__ = ["Verdict", "judge_run_dir", "resource_summary_fields", "validate_run_summary"]
+
+SUMMARY_NAME = "run_summary.json"
+EVENT_GLOB = "events.out.tfevents.*"
+RI_PATH = "$.runtime_manifest.replay_ingress"
+MAX_SCHEMA_REASONS = 12  # a fuzzed summary can break hundreds of rules; the first few say enough
+RI_COUNTERS = (
+    "ingress_depth",
+    "ingress_slot_rows",
+    "published_sequence",
+    "release_sequence",
+    "occupancy",
+    "high_water_occupancy",
+    "backpressure_waits",
+    "early_returns",
+    "dropped_batches",
+    "closed_returns",
+    "stop_returns",
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Outcome of the §8 checks on top of the monitor's findings.
+
+    Attributes:
+        status: ``"passed"`` iff no reason was recorded.
+        failure_reason: the reasons joined with ``"; "``, or None when passed.
+        failure_classification: the final classification (None iff passed).
+        monitor_failure_classification: the classification the producer's shutdown
+            classification replaced (failed runs only), else None.
+        run_summary: the summary object when it loaded as a JSON object, else None.
+        run_summary_error: why the summary could not be used (missing or invalid), else None.
+        shutdown: ``runtime_manifest.shutdown`` verbatim when it is an object, else None.
+        reasons: every reason in order (monitor reasons first).
+    """
+
+    status: Literal["passed", "failed"]
+    failure_reason: str | None
+    failure_classification: str | None
+    monitor_failure_classification: str | None
+    run_summary: dict[str, Any] | None
+    run_summary_error: str | None
+    shutdown: dict[str, Any] | None
+    reasons: list[str] = field(default_factory=list)
+
+
+class _Findings:
+    """Reasons plus first-set-wins classification ("set X" in §8)."""
+
+    def __init__(self, reasons: Sequence[str], classification: str | None) -> None:
+        self.reasons = list(reasons)
+        self.classification = classification
+        self.replaced: str | None = None
+
+    def add(self, reason: str, classification: str | None = None) -> None:
+        self.reasons.append(reason)
+        if classification is not None and self.classification is None:
+            self.classification = classification
+
+    def add_violations(self, violations: Sequence[SchemaViolation], template: str, classification: str) -> None:
+        for violation in violations[:MAX_SCHEMA_REASONS]:
+            self.add(template.format(path=violation.path, message=violation.message), classification)
+        if len(violations) > MAX_SCHEMA_REASONS:
+            self.add(f"... and {len(violations) - MAX_SCHEMA_REASONS} more schema violations", classification)
+
+
+def _load_summary(path: Path) -> tuple[dict[str, Any] | None, str | None, str | None]:
+    """Return (summary, reason, classification) per §8 step 1."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None, "trainer did not write run_summary.json", "missing_run_summary"
+    except OSError as err:
+        return None, f"run_summary.json is invalid: cannot read {path}: {err.strerror or err}", "invalid_run_summary"
+    try:
+        doc = loads_strict(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        return None, f"run_summary.json is invalid: not UTF-8 ({err.reason} at byte {err.start})", "invalid_run_summary"
+    except StrictJsonError as err:
+        return None, f"run_summary.json is invalid: {err}", "invalid_run_summary"
+    except RecursionError:
+        return None, "run_summary.json is invalid: nesting too deep to parse", "invalid_run_summary"
+    if not isinstance(doc, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(doc), "a number")
+        return None, f"run_summary.json is invalid: top-level value at $ is {kind}, expected an object", "invalid_run_summary"
+    return doc, None, None
+
+
+def _stamp_problems(summary: dict[str, Any]) -> list[str]:
+    """§8 step 2: exact-int stamps and a manifest object (any status)."""
+    out: list[str] = []
+    if "metric_schema_version" not in summary:
+        out.append("run_summary stamp $.metric_schema_version is missing; expected the exact int 1")
+    elif not (is_exact_int(summary["metric_schema_version"]) and summary["metric_schema_version"] == 1):
+        out.append(f"run_summary stamp $.metric_schema_version={show(summary['metric_schema_version'])} must be the exact int 1")
+    manifest = summary.get("runtime_manifest")
+    if not isinstance(manifest, dict):
+        what = "missing" if "runtime_manifest" not in summary else show(manifest)
+        out.append(f"run_summary $.runtime_manifest must be an object, got {what}")
+    elif "schema_version" not in manifest:
+        out.append("run_summary stamp $.runtime_manifest.schema_version is missing; expected the exact int 1")
+    elif not (is_exact_int(manifest["schema_version"]) and manifest["schema_version"] == 1):
+        out.append(f"run_summary stamp $.runtime_manifest.schema_version={show(manifest['schema_version'])} must be the exact int 1")
+    return out
+
+
+def _outside(violations: list[SchemaViolation], *prefixes: str) -> list[SchemaViolation]:
+    def under(path: str, prefix: str) -> bool:
+        return path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "[")
+
+    return [v for v in violations if not any(under(v.path, p) for p in prefixes)]
+
+
+def _check_failed_run(summary: dict[str, Any], findings: _Findings) -> None:
+    """§8 step 3: the run did not complete."""
+    status = summary.get("status")
+    if "status" not in summary:
+        findings.add("run_summary status is missing ($.status), expected 'completed'")
+    else:
+        findings.add(f"run_summary status is '{status if isinstance(status, str) else show(status)}', expected 'completed'")
+    violations = _outside(validate_run_summary(summary, completed=False), SHUTDOWN_PATH)
+    findings.add_violations(violations, "run_summary schema violation at {path}: {message}", "schema_violation")
+    manifest = summary["runtime_manifest"]
+    shutdown = manifest.get("shutdown")
+    if shutdown is None:
+        findings.add(f"shutdown diagnostics are unavailable ({SHUTDOWN_PATH} is missing or null)", "unknown_failure")
+        return
+    problems = shutdown_problems(shutdown, completed=False)
+    if problems:
+        findings.add_violations(problems, "shutdown contract violated at {path}: {message}", "shutdown_contract_violation")
+        return
+    text = f"shutdown classification={shutdown['classification']}, owner={shutdown['owner']}, phase={shutdown['phase']}"
+    exception = shutdown.get("exception")
+    if isinstance(exception, dict):
+        text += f", exception={exception['type']}: {exception['message']}"
+    errors = shutdown["cleanup"]["errors"]
+    if errors:
+        text += f", cleanup_errors={len(errors)}"
+    findings.add(text)
+    # The producer knows why it stopped: its classification replaces the monitor's (§8.3).
+    findings.replaced = findings.classification
+    findings.classification = shutdown["classification"]
+
+
+def _check_flight(manifest: dict[str, Any], findings: _Findings) -> None:
+    """§8 step 4.1: the final inference flight is drained."""
+    flight = manifest.get("inference_flight")
+    if not isinstance(flight, dict):
+        return  # absence and shape are schema findings (step 4.3)
+    depth, lag = flight.get("queue_depth"), flight.get("publication_lag")
+    if is_exact_int(depth) and is_exact_int(lag) and (depth != 0 or lag != 0):
+        findings.add(
+            f"final inference flight is not drained (queue_depth={depth}, publication_lag={lag}) "
+            "at $.runtime_manifest.inference_flight",
+            "unknown_failure",
+        )
+
+
+def _replay_ingress_problems(summary: dict[str, Any], ingress: Any) -> list[tuple[str, str]]:
+    """§8 step 4.2: every replay-ingress invariant, as (json path, message) pairs."""
+    if not isinstance(ingress, dict):
+        return [(RI_PATH, f"expected an object, got {show(ingress) if ingress is not None else 'null or missing'}")]
+    out: list[tuple[str, str]] = []
+    v: dict[str, int] = {}
+    for name in RI_COUNTERS:
+        value = ingress.get(name)
+        if name not in ingress:
+            out.append((f"{RI_PATH}.{name}", "is missing; expected an exact int >= 0"))
+        elif not is_exact_int(value) or value < 0:
+            out.append((f"{RI_PATH}.{name}", f"must be an exact int >= 0, got {show(value)}"))
+        else:
+            v[name] = value
+    wait_s = ingress.get("backpressure_wait_s")
+    if "backpressure_wait_s" not in ingress:
+        out.append((f"{RI_PATH}.backpressure_wait_s", "is missing; expected a finite number >= 0"))
+    elif not is_finite_number(wait_s) or wait_s < 0:
+        out.append((f"{RI_PATH}.backpressure_wait_s", f"must be a finite number >= 0, got {show(wait_s)}"))
+
+    def check(names: Sequence[str], ok: Callable[..., bool], path_name: str, message: str) -> None:
+        if all(n in v for n in names) and not ok(*(v[n] for n in names)):
+            out.append((f"{RI_PATH}.{path_name}", message.format(**v)))
+
+    check(["ingress_depth"], lambda d: d > 0, "ingress_depth", "ingress_depth={ingress_depth} must be > 0")
+    check(["ingress_slot_rows"], lambda r: r > 0, "ingress_slot_rows", "ingress_slot_rows={ingress_slot_rows} must be > 0")
+    check(
+        ["release_sequence", "published_sequence"],
+        lambda r, p: r <= p,
+        "release_sequence",
+        "release_sequence={release_sequence} exceeds published_sequence={published_sequence}",
+    )
+    check(
+        ["occupancy", "published_sequence", "release_sequence"],
+        lambda o, p, r: o == p - r,
+        "occupancy",
+        "occupancy={occupancy} must equal published_sequence - release_sequence "
+        "({published_sequence} - {release_sequence})",
+    )
+    check(["occupancy", "ingress_depth"], lambda o, d: o <= d, "occupancy", "occupancy={occupancy} exceeds ingress_depth={ingress_depth}")
+    check(
+        ["occupancy", "high_water_occupancy", "ingress_depth"],
+        lambda o, h, d: o <= h <= d,
+        "high_water_occupancy",
+        "high_water_occupancy={high_water_occupancy} must lie between occupancy={occupancy} and ingress_depth={ingress_depth}",
+    )
+    check(
+        ["early_returns", "dropped_batches"],
+        lambda e, d: e == d,
+        "early_returns",
+        "early_returns={early_returns} must equal dropped_batches={dropped_batches}",
+    )
+    check(
+        ["closed_returns", "stop_returns", "early_returns"],
+        lambda c, s, e: c + s == e,
+        "closed_returns",
+        "closed_returns + stop_returns ({closed_returns} + {stop_returns}) must equal early_returns={early_returns}",
+    )
+    check(["occupancy"], lambda o: o == 0, "occupancy", "final occupancy={occupancy}, expected 0 (replay ingress not drained)")
+    check(["dropped_batches"], lambda d: d == 0, "dropped_batches", "dropped_batches={dropped_batches}, expected 0")
+    check(["early_returns"], lambda e: e == 0, "early_returns", "early_returns={early_returns}, expected 0")
+    check(["high_water_occupancy"], lambda h: h > 0, "high_water_occupancy", "high_water_occupancy=0; a completed run must have used the ingress")
+
+    total = summary.get("total_env_steps")
+    if not is_exact_int(total) or total <= 0:
+        out.append(("$.total_env_steps", f"must be an exact int > 0 in a completed run, got {show(total)}"))
+        return out
+    rows = v.get("ingress_slot_rows")
+    if not rows:
+        return out
+    if total % rows:
+        out.append(("$.total_env_steps", f"total_env_steps={total} is not a multiple of ingress_slot_rows={rows}"))
+        return out
+    chunks = total // rows
+    for name in ("published_sequence", "release_sequence"):
+        if name in v and v[name] != chunks:
+            out.append((f"{RI_PATH}.{name}", f"{name}={v[name]} must equal total_env_steps / ingress_slot_rows = {total} / {rows} = {chunks}"))
+    return out
+
+
+def _expected_checkpoints(run_config: dict[str, Any]) -> list[str]:
+    config = run_config.get("config")
+    algo = config.get("algo") if isinstance(config, dict) else None
+    if not isinstance(algo, dict):
+        return []
+    interval, max_iterations = algo.get("save_interval"), algo.get("max_iterations")
+    # Only applies when run_config carries both as positive ints (CONTRACTS §1.3 soak-run).
+    if not (is_exact_int(interval) and is_exact_int(max_iterations) and interval > 0 and max_iterations > 0):
+        return []
+    iterations = sorted({*range(interval, max_iterations + 1, interval), max_iterations})
+    return [f"model_{k}.pt" for k in iterations]
+
+
+def _missing_artifacts(log_dir: Path) -> list[str]:
+    """§8 step 4.4: run_config.json, exactly one event file, every implied checkpoint."""
+    missing: list[str] = []
+    config_path = log_dir / "run_config.json"
+    run_config: Any = None
+    if not config_path.is_file():
+        missing.append("run_config.json")
+    else:
+        try:
+            run_config = loads_strict(config_path.read_bytes().decode("utf-8"))
+        except (OSError, UnicodeDecodeError, StrictJsonError, RecursionError) as err:
+            missing.append(f"a readable run_config.json ({err})")
+        else:
+            if not isinstance(run_config, dict):
+                missing.append("run_config.json as a JSON object")
+    events = sorted(p.name for p in log_dir.glob(EVENT_GLOB))
+    if not events:
+        missing.append(f"exactly one {EVENT_GLOB} (found none)")
+    elif len(events) > 1:
+        missing.append(f"exactly one {EVENT_GLOB} (found {len(events)}: {', '.join(events)})")
+    if isinstance(run_config, dict):
+        missing += [name for name in _expected_checkpoints(run_config) if not (log_dir / name).is_file()]
+    return missing
+
+
+def _check_completed_run(summary: dict[str, Any], log_dir: Path, findings: _Findings) -> None:
+    """§8 step 4, most actionable first."""
+    manifest = summary["runtime_manifest"]
+    _check_flight(manifest, findings)
+    for path, message in _replay_ingress_problems(summary, manifest.get("replay_ingress")):
+        findings.add(f"replay_ingress invariant violated at {path}: {message}", "schema_violation")
+    violations = _outside(validate_run_summary(summary, completed=True), SHUTDOWN_PATH, RI_PATH)
+    findings.add_violations(violations, "run_summary schema violation at {path}: {message}", "schema_violation")
+    missing = _missing_artifacts(log_dir)
+    if missing:
+        findings.add(f"run directory is missing required artifacts: {', '.join(missing)} (in {log_dir})", "schema_violation")
+    shutdown = manifest.get("shutdown")
+    if shutdown is None:
+        findings.add(f"completed runtime_manifest is missing shutdown diagnostics ({SHUTDOWN_PATH})", "shutdown_contract_violation")
+        return
+    problems = shutdown_problems(shutdown, completed=True)
+    findings.add_violations(problems, "shutdown contract violated at {path}: {message}", "shutdown_contract_violation")
+
+
+def _finish(findings: _Findings, summary: dict[str, Any] | None, summary_error: str | None) -> Verdict:
+    if findings.reasons and findings.classification is None:
+        findings.classification = "unknown_failure"  # §8 step 5
+    manifest = summary.get("runtime_manifest") if summary is not None else None
+    shutdown = manifest.get("shutdown") if isinstance(manifest, dict) else None
+    passed = not findings.reasons
+    return Verdict(
+        status="passed" if passed else "failed",
+        failure_reason=None if passed else "; ".join(findings.reasons),
+        failure_classification=None if passed else findings.classification,
+        monitor_failure_classification=findings.replaced,
+        run_summary=summary,
+        run_summary_error=summary_error,
+        shutdown=shutdown if isinstance(shutdown, dict) else None,
+        reasons=findings.reasons,
+    )
+
+
+def judge_run_dir(log_dir: Path, *, monitor_reasons: list[str], monitor_classification: str | None) -> Verdict:
+    """Judge a finished run directory after the monitor's checks (CONTRACTS §8).
+
+    Args:
+        log_dir: the run directory (``run_summary.json``, ``run_config.json``, event file and
+            checkpoints are read from it; nothing is written).
+        monitor_reasons: reasons the monitor already recorded (§7), kept first and in order.
+        monitor_classification: the monitor's classification, or None.
+
+    Returns:
+        The verdict; it never raises for any summary content.
+    """
+    log_dir = Path(log_dir)
+    findings = _Findings(monitor_reasons, monitor_classification)
+    summary, reason, classification = _load_summary(log_dir / SUMMARY_NAME)
+    if summary is None:
+        assert reason is not None and classification is not None
+        findings.add(reason, classification)
+        return _finish(findings, None, reason)
+    stamp_problems = _stamp_problems(summary)
+    if stamp_problems:
+        for problem in stamp_problems:
+            findings.add(problem, "schema_violation")
+        return _finish(findings, summary, None)
+    if summary.get("status") != "completed":
+        _check_failed_run(summary, findings)
+    else:
+        _check_completed_run(summary, log_dir, findings)
+    return _finish(findings, summary, None)
+
