@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_JOINT_POS",
     "EE_BODY_NAMES",
     "EE_TRACKED_INDICES",
+    "FOOT_BODY_NAMES",
     "G1_MJCF_ID",
     "JOINT_EFFORT",
     "JOINT_KP",
@@ -45,6 +46,7 @@ __all__ = [
     "UNDESIRED_CONTACT_TRACKED_INDICES",
     "SceneCfg",
     "body_ids",
+    "body_kinematics",
     "build_g1_model",
     "build_g1_spec",
     "locate_g1_mjcf",
@@ -501,3 +503,70 @@ def body_ids(model: mujoco.MjModel, names: Sequence[str]) -> np.ndarray:
             raise KeyError(msg)
         ids.append(body_id)
     return np.asarray(ids, dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kinematics for offline motion work (the synthetic clip); mujoco stays inside trainer/sim
+# ---------------------------------------------------------------------------------------------
+
+FOOT_BODY_NAMES: tuple[str, ...] = ("left_ankle_roll_link", "right_ankle_roll_link")
+
+
+def body_kinematics(
+    model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Forward kinematics and body velocities for a sequence of states (float64).
+
+    Velocities follow TASK.md §2: the world velocity of each body-frame origin and the world
+    angular velocity (``mj_objectVelocity`` on ``XBODY`` with ``flg_local=0``).
+
+    Args:
+        model: the G1 model.
+        qpos: ``[T, nq]`` joint positions (free joint quaternion wxyz).
+        qvel: ``[T, nv]`` joint velocities (free joint: world linear, body-frame angular).
+
+    Returns:
+        ``body_pos_w``/``body_lin_vel_w``/``body_ang_vel_w`` ``[T, nbody, 3]``,
+        ``body_quat_w`` ``[T, nbody, 4]`` (wxyz) and ``foot_min_z`` ``[T]``, the lowest point
+        of any collision geom on the two ankle-roll bodies.
+    """
+    num_frames = qpos.shape[0]
+    data = mujoco.MjData(model)
+    foot_ids = set(body_ids(model, FOOT_BODY_NAMES).tolist())
+    foot_geoms = [g for g in range(model.ngeom) if int(model.geom_bodyid[g]) in foot_ids]
+    out = {
+        "body_pos_w": np.zeros((num_frames, model.nbody, 3)),
+        "body_quat_w": np.zeros((num_frames, model.nbody, 4)),
+        "body_lin_vel_w": np.zeros((num_frames, model.nbody, 3)),
+        "body_ang_vel_w": np.zeros((num_frames, model.nbody, 3)),
+        "foot_min_z": np.zeros(num_frames),
+    }
+    vel6 = np.zeros(6)
+    for k in range(num_frames):
+        data.qpos[:] = qpos[k]
+        data.qvel[:] = qvel[k]
+        mujoco.mj_kinematics(model, data)
+        mujoco.mj_comPos(model, data)
+        mujoco.mj_comVel(model, data)
+        out["body_pos_w"][k] = data.xpos
+        out["body_quat_w"][k] = data.xquat
+        for b in range(model.nbody):
+            mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_XBODY, b, vel6, 0)
+            out["body_ang_vel_w"][k, b] = vel6[:3]
+            out["body_lin_vel_w"][k, b] = vel6[3:]
+        out["foot_min_z"][k] = min(_geom_min_z(model, data, g) for g in foot_geoms)
+    return out
+
+
+def _geom_min_z(model: mujoco.MjModel, data: mujoco.MjData, geom: int) -> float:
+    """Lowest world z of a sphere or capsule geom."""
+    radius = float(model.geom_size[geom, 0])
+    center_z = float(data.geom_xpos[geom, 2])
+    if model.geom_type[geom] == mujoco.mjtGeom.mjGEOM_CAPSULE:
+        # The capsule axis is the geom's local z; its endpoints lie half-length away.
+        axis_z = float(data.geom_xmat[geom].reshape(3, 3)[2, 2])
+        return center_z - abs(axis_z) * float(model.geom_size[geom, 1]) - radius
+    if model.geom_type[geom] == mujoco.mjtGeom.mjGEOM_SPHERE:
+        return center_z - radius
+    msg = f"foot geom {model.geom(geom).name!r} has type {int(model.geom_type[geom])}; expected sphere/capsule"
+    raise AssetError(msg)
