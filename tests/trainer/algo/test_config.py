@@ -1,0 +1,59 @@
+"""FlashSacCfg defaults (FLASHSAC.md §8), derived values and fail-closed validation."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from trainer.algo.config import FlashSacCfg, FlashSacConfigError, warmup_ticks
+from trainer.config.errors import ConfigError
+
+SPEC_KEYS = (
+    "num_envs max_iterations batch_size updates_per_step policy_frequency gamma tau n_step actor_lr "
+    "critic_lr temp_lr lr_end lr_warmup_steps lr_decay_steps learning_starts replay_buffer_n "
+    "actor_hidden_dim critic_hidden_dim num_blocks num_atoms critic_min_v critic_max_v temp_initial "
+    "temp_target_sigma target_entropy noise_zeta_mu noise_max_repeat normalize_reward normalized_g_max "
+    "use_amp amp_dtype use_compile use_cuda_graph seed save_interval"
+).split()
+
+
+def test_fields_are_exactly_the_spec_keys_and_defaults_validate() -> None:
+    assert [f.name for f in dataclasses.fields(FlashSacCfg)] == SPEC_KEYS
+    cfg = FlashSacCfg().validate()
+    assert cfg.replay_capacity == 512 * 2048
+    assert cfg.resolved_target_entropy(29) == pytest.approx(-13.867262, abs=1e-6)
+    assert cfg.resolved_amp_dtype("cuda") == "bf16" and cfg.resolved_amp_dtype("cpu") == "fp32"
+
+
+def test_warmup_ticks_and_total_env_steps() -> None:
+    assert warmup_ticks(98, 2048, 1024) == 98
+    assert warmup_ticks(98, 2048, 20) == 103
+    assert FlashSacCfg(num_envs=1024, max_iterations=65000).total_env_steps == 66_660_352
+    assert FlashSacCfg().total_env_steps == 51_400_704
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ({"n_step": 3}, "algo.n_step=3"),
+        ({"amp_dtype": "fp16"}, "algo.amp_dtype='fp16'"),
+        ({"amp_dtype": "int8"}, "algo.amp_dtype='int8'"),
+        ({"batch_size": 0}, "algo.batch_size=0"),
+        ({"num_envs": -1}, "algo.num_envs=-1"),
+        ({"num_atoms": 1}, "algo.num_atoms=1"),
+        ({"batch_size": 4096, "num_envs": 2, "replay_buffer_n": 8}, "exceeds the replay capacity"),
+        ({"learning_starts": 600, "replay_buffer_n": 512}, "warm-up threshold"),
+        ({"critic_min_v": 5.0}, "algo.critic_min_v=5.0"),
+        ({"gamma": 1.5}, "algo.gamma=1.5"),
+        ({"tau": 0.0}, "algo.tau=0.0"),
+        ({"actor_lr": float("nan")}, "algo.actor_lr=nan"),
+        ({"learning_starts": -1}, "algo.learning_starts=-1"),
+    ],
+)
+def test_validate_rejects_bad_values_with_one_line(override, fragment) -> None:
+    with pytest.raises(FlashSacConfigError) as info:
+        FlashSacCfg(**override).validate()
+    message = str(info.value)
+    assert fragment in message and "\n" not in message
+    assert isinstance(info.value, ConfigError) and isinstance(info.value, ValueError)

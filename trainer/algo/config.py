@@ -1,0 +1,248 @@
+"""``FlashSacCfg``: the typed ``algo.*`` section of a run (FLASHSAC.md §8).
+
+The owner YAML owns the values; the defaults below repeat the FLASHSAC.md §8 table so
+that tests and the bench can build a config without the loader. ``validate()`` is the
+fail-closed semantic check (one-line messages naming the key, the bad value and the fix).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from trainer.config.errors import ConfigError
+
+AmpDtype = Literal["auto", "bf16", "fp32"]
+"""Accepted ``algo.amp_dtype`` values; ``fp16`` is rejected (its GradScaler syncs, §6)."""
+
+
+class FlashSacConfigError(ConfigError, ValueError):
+    """A bad ``algo.*`` value: ``train`` prints ``error: <message>`` and exits 2."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlashSacCfg:
+    """``algo.*``: every FlashSAC hyper-parameter (FLASHSAC.md §8 names, no ``algo.`` prefix)."""
+
+    num_envs: int = 2048
+    """Parallel environments N (the soak passes 1024)."""
+
+    max_iterations: int = 25000
+    """Training iterations (update cycles) after warm-up (the soak passes 65000)."""
+
+    batch_size: int = 2048
+    """Rows B per gradient update."""
+
+    updates_per_step: int = 4
+    """Critic updates U per iteration; U*B rows are sampled once per iteration."""
+
+    policy_frequency: int = 2
+    """Actor and temperature update after critic update k when ``k % policy_frequency == 0``."""
+
+    gamma: float = 0.99
+    """Discount factor, also used by the reward scaler's running return."""
+
+    tau: float = 0.05
+    """Polyak factor of the target critic, applied after every critic update."""
+
+    n_step: int = 1
+    """Bootstrap horizon; only 1 is implemented (any other value exits 2)."""
+
+    actor_lr: float = 3e-4
+    """Peak learning rate of the actor Adam."""
+
+    critic_lr: float = 3e-4
+    """Peak learning rate of the critic Adam."""
+
+    temp_lr: float = 3e-4
+    """Peak learning rate of the log-temperature Adam."""
+
+    lr_end: float = 1.5e-4
+    """Final learning rate of the cosine schedules."""
+
+    lr_warmup_steps: int = 0
+    """Linear warm-up updates of the schedules (0 = none, the FlashSAC default)."""
+
+    lr_decay_steps: int = 500000
+    """Cosine period T in updates; lr stays at ``lr_end`` once an optimizer made T updates."""
+
+    learning_starts: int = 98
+    """Warm-up ticks before the first iteration (W = max(learning_starts, ceil(B/N)))."""
+
+    replay_buffer_n: int = 512
+    """Replay capacity per env: the ring holds ``replay_buffer_n * num_envs`` rows."""
+
+    actor_hidden_dim: int = 128
+    """Actor trunk width d."""
+
+    critic_hidden_dim: int = 256
+    """Critic trunk width d (per ensemble member)."""
+
+    num_blocks: int = 2
+    """Inverted residual blocks per trunk."""
+
+    num_atoms: int = 101
+    """Atoms K of the categorical critic."""
+
+    critic_min_v: float = -5.0
+    """Lowest atom z_0 of the critic support."""
+
+    critic_max_v: float = 5.0
+    """Highest atom z_{K-1} of the critic support."""
+
+    temp_initial: float = 0.01
+    """Initial temperature alpha (log alpha starts at ln of it)."""
+
+    temp_target_sigma: float = 0.15
+    """sigma_t of the target entropy |A| * 0.5 * ln(2 pi e sigma_t^2)."""
+
+    target_entropy: float | None = None
+    """Explicit target entropy; null derives it from ``temp_target_sigma`` (-13.867262 for 29 actions)."""
+
+    noise_zeta_mu: float = 2.0
+    """Exponent mu of the truncated zeta distribution of noise repeats."""
+
+    noise_max_repeat: int = 16
+    """Largest noise repeat count k of the truncated zeta distribution."""
+
+    normalize_reward: bool = True
+    """Scale rewards by the running return statistics (FLASHSAC.md §4)."""
+
+    normalized_g_max: float = 5.0
+    """G_max divisor of the reward scale; keep equal to ``critic_max_v``."""
+
+    use_amp: bool = True
+    """bf16 autocast of the network matmuls on CUDA (never on CPU)."""
+
+    amp_dtype: str = "auto"
+    """``auto`` (bf16 on CUDA), ``bf16`` or ``fp32``; ``fp16`` exits 2."""
+
+    use_compile: bool = True
+    """torch.compile the pure loss maths where available (falls back to eager, recorded)."""
+
+    use_cuda_graph: bool = True
+    """Replay the whole update cycle (and act) as CUDA graphs on CUDA (falls back, recorded)."""
+
+    seed: int | None = 1
+    """Torch seed of the learner; null leaves seeding to the caller."""
+
+    save_interval: int = 1000
+    """Checkpoint every this many iterations (and at the last one)."""
+
+    def validate(self) -> FlashSacCfg:
+        """Check the semantic constraints; returns ``self`` so calls can chain.
+
+        Raises:
+            FlashSacConfigError: one line naming the key, the bad value and the fix.
+        """
+        positive_ints = (
+            "num_envs", "max_iterations", "batch_size", "updates_per_step", "policy_frequency",
+            "lr_decay_steps", "replay_buffer_n", "actor_hidden_dim", "critic_hidden_dim",
+            "num_blocks", "num_atoms", "noise_max_repeat", "save_interval",
+        )  # fmt: skip
+        for key in positive_ints:
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                _fail(
+                    f"algo.{key}={value!r} must be a positive integer; use e.g. {getattr(FlashSacCfg, key)}"
+                )
+        for key in ("learning_starts", "lr_warmup_steps"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                _fail(
+                    f"algo.{key}={value!r} must be an integer >= 0; use e.g. {getattr(FlashSacCfg, key)}"
+                )
+        if self.n_step != 1:
+            _fail(
+                f"algo.n_step={self.n_step!r} is not supported; only algo.n_step=1 is implemented"
+            )
+        if self.num_atoms < 2:
+            _fail(f"algo.num_atoms={self.num_atoms} must be at least 2; use e.g. 101")
+        if not self.critic_min_v < self.critic_max_v:
+            _fail(
+                f"algo.critic_min_v={self.critic_min_v} must be below algo.critic_max_v="
+                f"{self.critic_max_v}; use e.g. -5.0 and 5.0"
+            )
+        if not 0.0 < self.gamma <= 1.0:
+            _fail(f"algo.gamma={self.gamma!r} must lie in (0, 1]; use e.g. 0.99")
+        if not 0.0 < self.tau <= 1.0:
+            _fail(f"algo.tau={self.tau!r} must lie in (0, 1]; use e.g. 0.05")
+        for key in ("actor_lr", "critic_lr", "temp_lr", "temp_initial", "temp_target_sigma",
+                    "normalized_g_max"):  # fmt: skip
+            value = getattr(self, key)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                _fail(
+                    f"algo.{key}={value!r} must be a finite number > 0; use e.g. {getattr(FlashSacCfg, key)}"
+                )
+        if not (math.isfinite(self.lr_end) and self.lr_end >= 0):
+            _fail(f"algo.lr_end={self.lr_end!r} must be a finite number >= 0; use e.g. 1.5e-4")
+        if self.target_entropy is not None and not math.isfinite(self.target_entropy):
+            _fail(f"algo.target_entropy={self.target_entropy!r} must be finite or null")
+        if not (math.isfinite(self.noise_zeta_mu) and self.noise_zeta_mu > 0):
+            _fail(
+                f"algo.noise_zeta_mu={self.noise_zeta_mu!r} must be a finite number > 0; use e.g. 2.0"
+            )
+        if self.amp_dtype in ("fp16", "float16", "half"):
+            _fail(
+                f"algo.amp_dtype={self.amp_dtype!r} is not supported (fp16 needs a GradScaler that "
+                "cannot live in one CUDA graph); use algo.amp_dtype=bf16 or auto"
+            )
+        if self.amp_dtype not in ("auto", "bf16", "fp32"):
+            _fail(f"algo.amp_dtype={self.amp_dtype!r} is not one of ['auto', 'bf16', 'fp32']")
+        capacity = self.replay_capacity
+        if self.batch_size > capacity:
+            _fail(
+                f"algo.batch_size={self.batch_size} exceeds the replay capacity {capacity} "
+                f"(algo.replay_buffer_n={self.replay_buffer_n} x algo.num_envs={self.num_envs}); "
+                "raise algo.replay_buffer_n"
+            )
+        threshold = max(self.batch_size, self.learning_starts * self.num_envs)
+        if threshold > capacity:
+            _fail(
+                f"warm-up threshold {threshold} rows (algo.learning_starts={self.learning_starts} x "
+                f"algo.num_envs={self.num_envs}) exceeds the replay capacity {capacity}; "
+                "lower algo.learning_starts or raise algo.replay_buffer_n"
+            )
+        return self
+
+    @property
+    def replay_capacity(self) -> int:
+        """Rows C of the device ring: ``replay_buffer_n * num_envs``."""
+        return self.replay_buffer_n * self.num_envs
+
+    @property
+    def warmup_ticks(self) -> int:
+        """W, the ticks before the first iteration (FLASHSAC.md §6)."""
+        return warmup_ticks(self.learning_starts, self.batch_size, self.num_envs)
+
+    @property
+    def total_env_steps(self) -> int:
+        """``(W + max_iterations) * num_envs`` (FLASHSAC.md §8)."""
+        return (self.warmup_ticks + self.max_iterations) * self.num_envs
+
+    def resolved_target_entropy(self, action_dim: int) -> float:
+        """``target_entropy`` or, when null, ``|A| * 0.5 * ln(2 pi e sigma_t^2)``."""
+        if self.target_entropy is not None:
+            return float(self.target_entropy)
+        return target_entropy_for(action_dim, self.temp_target_sigma)
+
+    def resolved_amp_dtype(self, device_type: str) -> Literal["bf16", "fp32"]:
+        """The matmul precision actually used on ``device_type`` (CPU is always fp32)."""
+        if device_type != "cuda" or not self.use_amp or self.amp_dtype == "fp32":
+            return "fp32"
+        return "bf16"
+
+
+def warmup_ticks(learning_starts: int, batch_size: int, num_envs: int) -> int:
+    """W = max(learning_starts, ceil(B/N)): ticks whose rows only fill the replay."""
+    return max(learning_starts, -(-batch_size // num_envs))
+
+
+def target_entropy_for(action_dim: int, sigma: float) -> float:
+    """H-bar = |A| * 0.5 * ln(2 pi e sigma^2) (FLASHSAC.md §3; -13.867262 for 29, 0.15)."""
+    return action_dim * 0.5 * math.log(2.0 * math.pi * math.e * sigma * sigma)
+
+
+def _fail(message: str) -> None:
+    raise FlashSacConfigError(message)
