@@ -1,0 +1,162 @@
+"""The soak artifact, schema 0.3.0 plus additions (CONTRACTS §9).
+
+The artifact is assembled from the monitor's observations and the verdict on the run
+directory, validated against ``schemas/soak_artifact.0.3.0.json`` and written atomically
+**even when the soak failed**. If self-validation fails the artifact is still written,
+with ``status: "failed"`` and ``monitor_failure``, and the violation in the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.jsonio import write_json_atomic
+from harness.schemas import validate
+from harness.soak.launch import CONSOLE_LOG_NAME
+from harness.soak.trend import TrendReport
+from harness.soak.verdict import judge_run_dir, resource_summary_fields
+
+if TYPE_CHECKING:
+    from harness.soak.monitor import MonitorCfg, SoakResult
+
+SCHEMA_VERSION = "0.3.0"
+SCHEMA_FILE = "soak_artifact.0.3.0.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArtifactInputs:
+    """Everything the monitor observed, ready to be judged and written."""
+
+    command: Sequence[str]
+    context: dict[str, Any]
+    started_at_utc: str
+    ended_at_utc: str
+    duration_s: float
+    returncode: int | None
+    cfg: MonitorCfg
+    soak_id: str
+    subreaper: bool
+    termination: Sequence[str]
+    samples: Sequence[dict[str, Any]]
+    trends: TrendReport
+    residual_processes: Sequence[dict[str, Any]]
+    identities_checked: int
+    log_dir: Path
+    monitor_reasons: Sequence[str]
+    monitor_classification: str | None
+
+
+def _number(value: Any) -> int | float | None:
+    """A finite JSON number (bools excluded), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _max(values: Sequence[Any]) -> int | float | None:
+    nums = [v for v in (_number(x) for x in values) if v is not None]
+    return max(nums) if nums else None
+
+
+def resource_summary(
+    samples: Sequence[Mapping[str, Any]], run_summary: Mapping[str, Any] | None, residual_count: int
+) -> dict[str, Any]:
+    """CONTRACTS §9 ``resource_summary``: sample maxima plus the producer's final counters
+    (null when the source is missing or not a number)."""
+    gpu_values = [
+        s["gpu"]["used_memory_mib_total"] for s in samples if s["gpu"].get("source") is not None
+    ]
+    return {
+        "sample_count": len(samples),
+        "max_process_count": _max([s["process"]["process_count"] for s in samples]),
+        "max_process_rss_kib": _max([s["process"]["rss_kib_total"] for s in samples]),
+        "max_gpu_used_memory_mib": _max(gpu_values),
+        "max_eventfd_count": _max([s["process"]["fd_classes_total"]["eventfd"] for s in samples]),
+        "max_shared_memory_fd_count": _max(
+            [s["process"]["fd_classes_total"]["shared_memory"] for s in samples]
+        ),
+        "max_progress_bytes": _max([s["progress"]["bytes_total"] for s in samples]),
+        "residual_process_count": residual_count,
+        # ipc_event_count, max_in_flight, max_publication_lag, replay_ingress_*
+        **resource_summary_fields(run_summary),
+    }
+
+
+def assemble_artifact(inputs: ArtifactInputs) -> dict[str, Any]:
+    """Judge the run directory (CONTRACTS §8) and build the artifact document."""
+    verdict = judge_run_dir(
+        inputs.log_dir,
+        monitor_reasons=list(inputs.monitor_reasons),
+        monitor_classification=inputs.monitor_classification,
+    )
+    cfg = inputs.cfg
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "status": verdict.status,
+        "failure_reason": verdict.failure_reason,
+        "failure_classification": verdict.failure_classification,
+        "monitor_failure_classification": verdict.monitor_failure_classification,
+        "command": list(inputs.command),
+        "context": inputs.context,
+        "started_at_utc": inputs.started_at_utc,
+        "ended_at_utc": inputs.ended_at_utc,
+        "duration_s": round(float(inputs.duration_s), 6),
+        "returncode": inputs.returncode,
+        "monitor": {
+            "sample_interval_s": cfg.sample_interval_s,
+            "startup_timeout_s": cfg.startup_timeout_s,
+            "stale_progress_s": cfg.stale_progress_s,
+            "post_shutdown_grace_s": cfg.post_shutdown_grace_s,
+            "min_duration_s": cfg.min_duration_s,
+            "sample_count": len(inputs.samples),
+            "soak_id": inputs.soak_id,
+            "subreaper": inputs.subreaper,
+            "termination": list(inputs.termination),
+        },
+        "samples": list(inputs.samples),
+        "resource_summary": resource_summary(
+            inputs.samples, verdict.run_summary, len(inputs.residual_processes)
+        ),
+        "resource_trends": inputs.trends.to_json(),
+        "shutdown": verdict.shutdown,
+        "post_shutdown": {
+            "residual_processes": list(inputs.residual_processes),
+            "identities_checked": inputs.identities_checked,
+        },
+        "run_summary": verdict.run_summary,
+        "run_summary_error": verdict.run_summary_error,
+        "console_log": str((inputs.log_dir / CONSOLE_LOG_NAME).absolute()),
+    }
+
+
+def self_validate(artifact: dict[str, Any]) -> None:
+    """Validate in place; on violations turn the artifact into a ``monitor_failure``."""
+    violations = validate(artifact, SCHEMA_FILE)
+    if not violations:
+        return
+    more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
+    reason = f"soak monitor failed: artifact self-validation failed: {violations[0]}{more}"
+    previous = artifact.get("failure_reason")
+    artifact["status"] = "failed"
+    artifact["failure_reason"] = reason if not previous else f"{previous}; {reason}"
+    if artifact.get("failure_classification") is None:
+        artifact["failure_classification"] = "monitor_failure"
+
+
+def build_and_write_artifact(inputs: ArtifactInputs, output: Path) -> SoakResult:
+    """Assemble, validate and atomically write the artifact; never raises on write errors."""
+    from harness.soak.monitor import SoakResult
+
+    artifact = assemble_artifact(inputs)
+    self_validate(artifact)
+    try:
+        write_json_atomic(output, artifact)
+    except (OSError, ValueError, TypeError) as err:
+        return SoakResult(artifact, output, False, f"{type(err).__name__}: {err}")
+    return SoakResult(artifact, output, True, None)

@@ -1,0 +1,553 @@
+"""``g1-soak`` (the canonical preset) and ``soak-run`` (the generic runner), CONTRACTS §1.2/§1.3.
+
+Both validate everything before launching (exit 2, nothing launched, no artifact), then
+run the monitor and always write the artifact; exit 0 iff the soak passed. stdout holds
+only the result (a summary table, or one strict-JSON object with ``--json``); the live
+status line and ``error:`` lines go to stderr.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+from tabulate import tabulate
+
+from harness.errors import UsageError
+from harness.jsonio import dumps_strict
+from harness.soak.trend import SERIES, TrendThresholdError, parse_threshold_overrides
+
+SOAK_OWNED_KEYS: tuple[str, ...] = (
+    "algo",
+    "task",
+    "training.sim_backend",
+    "training.play_only",
+    "training.no_play",
+    "training.log_dir",
+    "algo.num_envs",
+    "algo.max_iterations",
+)
+REMOVED_KEY_PREFIX = "env.tensor_runtime"
+REMOVED_KEY_MESSAGE = (
+    "{key} was removed (no alias): tensor execution is a runtime invariant and the device "
+    "follows the backend data plane and the rank device; delete the key"
+)
+MOTION_KEY = "env.commands.motion.motion_file"
+MOTION_IDS = {
+    "synthetic": "motions/g1/synthetic_dance.npz",
+    "dance": "motions/g1/dance1_subject2_part.npz",
+}
+DEFAULT_SAVE_INTERVAL_OVERRIDE = "algo.save_interval=10000"
+_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")
+
+
+class Sim(str, enum.Enum):
+    mjwarp = "mjwarp"
+    mujoco = "mujoco"
+
+
+class TrendMode(str, enum.Enum):
+    enforce = "enforce"
+    report = "report"
+
+
+# -- shared monitor options ---------------------------------------------------------
+_MON = "Monitor"
+_TREND = "Resource trends"
+LogDirOpt = Annotated[
+    Path, typer.Option("--log-dir", help="Absolute run directory (missing or empty).")
+]
+OutputOpt = Annotated[
+    Path,
+    typer.Option("--output", help="Absolute artifact path (must not exist; outside the log dir)."),
+]
+MinDurationOpt = Annotated[
+    float,
+    typer.Option(
+        "--min-duration-seconds",
+        help="Fail if the trainer ends sooner (>= 0).",
+        rich_help_panel=_MON,
+    ),
+]
+SampleOpt = Annotated[
+    float,
+    typer.Option(
+        "--sample-interval-seconds", help="Seconds between samples (> 0).", rich_help_panel=_MON
+    ),
+]
+StartupOpt = Annotated[
+    float,
+    typer.Option(
+        "--startup-timeout-seconds",
+        help="Fail without run-dir bytes this long (> 0).",
+        rich_help_panel=_MON,
+    ),
+]
+StaleOpt = Annotated[
+    float,
+    typer.Option(
+        "--stale-progress-seconds",
+        help="Fail when run-dir bytes stop changing (> 0).",
+        rich_help_panel=_MON,
+    ),
+]
+GraceOpt = Annotated[
+    float,
+    typer.Option(
+        "--post-shutdown-grace-seconds",
+        help="Wait before the residual-process check (>= 0).",
+        rich_help_panel=_MON,
+    ),
+]
+TrendModeOpt = Annotated[
+    TrendMode,
+    typer.Option(
+        "--trend-mode",
+        help="enforce: growth fails the soak; report: recorded only.",
+        rich_help_panel=_TREND,
+    ),
+]
+TrendThresholdOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--trend-threshold",
+        help=f"SERIES=MAX_PER_HOUR[:MIN_GROWTH], repeatable; series: {', '.join(SERIES)}.",
+        rich_help_panel=_TREND,
+    ),
+]
+TrendWarmupOpt = Annotated[
+    float,
+    typer.Option(
+        "--trend-warmup-seconds",
+        help="Skip this long after first progress (>= 0).",
+        rich_help_panel=_TREND,
+    ),
+]
+TrendWindowOpt = Annotated[
+    float,
+    typer.Option(
+        "--trend-min-window-seconds",
+        help="Shorter windows are insufficient_data (>= 0).",
+        rich_help_panel=_TREND,
+    ),
+]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print one strict-JSON object instead of the table.")
+]
+
+
+def _check_positive(flag: str, value: float) -> None:
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{flag}={value:g} must be a number > 0")
+
+
+def _check_non_negative(flag: str, value: float) -> None:
+    if not math.isfinite(value) or value < 0:
+        raise UsageError(f"{flag}={value:g} must be a number >= 0")
+
+
+def check_monitor_bounds(
+    *,
+    sample: float,
+    startup: float,
+    stale: float,
+    grace: float,
+    min_duration: float,
+    warmup: float,
+    window: float,
+) -> None:
+    _check_non_negative("--min-duration-seconds", min_duration)
+    _check_positive("--sample-interval-seconds", sample)
+    _check_positive("--startup-timeout-seconds", startup)
+    _check_positive("--stale-progress-seconds", stale)
+    _check_non_negative("--post-shutdown-grace-seconds", grace)
+    _check_non_negative("--trend-warmup-seconds", warmup)
+    _check_non_negative("--trend-min-window-seconds", window)
+
+
+def check_paths(log_dir: Path, output: Path) -> tuple[Path, Path]:
+    """CONTRACTS §1.2: both absolute; log dir missing or empty; output new and outside it."""
+    if not log_dir.is_absolute():
+        raise UsageError(
+            f"--log-dir {str(log_dir)!r} must be an absolute path; use e.g. $PWD/{log_dir}"
+        )
+    if not output.is_absolute():
+        raise UsageError(
+            f"--output {str(output)!r} must be an absolute path; use e.g. $PWD/{output}"
+        )
+    log_dir = Path(_normalise(log_dir))
+    output = Path(_normalise(output))
+    if log_dir.exists():
+        if not log_dir.is_dir():
+            raise UsageError(
+                f"--log-dir {log_dir} exists and is not a directory; pass a new directory"
+            )
+        if any(log_dir.iterdir()):
+            raise UsageError(f"--log-dir {log_dir} is not empty; pass a missing or empty directory")
+    if output.exists():
+        raise UsageError(f"--output {output} already exists; pass a new artifact path")
+    if output == log_dir or log_dir in output.parents:
+        raise UsageError(
+            f"--output {output} lies inside --log-dir {log_dir}; write the artifact outside the run dir"
+        )
+    return log_dir, output
+
+
+def _normalise(path: Path) -> str:
+    import os
+
+    return os.path.normpath(str(path))
+
+
+def override_key(text: str) -> str:
+    """Key of ``K=V``: text before the first ``=``, stripped, one leading ``+``/``~`` dropped."""
+    key = text.split("=", 1)[0].strip()
+    if key[:1] in ("+", "~"):
+        key = key[1:]
+    return key
+
+
+def check_overrides(overrides: Sequence[str]) -> None:
+    """Syntax, then soak-owned keys, then removed keys (CONTRACTS §1.2 pre-launch order)."""
+    for text in overrides:
+        key = override_key(text)
+        if "=" not in text or not _KEY_RE.match(key):
+            raise UsageError(
+                f"--extra-override {text!r} must look like KEY=VALUE with a dotted key "
+                "(e.g. algo.save_interval=10000)"
+            )
+    for text in overrides:
+        key = override_key(text)
+        if key in SOAK_OWNED_KEYS:
+            raise UsageError(
+                f"'{key}' is a soak-owned override; use --num-envs/--iterations/--log-dir instead"
+            )
+    for text in overrides:
+        key = override_key(text)
+        if key.startswith(REMOVED_KEY_PREFIX):
+            raise UsageError(REMOVED_KEY_MESSAGE.format(key=key))
+
+
+def motion_override(motion: str | None) -> tuple[str | None, str]:
+    """``(override or None, motion id)`` for ``--motion`` (None = the owner's default, dance)."""
+    if motion is None:
+        return None, MOTION_IDS["dance"]
+    motion_id = MOTION_IDS.get(motion, motion)
+    return f"{MOTION_KEY}={motion_id}", motion_id
+
+
+def build_g1_command(
+    *, sim: str, num_envs: int, iterations: int, log_dir: Path, extras: Sequence[str]
+) -> list[str]:
+    """The interpreter-pinned trainer argv of CONTRACTS §1.2."""
+    return [
+        sys.executable,
+        "-m",
+        "trainer",
+        "train",
+        "--algo",
+        "flashsac",
+        "--task",
+        "g1_motion_tracking",
+        "--sim",
+        sim,
+        f"algo.num_envs={num_envs}",
+        f"algo.max_iterations={iterations}",
+        "training.no_play=true",
+        f"training.log_dir={log_dir}",
+        *extras,
+    ]
+
+
+def _fmt(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def render_summary(artifact: dict[str, Any], artifact_path: Path) -> str:
+    """The end-of-soak table: verdict, reason, duration, peaks, trend verdicts, artifact."""
+    summary = artifact["resource_summary"]
+    trends = artifact.get("resource_trends") or {}
+    rows: list[tuple[str, str]] = [
+        ("verdict", artifact["status"]),
+        ("classification", _fmt(artifact["failure_classification"])),
+        ("reason", _fmt(artifact["failure_reason"])),
+        ("duration_s", f"{artifact['duration_s']:.1f}"),
+        ("returncode", _fmt(artifact["returncode"])),
+        ("samples", _fmt(summary["sample_count"])),
+        ("max processes", _fmt(summary["max_process_count"])),
+        ("max RSS (KiB)", _fmt(summary["max_process_rss_kib"])),
+        ("max GPU memory (MiB)", _fmt(summary["max_gpu_used_memory_mib"])),
+        (
+            "max eventfd / shm FDs",
+            f"{_fmt(summary['max_eventfd_count'])} / {_fmt(summary['max_shared_memory_fd_count'])}",
+        ),
+        ("residual processes", _fmt(summary["residual_process_count"])),
+        ("trend verdict", f"{_fmt(trends.get('verdict'))} ({_fmt(trends.get('mode'))})"),
+    ]
+    for name, series in (trends.get("series") or {}).items():
+        slope = series.get("slope_per_hour")
+        rows.append(
+            (
+                f"  {name}",
+                f"{series['verdict']}" + ("" if slope is None else f" (slope {slope:.1f}/h)"),
+            )
+        )
+    rows.append(("artifact", str(artifact_path)))
+    rows.append(("report", f"soak-report {artifact_path}"))
+    return tabulate(rows, tablefmt="simple", disable_numparse=True)
+
+
+def _finish(result: Any, json_out: bool) -> int:
+    if not result.written:
+        print(
+            f"error: could not write the soak artifact {result.artifact_path}: {result.write_error}",
+            file=sys.stderr,
+        )
+        if json_out:
+            print(dumps_strict(_json_result(result.artifact, None), indent=None), end="")
+        return 1
+    if json_out:
+        print(
+            dumps_strict(_json_result(result.artifact, result.artifact_path), indent=None), end=""
+        )
+    else:
+        print(render_summary(result.artifact, result.artifact_path))
+    return 0 if result.passed else 1
+
+
+def _json_result(artifact: dict[str, Any], path: Path | None) -> dict[str, Any]:
+    return {
+        "status": artifact["status"] if path is not None else "failed",
+        "failure_classification": artifact["failure_classification"],
+        "failure_reason": artifact["failure_reason"],
+        "artifact": None if path is None else str(path),
+        "monitor": artifact["monitor"],
+    }
+
+
+def _monitor_cfg(
+    *,
+    sample: float,
+    startup: float,
+    stale: float,
+    grace: float,
+    min_duration: float,
+    mode: TrendMode,
+    thresholds: list[str] | None,
+    warmup: float,
+    window: float,
+):
+    from harness.soak.monitor import MonitorCfg
+
+    try:
+        parsed = parse_threshold_overrides(thresholds or [])
+    except TrendThresholdError as err:
+        raise UsageError(str(err)) from err
+    return MonitorCfg(
+        sample_interval_s=sample,
+        startup_timeout_s=startup,
+        stale_progress_s=stale,
+        post_shutdown_grace_s=grace,
+        min_duration_s=min_duration,
+        trend_mode=mode.value,
+        trend_thresholds=parsed,
+        trend_warmup_s=warmup,
+        trend_min_window_s=window,
+    )
+
+
+# -- g1-soak ------------------------------------------------------------------------
+g1_soak_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+@g1_soak_app.command()
+def g1_soak(
+    log_dir: LogDirOpt,
+    output: OutputOpt,
+    num_envs: Annotated[int, typer.Option("--num-envs", help="Parallel envs (> 0).")] = 1024,
+    iterations: Annotated[
+        int, typer.Option("--iterations", help="Training iterations (> 0).")
+    ] = 65000,
+    min_duration_seconds: MinDurationOpt = 1800.0,
+    sample_interval_seconds: SampleOpt = 5.0,
+    startup_timeout_seconds: StartupOpt = 900.0,
+    stale_progress_seconds: StaleOpt = 300.0,
+    post_shutdown_grace_seconds: GraceOpt = 10.0,
+    sim: Annotated[
+        Sim, typer.Option("--sim", help="Owner backend: mjwarp (GPU) or mujoco (CPU).")
+    ] = Sim.mjwarp,
+    motion: Annotated[
+        str | None,
+        typer.Option(
+            "--motion",
+            help="synthetic (offline clip), dance (the seed's clip via the hub) or a path.",
+        ),
+    ] = None,
+    extra_override: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--extra-override",
+            help="Extra trainer KEY=VALUE, repeatable (soak-owned keys rejected).",
+        ),
+    ] = None,
+    trend_mode: TrendModeOpt = TrendMode.enforce,
+    trend_threshold: TrendThresholdOpt = None,
+    trend_warmup_seconds: TrendWarmupOpt = 300.0,
+    trend_min_window_seconds: TrendWindowOpt = 600.0,
+    json_out: JsonOpt = False,
+) -> None:
+    """Soak the canonical FlashSAC / G1 motion-tracking run and judge it (CONTRACTS §1.2)."""
+    from harness.soak.monitor import run_soak
+
+    # Pre-launch order: types (typer) -> bounds -> paths -> override syntax -> reserved
+    # keys -> removed keys -> trend thresholds.
+    if num_envs <= 0:
+        raise UsageError(f"--num-envs={num_envs} must be an integer > 0")
+    if iterations <= 0:
+        raise UsageError(f"--iterations={iterations} must be an integer > 0")
+    check_monitor_bounds(
+        sample=sample_interval_seconds,
+        startup=startup_timeout_seconds,
+        stale=stale_progress_seconds,
+        grace=post_shutdown_grace_seconds,
+        min_duration=min_duration_seconds,
+        warmup=trend_warmup_seconds,
+        window=trend_min_window_seconds,
+    )
+    log_dir, output = check_paths(log_dir, output)
+    user = list(extra_override or [])
+    check_overrides(user)
+    motion_extra, motion_id = motion_override(motion)
+    if motion_extra is not None and any(override_key(o) == MOTION_KEY for o in user):
+        raise UsageError(
+            f"--motion and --extra-override {MOTION_KEY}=... both set the clip; pass only --motion"
+        )
+    if motion_extra is None:
+        motion_id = next(
+            (o.split("=", 1)[1] for o in user if override_key(o) == MOTION_KEY), motion_id
+        )
+    cfg = _monitor_cfg(
+        sample=sample_interval_seconds,
+        startup=startup_timeout_seconds,
+        stale=stale_progress_seconds,
+        grace=post_shutdown_grace_seconds,
+        min_duration=min_duration_seconds,
+        mode=trend_mode,
+        thresholds=trend_threshold,
+        warmup=trend_warmup_seconds,
+        window=trend_min_window_seconds,
+    )
+    extras: list[str] = []
+    if not any(override_key(o) == "algo.save_interval" for o in user):
+        extras.append(DEFAULT_SAVE_INTERVAL_OVERRIDE)
+    if motion_extra is not None:
+        extras.append(motion_extra)
+    extras.extend(user)
+    command = build_g1_command(
+        sim=sim.value, num_envs=num_envs, iterations=iterations, log_dir=log_dir, extras=extras
+    )
+    output.parent.mkdir(parents=True, exist_ok=True)
+    result = run_soak(command, log_dir=log_dir, output=output, cfg=cfg, motion_id=motion_id)
+    raise typer.Exit(_finish(result, json_out))
+
+
+# -- soak-run -----------------------------------------------------------------------
+soak_run_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+@soak_run_app.command(context_settings={"allow_interspersed_args": False})
+def soak_run(
+    command: Annotated[
+        list[str],
+        typer.Argument(help="Trainer command after --; {log_dir} is replaced by --log-dir."),
+    ],
+    log_dir: LogDirOpt,
+    output: OutputOpt,
+    min_duration_seconds: MinDurationOpt = 1800.0,
+    sample_interval_seconds: SampleOpt = 5.0,
+    startup_timeout_seconds: StartupOpt = 900.0,
+    stale_progress_seconds: StaleOpt = 300.0,
+    post_shutdown_grace_seconds: GraceOpt = 10.0,
+    trend_mode: TrendModeOpt = TrendMode.enforce,
+    trend_threshold: TrendThresholdOpt = None,
+    trend_warmup_seconds: TrendWarmupOpt = 300.0,
+    trend_min_window_seconds: TrendWindowOpt = 600.0,
+    json_out: JsonOpt = False,
+) -> None:
+    """Soak any trainer command that honours the run-directory contract (CONTRACTS §1.3)."""
+    from harness.soak.monitor import run_soak
+
+    check_monitor_bounds(
+        sample=sample_interval_seconds,
+        startup=startup_timeout_seconds,
+        stale=stale_progress_seconds,
+        grace=post_shutdown_grace_seconds,
+        min_duration=min_duration_seconds,
+        warmup=trend_warmup_seconds,
+        window=trend_min_window_seconds,
+    )
+    log_dir, output = check_paths(log_dir, output)
+    cfg = _monitor_cfg(
+        sample=sample_interval_seconds,
+        startup=startup_timeout_seconds,
+        stale=stale_progress_seconds,
+        grace=post_shutdown_grace_seconds,
+        min_duration=min_duration_seconds,
+        mode=trend_mode,
+        thresholds=trend_threshold,
+        warmup=trend_warmup_seconds,
+        window=trend_min_window_seconds,
+    )
+    argv = [str(log_dir) if arg == "{log_dir}" else arg for arg in command]
+    if not argv:
+        raise UsageError(
+            "no trainer command given; pass it after --, e.g. soak-run ... -- python train.py {log_dir}"
+        )
+    output.parent.mkdir(parents=True, exist_ok=True)
+    result = run_soak(argv, log_dir=log_dir, output=output, cfg=cfg)
+    raise typer.Exit(_finish(result, json_out))
+
+
+def _run(app: typer.Typer, argv: Sequence[str] | None, prog: str) -> int:
+    try:
+        code = app(
+            args=list(sys.argv[1:] if argv is None else argv), prog_name=prog, standalone_mode=False
+        )
+    except UsageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except click.exceptions.NoArgsIsHelpError as err:
+        print(err.format_message(), file=sys.stderr)
+        return 2
+    except click.UsageError as err:
+        print(f"error: {err.format_message()}", file=sys.stderr)
+        return 2
+    except click.exceptions.Abort:
+        print("error: aborted", file=sys.stderr)
+        return 1
+    except click.exceptions.Exit as err:
+        return int(err.exit_code)
+    return int(code or 0)
+
+
+def g1_soak_main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``g1-soak``."""
+    code = _run(g1_soak_app, argv, "g1-soak")
+    if argv is None:
+        sys.exit(code)
+    return code
+
+
+def soak_run_main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``soak-run``."""
+    code = _run(soak_run_app, argv, "soak-run")
+    if argv is None:
+        sys.exit(code)
+    return code

@@ -1,0 +1,507 @@
+"""The soak monitor: launch, sample, judge liveness, end the trainer, look for residuals
+(CONTRACTS §7), then hand the run directory to the verdict and write the artifact.
+
+One sample at t≈0, then one every ``sample_interval_s`` on a monotonic schedule; each
+tick reads the tree, then progress, then the GPU, then checks liveness and appends. The
+monitor sleeps on a pidfd of the trainer plus a signal wake-up pipe, so it wakes at once
+when the trainer exits or the soak is cancelled and costs nothing in between.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from harness.procfs import is_same_process, read_stat
+from harness.soak import launch as launch_mod
+from harness.soak.artifact import ArtifactInputs, build_and_write_artifact
+from harness.soak.context import build_context
+from harness.soak.gpu import GpuSample, GpuSampler
+from harness.soak.proctree import ProcessTreeSampler, descendants, snapshot_process
+from harness.soak.progress import ProgressSample, sample_progress
+from harness.soak.trend import Threshold, TrendReport, analyse_trends
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MonitorCfg:
+    """Monitor settings (CONTRACTS §1.2 flags)."""
+
+    sample_interval_s: float = 5.0
+    """Seconds between samples (> 0)."""
+    startup_timeout_s: float = 900.0
+    """Fail if the run dir holds no bytes this long after launch."""
+    stale_progress_s: float = 300.0
+    """Fail if the run dir's byte total stops changing this long."""
+    post_shutdown_grace_s: float = 10.0
+    """Sleep after the trainer ends before looking for residual processes."""
+    min_duration_s: float = 1800.0
+    """A trainer that ends sooner fails the soak."""
+    trend_mode: str = "enforce"
+    """``enforce``: a growing trend fails the soak; ``report``: only recorded."""
+    trend_thresholds: dict[str, Threshold] = field(default_factory=dict)
+    trend_warmup_s: float = 300.0
+    trend_min_window_s: float = 600.0
+
+
+@dataclass
+class SoakResult:
+    artifact: dict[str, Any]
+    artifact_path: Path
+    written: bool
+    write_error: str | None
+
+    @property
+    def passed(self) -> bool:
+        return self.written and self.artifact["status"] == "passed"
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _Cancellation:
+    """SIGINT/SIGTERM handler: remember the first signal and wake the sampling loop."""
+
+    def __init__(self) -> None:
+        self.signame: str | None = None
+        self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._previous: dict[int, Any] = {}
+
+    @property
+    def fd(self) -> int:
+        return self._read_fd
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        if self.signame is None:
+            self.signame = signal.Signals(signum).name
+        try:
+            os.write(self._write_fd, b"x")
+        except OSError:
+            pass
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        os.close(self._read_fd)
+        os.close(self._write_fd)
+
+
+def _fmt_bytes(num: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(num) < 1024 or unit == "GiB":
+            return f"{num:.0f} {unit}" if unit == "B" else f"{num:.1f} {unit}"
+        num /= 1024
+    return f"{num:.1f} GiB"
+
+
+def _fmt_elapsed(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def status_line(sample: dict[str, Any]) -> str:
+    """The live one-line status (elapsed, iteration/steps, RSS, GPU memory, FDs)."""
+    proc = sample["process"]
+    classes = proc["fd_classes_total"]
+    gpu = sample["gpu"]
+    last = sample["progress"].get("last") or {}
+    parts = [f"[{_fmt_elapsed(sample['elapsed_s'])}]"]
+    if last:
+        parts.append(
+            f"{last.get('phase', '?')} iter {last.get('iteration', '?')} steps {last.get('total_env_steps', '?')}"
+        )
+    else:
+        parts.append(f"progress {_fmt_bytes(sample['progress']['bytes_total'])}")
+    parts.append(f"procs {proc['process_count']}")
+    parts.append(f"rss {_fmt_bytes(proc['rss_kib_total'] * 1024)}")
+    gpu_text = f"{gpu['used_memory_mib_total']} MiB" if gpu.get("source") else "n/a"
+    parts.append(f"gpu {gpu_text}")
+    parts.append(
+        f"fds {proc['fd_count_total']} (eventfd {classes['eventfd']}, shm {classes['shared_memory']}, "
+        f"memfd {classes['memfd']}, nvidia {classes['nvidia']})"
+    )
+    return " | ".join(parts)
+
+
+class StatusPrinter:
+    """Redraws the status line in place on a TTY; one plain line per sample otherwise."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self.stream = stream
+        self.tty = bool(stream is not None and hasattr(stream, "isatty") and stream.isatty())
+        self._drawn = False
+
+    def show(self, line: str) -> None:
+        if self.stream is None:
+            return
+        if self.tty:
+            width = (
+                max(20, os.get_terminal_size(self.stream.fileno()).columns - 1)
+                if self._has_fileno()
+                else 200
+            )
+            self.stream.write("\r\x1b[2K" + line[:width])
+            self._drawn = True
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def _has_fileno(self) -> bool:
+        try:
+            self.stream.fileno()  # type: ignore[union-attr]
+            return True
+        except (AttributeError, OSError, ValueError):
+            return False
+
+    def finish(self) -> None:
+        if self.stream is not None and self.tty and self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+@dataclass
+class _Liveness:
+    cfg: MonitorCfg
+    last_bytes: int = 0
+    last_change_s: float = 0.0
+
+    def check(self, elapsed_s: float, bytes_total: int) -> tuple[str, str] | None:
+        if bytes_total != self.last_bytes:
+            self.last_bytes = bytes_total
+            self.last_change_s = elapsed_s
+        if bytes_total == 0:
+            if elapsed_s > self.cfg.startup_timeout_s:
+                return (
+                    f"training produced no progress artifact within {_num(self.cfg.startup_timeout_s)} s",
+                    "timeout/startup",
+                )
+            return None
+        if elapsed_s - self.last_change_s > self.cfg.stale_progress_s:
+            return (
+                f"training progress did not change for {_num(self.cfg.stale_progress_s)} s",
+                "timeout/stale_tick",
+            )
+        return None
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+class SoakMonitor:
+    """Runs one soak. Use :meth:`run`; the artifact is written whatever happens after
+    launch."""
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        *,
+        log_dir: Path,
+        output: Path,
+        cfg: MonitorCfg,
+        motion_id: str | None = None,
+        status_stream: TextIO | None = sys.stderr,
+        termination_timeout_s: float = launch_mod.TERMINATION_TIMEOUT_S,
+    ) -> None:
+        self.command = list(command)
+        self.log_dir = log_dir
+        self.output = output
+        self.cfg = cfg
+        self.motion_id = motion_id
+        self.printer = StatusPrinter(status_stream)
+        self.termination_timeout_s = termination_timeout_s
+        self.reasons: list[str] = []
+        self.classification: str | None = None
+        self.samples: list[dict[str, Any]] = []
+        self.seen: dict[tuple[int, int], dict[str, Any]] = {}
+        self.termination: list[str] = []
+
+    def _fail(self, reason: str, classification: str | None) -> None:
+        self.reasons.append(reason)
+        if classification is not None and self.classification is None:
+            self.classification = classification
+
+    # -- sampling -------------------------------------------------------------------
+    def _take_sample(
+        self, elapsed_s: float, tree: ProcessTreeSampler, gpu: GpuSampler
+    ) -> tuple[dict[str, Any], ProgressSample]:
+        tree_sample = tree.sample()
+        progress = sample_progress(self.log_dir)
+        gpu_sample: GpuSample = gpu.sample(tree_sample.pids)
+        for proc in tree_sample.processes:
+            self.seen[proc.identity] = proc.to_json()
+        sample = {
+            "elapsed_s": round(elapsed_s, 6),
+            "process": tree_sample.to_json(),
+            "gpu": gpu_sample.to_json(),
+            "progress": progress.to_json(),
+        }
+        return sample, progress
+
+    def _wait(
+        self,
+        trainer: launch_mod.LaunchedTrainer,
+        pidfd: int | None,
+        cancel: _Cancellation,
+        timeout_s: float,
+    ) -> None:
+        if timeout_s <= 0:
+            return
+        if pidfd is not None:
+            try:
+                select.select([pidfd, cancel.fd], [], [], timeout_s)
+            except InterruptedError:
+                pass
+            return
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and cancel.signame is None and trainer.poll() is None:
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+    def _loop(
+        self,
+        trainer: launch_mod.LaunchedTrainer,
+        cancel: _Cancellation,
+        tree: ProcessTreeSampler,
+        gpu: GpuSampler,
+    ) -> float | None:
+        """Sample until the trainer exits or a reason is set; return the exit time."""
+        pidfd: int | None
+        try:
+            pidfd = os.pidfd_open(trainer.pid)
+        except (AttributeError, OSError):
+            pidfd = None
+        liveness = _Liveness(self.cfg)
+        t0 = trainer.started_monotonic
+        interval = self.cfg.sample_interval_s
+        tick = 0
+        try:
+            while True:
+                now = time.monotonic()
+                sample, progress = self._take_sample(now - t0, tree, gpu)
+                verdict = liveness.check(sample["elapsed_s"], progress.bytes_total)
+                self.samples.append(sample)
+                self.printer.show(status_line(sample))
+                launch_mod.reap_orphans(keep=trainer.pid)
+                if verdict is not None:
+                    self._fail(*verdict)
+                    return None
+                if trainer.poll() is not None:
+                    return time.monotonic()
+                tick += 1
+                next_t = t0 + tick * interval
+                now = time.monotonic()
+                if next_t < now:  # a slow sample: skip the missed slots, keep the grid
+                    tick = int((now - t0) // interval) + 1
+                    next_t = t0 + tick * interval
+                self._wait(trainer, pidfd, cancel, next_t - now)
+                if cancel.signame is not None:
+                    self._fail(f"soak cancelled by {cancel.signame}", "external_cancellation")
+                    return None
+                if trainer.poll() is not None:
+                    return time.monotonic()
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+
+    # -- shutdown -------------------------------------------------------------------
+    def _terminate(self, trainer: launch_mod.LaunchedTrainer) -> None:
+        self.termination = launch_mod.terminate_group(trainer, timeout_s=self.termination_timeout_s)
+        for (pid, ticks), proc in list(self.seen.items()):
+            if proc.get("escaped") and is_same_process(pid, ticks):
+                steps = launch_mod.terminate_process(
+                    pid, ticks, timeout_s=self.termination_timeout_s
+                )
+                self.termination.extend(f"{s}:{pid}" for s in steps)
+
+    def _residuals(self, tree: ProcessTreeSampler) -> list[dict[str, Any]]:
+        launch_mod.reap_orphans(keep=None)
+        candidates: dict[tuple[int, int], str] = {}
+        for pid, ticks in self.seen:
+            candidates[(pid, ticks)] = str(self.seen[(pid, ticks)].get("discovered_by", "tree"))
+        for pid in descendants(os.getpid(), exclude=tree.helper_pids):
+            stat = read_stat(pid)
+            if stat is not None:
+                candidates.setdefault((pid, stat.start_time_ticks), "tree")
+        for pid in tree.marker.scan(exclude=tree.helper_pids):
+            stat = read_stat(pid)
+            if stat is not None:
+                candidates.setdefault((pid, stat.start_time_ticks), "marker")
+        residual: list[dict[str, Any]] = []
+        for (pid, ticks), how in sorted(candidates.items()):
+            if not is_same_process(pid, ticks):
+                continue
+            snap = snapshot_process(
+                pid,
+                discovered_by="marker" if how == "marker" else "tree",
+                trainer_pgid=tree.trainer_pgid,
+            )
+            if snap is not None and snap.start_time_ticks == ticks and snap.state not in ("Z", "X"):
+                residual.append(snap.to_json())
+        return residual
+
+    # -- the whole soak -------------------------------------------------------------
+    def run(self) -> SoakResult:
+        started_at = utc_now()
+        cancel = _Cancellation()
+        cancel.install()
+        helper_pids: set[int] = set()
+        gpu = GpuSampler(helper_pids)
+        trainer: launch_mod.LaunchedTrainer | None = None
+        returncode: int | None = None
+        residual: list[dict[str, Any]] = []
+        duration_s = 0.0
+        subreaper = False
+        soak_id = "0" * 32
+        t_launch = time.monotonic()
+        tree: ProcessTreeSampler | None = None
+        try:
+            try:
+                trainer = launch_mod.launch_trainer(self.command, self.log_dir)
+            except OSError as err:
+                self._fail(
+                    f"soak monitor failed: could not start the trainer: {type(err).__name__}: {err}",
+                    "monitor_failure",
+                )
+            if trainer is not None:
+                subreaper, soak_id, t_launch = (
+                    trainer.subreaper,
+                    trainer.soak_id,
+                    trainer.started_monotonic,
+                )
+                tree = ProcessTreeSampler(trainer.soak_id, trainer_pgid=trainer.pgid)
+                tree.helper_pids = helper_pids
+                exit_t: float | None = None
+                try:
+                    exit_t = self._loop(trainer, cancel, tree, gpu)
+                except Exception as err:
+                    LOG.exception("soak monitor failed")
+                    self._fail(
+                        f"soak monitor failed: {type(err).__name__}: {err}", "monitor_failure"
+                    )
+                self.printer.finish()
+                terminated = False
+                if trainer.poll() is None:
+                    if not self.reasons:
+                        self._fail("soak monitor exited before the trainer", "monitor_failure")
+                    self._terminate(trainer)
+                    terminated = True
+                returncode = launch_mod.wait_returncode(
+                    trainer, timeout_s=self.termination_timeout_s
+                )
+                if exit_t is None:
+                    exit_t = time.monotonic()
+                duration_s = exit_t - t_launch
+                if returncode is not None and returncode != 0 and not self.reasons:
+                    self._fail(f"trainer exited with returncode {returncode}", None)
+                if not terminated and duration_s < self.cfg.min_duration_s:
+                    self._fail(
+                        f"soak completed before min_duration_seconds={_num(self.cfg.min_duration_s)}",
+                        None,
+                    )
+                trends = self._trends()
+                if trends.verdict == "growing" and trends.mode == "enforce":
+                    self._fail(
+                        "sustained resource growth: " + "; ".join(trends.growing_reasons()),
+                        "resource_leak",
+                    )
+                self._sleep_grace(cancel)
+                residual = self._residuals(tree)
+                if residual:
+                    pids = ", ".join(str(p["pid"]) for p in residual)
+                    self._fail(f"residual child processes after shutdown: {pids}", "resource_leak")
+            else:
+                duration_s = time.monotonic() - t_launch
+                trends = self._trends()
+        finally:
+            cancel.restore()
+        motion_id = (
+            self.motion_id if self.motion_id is not None else _motion_from_run_config(self.log_dir)
+        )
+        context = build_context(gpu, motion_id=motion_id)
+        gpu.close()
+        inputs = ArtifactInputs(
+            command=self.command,
+            context=context,
+            started_at_utc=started_at,
+            ended_at_utc=utc_now(),
+            duration_s=duration_s,
+            returncode=returncode,
+            cfg=self.cfg,
+            soak_id=soak_id,
+            subreaper=subreaper,
+            termination=self.termination,
+            samples=self.samples,
+            trends=trends,
+            residual_processes=residual,
+            identities_checked=len(self.seen),
+            log_dir=self.log_dir,
+            monitor_reasons=list(self.reasons),
+            monitor_classification=self.classification,
+        )
+        return build_and_write_artifact(inputs, self.output)
+
+    def _trends(self) -> TrendReport:
+        return analyse_trends(
+            self.samples,
+            thresholds=self.cfg.trend_thresholds,
+            mode=self.cfg.trend_mode,
+            warmup_s=self.cfg.trend_warmup_s,
+            min_window_s=self.cfg.trend_min_window_s,
+        )
+
+    def _sleep_grace(self, cancel: _Cancellation) -> None:
+        deadline = time.monotonic() + self.cfg.post_shutdown_grace_s
+        while (remaining := deadline - time.monotonic()) > 0:
+            launch_mod.reap_orphans(keep=None)
+            time.sleep(min(remaining, 0.1))
+
+
+def _motion_from_run_config(log_dir: Path) -> str | None:
+    from harness.errors import StrictJsonError
+    from harness.jsonio import load_strict
+
+    try:
+        doc = load_strict(log_dir / "run_config.json")
+        value = doc["config"]["env"]["commands"]["motion"]["motion_file"]
+    except (OSError, StrictJsonError, KeyError, TypeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def run_soak(
+    command: Sequence[str],
+    *,
+    log_dir: Path,
+    output: Path,
+    cfg: MonitorCfg,
+    motion_id: str | None = None,
+    status_stream: TextIO | None = sys.stderr,
+    on_started: Callable[[], None] | None = None,
+) -> SoakResult:
+    """Run one soak of ``command`` and write the artifact to ``output``."""
+    monitor = SoakMonitor(
+        command,
+        log_dir=log_dir,
+        output=output,
+        cfg=cfg,
+        motion_id=motion_id,
+        status_stream=status_stream,
+    )
+    if on_started is not None:
+        on_started()
+    return monitor.run()

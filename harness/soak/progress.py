@@ -1,0 +1,103 @@
+"""Run-directory progress (CONTRACTS §3, §7.1).
+
+Progress is the summed byte size of every regular file under the run directory,
+recursively, excluding the harness's own ``soak-console.log``; mtime is reported but
+never used for liveness. The last complete line of ``progress.jsonl`` is shown in the
+live status line and recorded as ``progress.last`` (addition).
+"""
+
+from __future__ import annotations
+
+import os
+import stat as stat_mod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import StrictJsonError
+from harness.jsonio import loads_strict
+
+PROGRESS_FILE = "progress.jsonl"
+TAIL_BYTES = 8192
+
+
+@dataclass(frozen=True)
+class ProgressSample:
+    file_count: int
+    bytes_total: int
+    max_mtime: float | None
+    last: dict[str, Any] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file_count": self.file_count,
+            "bytes_total": self.bytes_total,
+            "max_mtime": self.max_mtime,
+            "last": self.last,
+        }
+
+
+def _walk(root: Path, excluded: Path) -> tuple[int, int, float | None]:
+    file_count = 0
+    bytes_total = 0
+    max_mtime: float | None = None
+    stack = [str(root)]
+    excluded_str = str(excluded)
+    while stack:
+        current = stack.pop()
+        try:
+            with os.scandir(current) as it:
+                entries = list(it)
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            continue
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except (FileNotFoundError, PermissionError):
+                continue
+            if stat_mod.S_ISDIR(st.st_mode):
+                stack.append(entry.path)
+            elif stat_mod.S_ISREG(st.st_mode):
+                if entry.path == excluded_str:
+                    continue
+                file_count += 1
+                bytes_total += st.st_size
+                if max_mtime is None or st.st_mtime > max_mtime:
+                    max_mtime = st.st_mtime
+    return file_count, bytes_total, max_mtime
+
+
+def read_last_progress_line(path: Path) -> dict[str, Any] | None:
+    """The last complete strict-JSON object line of ``path``; None if none parses."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - TAIL_BYTES))
+            tail = handle.read()
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        return None
+    lines = tail.split(b"\n")
+    # A line without its trailing newline may still be being written.
+    complete = lines[:-1]
+    for raw in reversed(complete):
+        raw = raw.strip()
+        if not raw:
+            continue
+        try:
+            doc = loads_strict(raw.decode("utf-8"))
+        except (StrictJsonError, UnicodeDecodeError):
+            return None
+        return doc if isinstance(doc, dict) else None
+    return None
+
+
+def sample_progress(log_dir: Path, *, console_log_name: str = "soak-console.log") -> ProgressSample:
+    """Measure the run directory now (a missing directory counts as empty)."""
+    file_count, bytes_total, max_mtime = _walk(log_dir, log_dir / console_log_name)
+    return ProgressSample(
+        file_count=file_count,
+        bytes_total=bytes_total,
+        max_mtime=None if max_mtime is None else round(max_mtime, 6),
+        last=read_last_progress_line(log_dir / PROGRESS_FILE),
+    )
