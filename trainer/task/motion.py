@@ -56,6 +56,7 @@ __all__ = [
     "hub_offline",
     "load_motion",
     "load_motions",
+    "npz_sha256",
     "resolve_motion",
 ]
 
@@ -159,6 +160,15 @@ def arrays_sha256(arrays: Mapping[str, np.ndarray]) -> str:
         digest.update(repr(arr.shape).encode())
         digest.update(arr.tobytes())
     return digest.hexdigest()
+
+
+def npz_sha256(path: str | Path) -> str:
+    """:func:`arrays_sha256` of an ``.npz`` file's arrays.
+
+    Raises:
+        MotionError: the file is not a readable ``.npz``.
+    """
+    return arrays_sha256(_read_npz(Path(path)))
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:

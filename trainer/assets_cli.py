@@ -1,0 +1,228 @@
+"""``g1-pull-assets --robot g1 [--asset-dir DIR] [--hub auto|skip|require] [--json]``.
+
+Materialises everything a G1 run needs into the asset cache root (CONTRACTS §1.3, §12):
+the robot MJCF (copied from the installed mjlab distribution when no asset root has it),
+our ``scene_flat.xml``, the synthetic offline clip and, depending on ``--hub``, the seed's
+dance clip from the Hugging Face hub. Only ``g1.xml`` is copied: the scene drops the visual
+meshes, so no mesh file is needed to load it. Each run prints one row per asset
+(item, path, status, sha256); running it again reports ``present``. Exit 0 iff the model and
+the synthetic clip are present (and the hub clip too under ``--hub require``); 1 otherwise;
+2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import asdict, dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Literal
+
+import click
+import typer
+from tabulate import tabulate
+from typer.exceptions import TyperException
+
+from harness.errors import UsageError
+from harness.jsonio import dumps_strict
+from trainer.assets import PACKAGE_ASSET_ROOT, AssetError, cache_root, sha256_file
+from trainer.sim.scene import (
+    G1_MJCF_ID,
+    SCENE_FLAT_ID,
+    SceneCfg,
+    build_g1_model,
+    locate_g1_mjcf,
+    materialize_scene,
+)
+from trainer.task.motion import (
+    DANCE_MOTION_ID,
+    DEFAULT_HUB_REPO,
+    SYNTHETIC_MOTION_ID,
+    MotionError,
+    download_from_hub,
+    ensure_synthetic_clip,
+    hub_offline,
+    npz_sha256,
+)
+
+__all__ = ["AssetRow", "app", "main", "pull_assets"]
+
+Status = Literal["present", "generated", "copied", "downloaded", "missing"]
+SUPPORTED_ROBOTS = ("g1",)
+
+
+class HubChoice(str, Enum):
+    """How to treat the hub-only dance clip."""
+
+    auto = "auto"  # try unless HF_HUB_OFFLINE; warn on failure
+    skip = "skip"  # never contact the hub
+    require = "require"  # a missing clip fails the command
+
+
+@dataclass(frozen=True)
+class AssetRow:
+    """One line of the report: an asset id, where it lives and what this run did."""
+
+    item: str
+    path: str
+    status: Status
+    sha256: str | None
+
+
+@dataclass(frozen=True)
+class PullResult:
+    rows: list[AssetRow]
+    warnings: list[str]
+    errors: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def _pull_model(cache: Path) -> tuple[AssetRow, Path | None, str | None]:
+    target = cache / G1_MJCF_ID
+    try:
+        found = locate_g1_mjcf(SceneCfg(), roots=(PACKAGE_ASSET_ROOT, cache))
+    except AssetError as err:
+        return AssetRow(G1_MJCF_ID, str(target), "missing", None), None, str(err)
+    if found in (PACKAGE_ASSET_ROOT / G1_MJCF_ID, target):
+        return AssetRow(G1_MJCF_ID, str(found), "present", sha256_file(found)), found, None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    shutil.copyfile(found, tmp)
+    tmp.replace(target)
+    return AssetRow(G1_MJCF_ID, str(target), "copied", sha256_file(target)), target, None
+
+
+def _pull_dance(cache: Path, hub: HubChoice, hub_repo: str) -> tuple[AssetRow, str | None]:
+    for root in (PACKAGE_ASSET_ROOT, cache):
+        candidate = root / DANCE_MOTION_ID
+        if candidate.is_file():
+            return AssetRow(DANCE_MOTION_ID, str(candidate), "present", npz_sha256(candidate)), None
+    target = cache / DANCE_MOTION_ID
+    missing = AssetRow(DANCE_MOTION_ID, str(target), "missing", None)
+    if hub is HubChoice.skip:
+        return missing, None
+    if hub_offline():
+        return missing, f"{DANCE_MOTION_ID} not downloaded: hub download disabled by HF_HUB_OFFLINE"
+    try:
+        path = download_from_hub(DANCE_MOTION_ID, hub_repo, cache)
+    except Exception as err:  # noqa: BLE001 (any hub failure: a warning, or an error under require)
+        cause = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        return missing, f"{DANCE_MOTION_ID} not downloaded: {type(err).__name__}: {cause}"
+    return AssetRow(DANCE_MOTION_ID, str(path), "downloaded", npz_sha256(path)), None
+
+
+def pull_assets(cache: Path, *, hub: HubChoice, hub_repo: str = DEFAULT_HUB_REPO) -> PullResult:
+    """Materialise the G1 assets into ``cache`` and report one row per asset.
+
+    Args:
+        cache: the cache root (``--asset-dir`` or CONTRACTS §12's default).
+        hub: what to do about the hub-only dance clip.
+        hub_repo: the Hugging Face dataset repository.
+
+    Returns:
+        The rows, stderr warnings and errors; ``ok`` is the exit-0 condition.
+    """
+    rows: list[AssetRow] = []
+    warnings: list[str] = []
+    errors: list[str] = []
+    model_row, model_path, model_error = _pull_model(cache)
+    rows.append(model_row)
+    scene_path = cache / SCENE_FLAT_ID
+    synth_path = cache / SYNTHETIC_MOTION_ID
+    if model_path is None:
+        errors.append(model_error or "G1 model missing; run: g1-pull-assets --robot g1")
+        rows.append(AssetRow(SCENE_FLAT_ID, str(scene_path), "missing", None))
+        rows.append(AssetRow(SYNTHETIC_MOTION_ID, str(synth_path), "missing", None))
+    else:
+        cfg = SceneCfg(robot_mjcf=str(model_path))
+        before = scene_path.read_bytes() if scene_path.is_file() else None
+        materialize_scene(cfg, cache)
+        scene_status: Status = "present" if before == scene_path.read_bytes() else "generated"
+        rows.append(AssetRow(SCENE_FLAT_ID, str(scene_path), scene_status, sha256_file(scene_path)))
+        path, status, sha = ensure_synthetic_clip(cache, build_g1_model(cfg))
+        rows.append(AssetRow(SYNTHETIC_MOTION_ID, str(path), status, sha))
+    dance_row, dance_problem = _pull_dance(cache, hub, hub_repo)
+    rows.append(dance_row)
+    if dance_problem is not None:
+        if hub is HubChoice.require:
+            errors.append(
+                f"{dance_problem}; --hub require needs it (unset HF_HUB_OFFLINE, check network/HF_ENDPOINT)"
+            )
+        else:
+            warnings.append(f"{dance_problem}; offline runs can use {SYNTHETIC_MOTION_ID}")
+    elif hub is HubChoice.require and dance_row.status == "missing":
+        errors.append(f"{DANCE_MOTION_ID} missing under --hub require")
+    return PullResult(rows=rows, warnings=warnings, errors=errors)
+
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+@app.command()
+def pull(
+    robot: Annotated[
+        str, typer.Option("--robot", help="Robot whose assets to pull (only g1).")
+    ] = "g1",
+    asset_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--asset-dir", help="Cache root; default $G1SOAK_ASSET_DIR or ~/.cache/g1soak/assets."
+        ),
+    ] = None,
+    hub: Annotated[
+        HubChoice,
+        typer.Option("--hub", help="auto: try the hub unless HF_HUB_OFFLINE; skip; require."),
+    ] = HubChoice.auto,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the rows as a strict-JSON list.")
+    ] = False,
+) -> None:
+    """Materialise the G1 model, scene_flat.xml and motion clips into the asset cache."""
+    if robot not in SUPPORTED_ROBOTS:
+        raise UsageError(f"--robot {robot!r} is not supported; use --robot g1")
+    cache = (asset_dir if asset_dir is not None else cache_root()).expanduser().absolute()
+    result = pull_assets(cache, hub=hub)
+    for warning in result.warnings:
+        sys.stderr.write(f"warning: {warning}\n")
+    if as_json:
+        sys.stdout.write(dumps_strict([asdict(row) for row in result.rows]) + "\n")
+    else:
+        table = [[r.item, r.path, r.status, r.sha256 or "-"] for r in result.rows]
+        sys.stdout.write(tabulate(table, headers=["item", "path", "status", "sha256"]) + "\n")
+    if not result.ok:
+        raise AssetError(result.errors[0])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: ``error: ...`` on stderr; exit 0 assets ready, 1 failed, 2 usage."""
+    try:
+        app(args=argv, prog_name="g1-pull-assets", standalone_mode=False)
+    except (click.exceptions.Exit, typer.Exit) as exc:
+        return int(getattr(exc, "exit_code", 1))
+    except (click.ClickException, TyperException) as err:
+        message = err.format_message() if hasattr(err, "format_message") else str(err)
+        sys.stderr.write(f"error: {' '.join(message.split())}\n")
+        return 2 if int(getattr(err, "exit_code", 2)) == 2 else 1
+    except (click.Abort, KeyboardInterrupt):
+        sys.stderr.write("error: aborted\n")
+        return 1
+    except UsageError as err:
+        sys.stderr.write(f"error: {err}\n")
+        return 2
+    except (AssetError, MotionError) as err:
+        sys.stderr.write(f"error: {err}\n")
+        return 1
+    except OSError as err:
+        sys.stderr.write(
+            f"error: cannot write the asset cache: {err}; pass a writable --asset-dir\n"
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
