@@ -1,0 +1,238 @@
+"""``extract-metrics LOG_DIR [--last N] [--json] [--legacy-unversioned]`` (CONTRACTS §6).
+
+Finds the run's single event file, checks the schema stamp of the ``run_summary.json`` next
+to it, reads every scalar (no sampling; a damaged record is an error naming its byte offset)
+and prints 13 rows: for each, the mean of the last N values of its tag in the selected mode,
+times the row's scale, or null (with a stderr warning) when the tag is absent or the window
+holds a non-finite value. Default mode is metric schema v1; ``--legacy-unversioned`` reads
+old unstamped runs and is never a fallback. Exit codes: 0 printed, 1 check failed, 2 usage.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+from typer.exceptions import TyperException
+
+from harness.errors import HarnessError, StrictJsonError, UsageError
+from harness.jsonio import dumps_strict, load_strict
+from harness.metrics.events import EventFileError, ScalarEvent, read_scalars
+from harness.metrics.registry import REGISTRY_FILE, load_registry
+from harness.run_summary import is_exact_int, show
+
+__all__ = ["ROWS", "MetricRow", "app", "extract", "main"]
+
+EVENT_PREFIX = "events.out.tfevents."
+SUMMARY_NAME = "run_summary.json"
+MAX_LISTED_TAGS = 8
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One output row: its v1 tag (None: no v1 source), the v1 scale, its legacy tag."""
+
+    name: str
+    v1_tag: str | None
+    v1_scale: float
+    legacy_tag: str
+
+
+_PERF_ROWS = (
+    "collector_learner_action_wait_ms",
+    "collector_replay_write_ms",
+    "learner_collector_wait_ms",
+    "learner_inference_ms",
+    "learner_replay_batch_wait_ms",
+    "learner_replay_sample_ms",
+    "replay_ingress_h2d_submit_ms",
+    "learner_collector_release_ms",
+)
+ROWS: tuple[MetricRow, ...] = (
+    MetricRow("iter_ms", "Perf/iteration_time", 1000.0, "perf/iter_ms"),  # v1 logs seconds
+    MetricRow("steps_per_sec", "Perf/total_fps", 1.0, "perf/steps_per_sec"),
+    MetricRow("collector_active_steps_per_sec", None, 1.0, "perf/collector_active_steps_per_sec"),
+    MetricRow("collector_cycle_ms", None, 1.0, "timing/collector_cycle_ms"),
+    *(MetricRow(name, f"Perf/{name}", 1.0, f"timing/{name}") for name in _PERF_ROWS),
+    MetricRow("learner_train_ms", "Perf/learning_time", 1000.0, "timing/learner_train_ms"),  # seconds -> ms
+)
+LEGACY_TAGS = frozenset(row.legacy_tag for row in ROWS)
+
+app = typer.Typer(name="extract-metrics", add_completion=False, pretty_exceptions_enable=False)
+
+
+def _warn(text: str) -> None:
+    sys.stderr.write(f"warning: {text}\n")
+
+
+def _listed(tags: Sequence[str]) -> str:
+    shown = ", ".join(tags[:MAX_LISTED_TAGS])
+    return shown + (f" (+{len(tags) - MAX_LISTED_TAGS} more)" if len(tags) > MAX_LISTED_TAGS else "")
+
+
+def find_event_file(log_dir: Path) -> Path:
+    """The single ``events.out.tfevents.*`` file under ``log_dir`` (recursive; §6.1)."""
+    if not log_dir.is_dir():
+        raise UsageError(f"LOG_DIR {log_dir} is not a directory; pass a run directory")
+    found = sorted(p for p in log_dir.rglob(f"{EVENT_PREFIX}*") if p.is_file())
+    if not found:
+        raise HarnessError(f"no event file found under {log_dir}")
+    if len(found) > 1:
+        raise HarnessError(f"expected exactly one event file under {log_dir}; pass one run directory (found {len(found)})")
+    return found[0]
+
+
+def load_summary(run_dir: Path) -> dict[str, Any] | None:
+    """The ``run_summary.json`` beside the event file, None if absent; it must be an object (§6.2)."""
+    path = run_dir / SUMMARY_NAME
+    if not path.exists():
+        return None
+    try:
+        doc = load_strict(path)
+    except (OSError, StrictJsonError) as err:
+        raise HarnessError(f"run summary {path} is unreadable: {err}") from err
+    if not isinstance(doc, dict):
+        raise HarnessError(f"run summary {path} is not a JSON object (got {type(doc).__name__}); fix or remove it")
+    return doc
+
+
+def _check_v1_stamp(summary: Mapping[str, Any] | None, run_dir: Path) -> None:
+    if summary is None:
+        raise HarnessError(
+            f"run summary lacks metric_schema_version: no {SUMMARY_NAME} in {run_dir}; "
+            "v1 metrics need the stamped summary (use --legacy-unversioned only for unstamped runs)"
+        )
+    if "metric_schema_version" not in summary:
+        raise HarnessError(
+            f"run summary lacks metric_schema_version ({run_dir / SUMMARY_NAME}); "
+            "use --legacy-unversioned only for unstamped runs"
+        )
+    version = summary["metric_schema_version"]
+    if not (is_exact_int(version) and version == 1):
+        raise HarnessError(f"unsupported metric_schema_version {show(version)}; this tool reads the exact int 1")
+
+
+def _check_v1_tags(scalars: Mapping[str, list[ScalarEvent]], event_file: Path) -> None:
+    registry = load_registry()
+    legacy = [tag for tag in scalars if registry.is_legacy(tag)]
+    if legacy:
+        raise HarnessError(
+            f"a metric_schema_version 1 event file must not contain legacy tags: {_listed(legacy)} ({event_file})"
+        )
+    unknown = [tag for tag in scalars if not registry.is_registered(tag)]
+    if unknown:
+        raise HarnessError(f"unregistered metric tags {_listed(unknown)} in {event_file}; register them in schemas/{REGISTRY_FILE}")
+    candidates = [row.v1_tag for row in ROWS if row.v1_tag is not None]
+    if not any(tag in scalars for tag in candidates):
+        raise HarnessError(f"no canonical metric tag in {event_file}; expected at least one of {_listed(candidates)}")
+
+
+def _check_legacy(summary: Mapping[str, Any] | None, scalars: Mapping[str, list[ScalarEvent]], event_file: Path) -> None:
+    if summary is not None and "metric_schema_version" in summary:
+        raise HarnessError(
+            f"--legacy-unversioned cannot read a schema-stamped run summary "
+            f"(metric_schema_version={show(summary['metric_schema_version'])}); drop --legacy-unversioned"
+        )
+    registry = load_registry()
+    canonical = [tag for tag in scalars if registry.is_registered(tag)]
+    if canonical:
+        raise HarnessError(f"canonical tags require metric_schema_version: {_listed(canonical)} in {event_file}; drop --legacy-unversioned")
+    if not any(tag in LEGACY_TAGS for tag in scalars):
+        raise HarnessError(f"no recognised legacy tag in {event_file}; expected at least one of {_listed(sorted(LEGACY_TAGS))}")
+
+
+def _row_value(row: MetricRow, scalars: Mapping[str, list[ScalarEvent]], *, last: int, legacy: bool) -> float | None:
+    tag = row.legacy_tag if legacy else row.v1_tag
+    scale = 1.0 if legacy else row.v1_scale
+    if tag is None:
+        _warn(f"{row.name}: no metric schema v1 tag carries this row; reporting null")
+        return None
+    events = scalars.get(tag)
+    if not events:
+        _warn(f"{row.name}: tag {tag} is absent; reporting null")
+        return None
+    window = [event.value for event in events[-last:]]
+    if not all(math.isfinite(v) for v in window):
+        _warn(f"{row.name}: non-finite value among the last {len(window)} of {tag}; reporting null")
+        return None
+    mean = math.fsum(window) / len(window) * scale
+    if not math.isfinite(mean):
+        _warn(f"{row.name}: mean of {tag} overflows; reporting null")
+        return None
+    return mean
+
+
+def extract(log_dir: Path, *, last: int = 20, legacy: bool = False) -> dict[str, float | None]:
+    """The 13 rows of CONTRACTS §6 for the run under ``log_dir``, in output order.
+
+    Raises:
+        HarnessError: any §6 condition fails (no/several event files, bad stamp, legacy or
+            unregistered tags, no candidate tag, a corrupt event file).
+        UsageError: ``last`` < 1 or ``log_dir`` is not a directory.
+    """
+    if last < 1:
+        raise UsageError(f"--last {last} must be >= 1")
+    event_file = find_event_file(log_dir)
+    summary = load_summary(event_file.parent)
+    if not legacy:
+        _check_v1_stamp(summary, event_file.parent)
+    try:
+        scalars = read_scalars(event_file)
+    except OSError as err:
+        raise HarnessError(f"cannot read event file {event_file}: {err.strerror or err}") from err
+    if legacy:
+        _check_legacy(summary, scalars, event_file)
+    else:
+        _check_v1_tags(scalars, event_file)
+    return {row.name: _row_value(row, scalars, last=last, legacy=legacy) for row in ROWS}
+
+
+@app.command()
+def extract_metrics(
+    log_dir: Annotated[Path, typer.Argument(help="Run directory holding exactly one event file.", show_default=False)],
+    last: Annotated[int, typer.Option("--last", min=1, help="Average the last N values of each tag.")] = 20,
+    json_output: Annotated[bool, typer.Option("--json", help="Print one strict-JSON object {row: number|null}.")] = False,
+    legacy_unversioned: Annotated[
+        bool, typer.Option("--legacy-unversioned", help="Read an unstamped run with legacy perf/ and timing/ tags.")
+    ] = False,
+) -> None:
+    """Print the 13 benchmark rows of one run from its TensorBoard event file."""
+    rows = extract(log_dir, last=last, legacy=legacy_unversioned)
+    if json_output:
+        sys.stdout.write(dumps_strict(rows))
+        return
+    width = max(len(name) for name in rows)
+    for name, value in rows.items():
+        sys.stdout.write(f"{name.ljust(width)} {'null' if value is None else f'{value:.3f}'}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: ``error: ...`` on stderr; exit 0 printed, 1 check failed, 2 usage."""
+    try:
+        app(args=argv, prog_name="extract-metrics", standalone_mode=False)
+    except (click.exceptions.Exit, typer.Exit) as exc:
+        return int(getattr(exc, "exit_code", 1))
+    except (click.ClickException, TyperException) as err:
+        message = err.format_message() if hasattr(err, "format_message") else str(err)
+        sys.stderr.write(f"error: {' '.join(message.split())}\n")
+        return 2 if int(getattr(err, "exit_code", 2)) == 2 else 1
+    except (click.Abort, typer.Abort, KeyboardInterrupt):
+        sys.stderr.write("error: aborted\n")
+        return 1
+    except UsageError as err:
+        sys.stderr.write(f"error: {err}\n")
+        return 2
+    except (HarnessError, EventFileError) as err:
+        sys.stderr.write(f"error: {err}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
