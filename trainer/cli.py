@@ -1,0 +1,380 @@
+"""``train``: validate the owner config, create the run dir, preflight, then train.
+
+CONTRACTS §1.1. ``train --algo A --task T --sim S [KEY=VALUE ...]`` runs these steps; the
+first failure stops:
+
+1–5. Flags, owner file, owner chain, overrides, semantics (``trainer.config``): a failure
+     prints one ``error: ...`` line and exits 2 with nothing written.
+6.   Create the run directory and write ``run_config.json`` (``trainer.rundir.run_config``).
+7.   Preflight (``trainer.preflight``): a failure writes a failed ``run_summary.json``
+     (``learner_failure``, owner ``learner``) and exits 1. Nothing is spawned before it passes.
+
+Then ``trainer.runtime.learner_loop.run_training`` runs the collector/learner runtime and
+its result decides the exit code (0 iff the summary says ``completed``). SIGINT/SIGTERM
+before training starts cancel the startup: exit 1, with an ``external_cancellation``
+summary once the run dir exists. This module is the trainer's only exit-code mapper;
+``python -m trainer train ...`` (the soak's interpreter-pinned argv) lands here too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import datetime as dt
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from trainer.config.checks import check_semantics, resolve_log_dir
+from trainer.config.errors import ConfigError
+from trainer.config.loader import LoadedConfig, load_config
+from trainer.config.schema import RunContext, SeedInfo
+from trainer.preflight import (
+    PHASE_BEGIN,
+    PreflightError,
+    cuda_facts,
+    devices_record,
+    resolve_learner_device,
+    run_preflight,
+)
+from trainer.rundir.run_config import build_run_config, create_run_dir, write_run_config
+
+logger = logging.getLogger(__name__)
+
+EXIT_OK = 0
+"""The run completed."""
+EXIT_FAILED = 1
+"""Preflight, training or the startup failed, or the run was cancelled."""
+EXIT_USAGE = 2
+"""Usage or configuration error found before anything was written."""
+
+FLAGS_TOGETHER = "--algo, --task and --sim must be given together"
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+def _error(message: str) -> None:
+    """Print the one ``error:`` line of a failure to stderr."""
+    line = " ".join(str(message).splitlines()) or "unknown error"
+    typer.echo(f"error: {line}", err=True)
+
+
+def _utc_stamp(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _StartupCancelled(BaseException):
+    """SIGINT/SIGTERM arrived before training started (a BaseException so no ``except
+    Exception`` in preflight can turn it into a preflight failure)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _cancel_startup_on_signals() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: Any) -> None:
+        raise _StartupCancelled(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@dataclass
+class _Startup:
+    """What the startup has established so far (for failure and cancellation records)."""
+
+    phase: str = PHASE_BEGIN
+    loaded: LoadedConfig | None = None
+    run_dir: Path | None = None
+    start_time_utc: str = ""
+    seed: SeedInfo | None = None
+    learner_device: str = "cpu"
+    sharing: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def set_phase(self, phase: str) -> None:
+        self.phase = phase
+
+
+def _record_failure(
+    state: _Startup, *, classification: str, owner: str, exc: dict[str, str]
+) -> None:
+    """Write the failed run_summary.json once the run dir exists (best effort, logged)."""
+    if state.run_dir is None or state.loaded is None or state.seed is None:
+        return
+    from trainer.rundir.summary import write_failed_summary
+
+    try:
+        write_failed_summary(
+            state.run_dir,
+            algo=state.loaded.algo,
+            task=state.loaded.task,
+            sim_backend=state.loaded.sim,
+            log_dir=str(state.run_dir),
+            start_time_utc=state.start_time_utc,
+            configured_seed=state.seed.configured_seed,
+            configured_seed_source=state.seed.configured_seed_source,
+            effective_seed=state.seed.effective_seed,
+            classification=classification,
+            owner=owner,
+            phase=state.phase,
+            exception=exc,
+            cuda_process_sharing=state.sharing,
+            learner_device=state.learner_device,
+        )
+    except OSError as err:
+        typer.echo(f"warning: cannot write run_summary.json in {state.run_dir}: {err}", err=True)
+
+
+def _prepare(
+    state: _Startup,
+    algo: str | None,
+    task: str | None,
+    sim: str | None,
+    overrides: Sequence[str],
+    *,
+    conf_root: Path | None,
+    cwd: Path,
+    environ: Mapping[str, str],
+    argv: Sequence[str] | None,
+) -> RunContext:
+    """Steps 1–7; returns the resolved run. Raises ConfigError, OSError, PreflightError."""
+    now = dt.datetime.now(dt.UTC)
+    state.start_time_utc = _utc_stamp(now)
+    # Steps 1-5: nothing is written.
+    if not (algo and task and sim):
+        raise ConfigError(FLAGS_TOGETHER)
+    loaded = load_config(algo, task, sim, overrides, conf_root=conf_root)
+    check_semantics(loaded)
+    run_dir = resolve_log_dir(loaded, now=now, cwd=cwd, environ=environ)
+    seed = SeedInfo.resolve(
+        loaded.algo_cfg.seed, overridden=loaded.seed_overridden, now_ns=time.time_ns()
+    )
+    training = dataclasses.replace(loaded.training, log_dir=str(run_dir))
+    config = copy.deepcopy(loaded.config)
+    config["training"]["log_dir"] = str(run_dir)
+    state.loaded, state.seed = loaded, seed
+
+    # Step 6: the run dir and run_config.json (device facts without a CUDA context).
+    facts = cuda_facts()
+    learner_device = resolve_learner_device(training, sim, facts)
+    state.learner_device = learner_device
+    doc = build_run_config(
+        algo=algo,
+        task=task,
+        sim_backend=sim,
+        log_dir=run_dir,
+        start_time_utc=state.start_time_utc,
+        devices=devices_record(training, learner_device, facts),
+        config=config,
+        overrides=[o.text for o in loaded.overrides],
+        seed={
+            "configured_seed": seed.configured_seed,
+            "configured_seed_source": seed.configured_seed_source,
+            "effective_seed": seed.effective_seed,
+        },
+        owner_files=loaded.owner_files,
+        argv=argv,
+    )
+    create_run_dir(run_dir)
+    state.run_dir = run_dir
+    write_run_config(run_dir, doc)
+    typer.echo(f"train: run directory {run_dir}", err=True)
+
+    # Step 7: preflight; nothing is spawned before it passes.
+    result = run_preflight(
+        loaded, learner_device=learner_device, facts=facts, on_phase=state.set_phase
+    )
+    state.sharing = result.cuda_process_sharing
+    return RunContext(
+        run_dir=run_dir,
+        algo=algo,
+        task=task,
+        sim_backend=sim,
+        training=training,
+        algo_cfg=loaded.algo_cfg,
+        task_cfg=loaded.task_cfg,
+        learner_device=learner_device,
+        collector_device=learner_device,
+        seed=seed,
+        start_time_utc=state.start_time_utc,
+        motion_id=loaded.task_cfg.motion_file,
+        motion_path=Path(result.motion.path),
+        motion_source=str(result.motion.source),
+        motion_sha256=result.motion.sha256,
+        scene_xml=result.scene_xml,
+        config=config,
+        overrides=tuple(o.text for o in loaded.overrides),
+        cuda_process_sharing=result.cuda_process_sharing,
+        memory_estimate_bytes=result.memory_estimate_bytes,
+        extra={
+            "memory_free_bytes": result.memory_free_bytes,
+            "cuda_device_count": facts.device_count,
+            "torch_version": facts.torch_version,
+        },
+    )
+
+
+def _exit_code(result: Any) -> int:
+    """Exit code from ``run_training``'s result: an int, or an outcome with ``exit_code``
+    or ``status`` (0 iff ``completed``)."""
+    if isinstance(result, int) and not isinstance(result, bool):
+        return EXIT_OK if result == 0 else EXIT_FAILED
+    code = getattr(result, "exit_code", None)
+    if isinstance(code, int) and not isinstance(code, bool):
+        return EXIT_OK if code == 0 else EXIT_FAILED
+    status = getattr(result, "status", None)
+    if isinstance(status, str):
+        return EXIT_OK if status == "completed" else EXIT_FAILED
+    raise TypeError(f"run_training returned {result!r}; expected an exit code or an outcome")
+
+
+def run_train(
+    algo: str | None,
+    task: str | None,
+    sim: str | None,
+    overrides: Sequence[str] = (),
+    *,
+    conf_root: Path | None = None,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    argv: Sequence[str] | None = None,
+) -> int:
+    """The whole ``train`` command as a function; returns the exit code (0, 1 or 2).
+
+    Args:
+        algo, task, sim: the owner selection (all three or none is a usage error).
+        overrides: ``KEY=VALUE`` arguments, in order.
+        conf_root: conf tree (tests inject a temporary one).
+        cwd: base of relative log dirs (default: the process CWD).
+        environ: environment for ``G1SOAK_LOG_DIR`` (default: ``os.environ``).
+        argv: the command line, recorded in run_config.json.
+    """
+    state = _Startup()
+    try:
+        with _cancel_startup_on_signals():
+            ctx = _prepare(
+                state,
+                algo,
+                task,
+                sim,
+                overrides,
+                conf_root=conf_root,
+                cwd=Path.cwd() if cwd is None else cwd,
+                environ=os.environ if environ is None else environ,
+                argv=argv,
+            )
+    except ConfigError as err:
+        _error(str(err))
+        return EXIT_USAGE
+    except PreflightError as err:
+        state.phase = err.phase
+        _record_failure(
+            state,
+            classification="learner_failure",
+            owner="learner",
+            exc={"type": err.error_type, "message": str(err)},
+        )
+        _error(f"preflight failed ({err.phase}): {err}")
+        return EXIT_FAILED
+    except _StartupCancelled as cancel:
+        message = f"received {cancel} before training started"
+        _record_failure(
+            state,
+            classification="external_cancellation",
+            owner="external",
+            exc={"type": "ExternalCancellation", "message": message},
+        )
+        _error(f"cancelled: {message}")
+        return EXIT_FAILED
+    except OSError as err:  # step 6: the run dir or run_config.json cannot be written
+        _record_failure(
+            state,
+            classification="learner_failure",
+            owner="learner",
+            exc={"type": type(err).__name__, "message": str(err)},
+        )
+        _error(f"cannot set up the run directory {state.run_dir or ''}: {err}")
+        return EXIT_FAILED
+    from trainer.runtime.learner_loop import run_training
+
+    return _exit_code(run_training(ctx))
+
+
+@app.command(
+    help=(
+        "Train with the owner config selected by --algo/--task/--sim plus KEY=VALUE "
+        "overrides (VALUE is a JSON literal when it parses, else a string). Exit 0 iff the "
+        "run completed; 1 on failure; 2 on a usage or config error (nothing written)."
+    )
+)
+def train(
+    algo: Annotated[
+        str | None, typer.Option("--algo", help="Algorithm owner, e.g. flashsac.")
+    ] = None,
+    task: Annotated[
+        str | None, typer.Option("--task", help="Task owner, e.g. g1_motion_tracking.")
+    ] = None,
+    sim: Annotated[
+        str | None,
+        typer.Option("--sim", help="Simulator owner file: mjwarp or mujoco."),
+    ] = None,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[KEY=VALUE]...",
+            help="Dotted overrides, e.g. algo.num_envs=1024 training.log_dir=/tmp/run.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Train (see the command help)."""
+    argv = [sys.executable, *sys.argv] if sys.argv else None
+    raise typer.Exit(run_train(algo, task, sim, overrides or [], argv=argv))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``train`` script and of ``python -m trainer train``.
+
+    Args:
+        argv: arguments after the command name (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit code: 0 completed, 1 failed or cancelled, 2 usage/config error.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        result = app(args=args, prog_name="train", standalone_mode=False)
+    except typer.TyperException as err:  # typer's (vendored) click errors; usage errors are 2
+        if getattr(err, "exit_code", EXIT_FAILED) == EXIT_USAGE:
+            _error(f"{err.format_message()} (see train --help)")
+            return EXIT_USAGE
+        _error(err.format_message())
+        return EXIT_FAILED
+    except typer.Abort:
+        _error("cancelled")
+        return EXIT_FAILED
+    if isinstance(result, int) and not isinstance(result, bool):
+        # 130 is click's KeyboardInterrupt exit: a cancellation is a failed run (exit 1).
+        return result if result in (EXIT_OK, EXIT_FAILED, EXIT_USAGE) else EXIT_FAILED
+    return EXIT_OK

@@ -1,0 +1,195 @@
+"""Semantic checks of a loaded config (CONTRACTS §1.1 step 5) and the run-dir choice.
+
+The loader guarantees keys and types; this module checks what the values mean together:
+ranges of the runtime knobs, the replay-ingress slot size against ``algo.num_envs``, the
+CUDA-sharing mode, the scene id, ``FlashSacCfg.validate()`` and whether ``training.log_dir``
+names a fresh directory. Every failure is a ``ConfigError`` (exit 2) and nothing is
+written: the directory is only inspected here, ``train`` creates it in step 6.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from trainer.config.errors import ConfigError
+from trainer.config.loader import LoadedConfig
+from trainer.config.schema import CUDA_PROCESS_SHARING_MODES, DEVICE_REQUESTS
+
+SLOT_LIMIT = 16
+"""Upper bound of ``training.inference_slot_capacity`` and ``training.replay_ingress_depth``."""
+
+METRICS_INTERVAL_LIMIT = 10000
+"""Upper bound of ``training.collector_metrics_interval``."""
+
+SOAK_CONSOLE_LOG = "soak-console.log"
+"""The only file a harness may put in the run dir before ``train`` starts (CONTRACTS §7)."""
+
+SCENE_MODEL_ID = "robots/g1/scene_flat.xml"
+"""The scene asset id ``train`` materialises (CONTRACTS §12); the only supported model_file."""
+
+MOTION_HUB_MODES: tuple[str, ...] = ("auto", "skip", "require")
+"""Accepted ``training.motion_hub`` values (as ``g1-pull-assets --hub``)."""
+
+LOG_DIR_ENV = "G1SOAK_LOG_DIR"
+"""Set by ``soak-run`` for the trainer; used when ``training.log_dir`` is null."""
+
+
+def _range(key: str, value: int, low: int, high: int, fix: object) -> None:
+    if not low <= value <= high:
+        raise ConfigError(f"{key}={value} must be in {low}..{high}; use {fix}")
+
+
+def _divisor_hint(num_envs: int, rows: int) -> int:
+    for candidate in range(min(rows, num_envs), 0, -1):
+        if num_envs % candidate == 0:
+            return candidate
+    return num_envs
+
+
+def check_semantics(loaded: LoadedConfig) -> None:
+    """Step 5 value checks in contract order (the log dir is :func:`resolve_log_dir`).
+
+    Raises:
+        ConfigError: the first unmet condition, naming the key, the value and the fix.
+    """
+    training, algo = loaded.training, loaded.algo_cfg
+    _range("training.inference_slot_capacity", training.inference_slot_capacity, 1, SLOT_LIMIT, 1)
+    _range("training.replay_ingress_depth", training.replay_ingress_depth, 1, SLOT_LIMIT, 2)
+    rows = training.replay_ingress_slot_rows
+    if rows is not None:
+        if rows < 1:
+            raise ConfigError(
+                f"training.replay_ingress_slot_rows={rows} must be null or an int >= 1; "
+                "use null (= algo.num_envs)"
+            )
+        if algo.num_envs > 0 and algo.num_envs % rows != 0:
+            raise ConfigError(
+                f"training.replay_ingress_slot_rows={rows} must divide algo.num_envs="
+                f"{algo.num_envs}; use e.g. {_divisor_hint(algo.num_envs, rows)} or null"
+            )
+    _range(
+        "training.collector_metrics_interval",
+        training.collector_metrics_interval,
+        1,
+        METRICS_INTERVAL_LIMIT,
+        "100 (mjwarp) or 1 (mujoco)",
+    )
+    if training.cuda_process_sharing not in CUDA_PROCESS_SHARING_MODES:
+        raise ConfigError(
+            f"training.cuda_process_sharing={training.cuda_process_sharing!r} must be null or "
+            '"mps"; use training.cuda_process_sharing=null (or mps with a cumps daemon)'
+        )
+    if algo.n_step != 1:
+        raise ConfigError(
+            f"algo.n_step={algo.n_step} is not supported; only algo.n_step=1 is implemented"
+        )
+    if training.device not in DEVICE_REQUESTS:
+        raise ConfigError(
+            f"training.device={training.device!r} must be one of {', '.join(DEVICE_REQUESTS)}; "
+            "use auto"
+        )
+    if loaded.sim == "mjwarp" and training.device == "cpu":
+        raise ConfigError(
+            "training.device=cpu cannot run --sim mjwarp (MuJoCo Warp trains on one CUDA GPU); "
+            "use training.device=auto, or --sim mujoco for a CPU run"
+        )
+    if training.cuda_process_sharing == "mps" and training.device == "cpu":
+        raise ConfigError(
+            "training.cuda_process_sharing=mps needs a CUDA learner but training.device=cpu; "
+            "use training.device=auto or cuda_process_sharing=null"
+        )
+    if training.play_only:
+        raise ConfigError(
+            "training.play_only=true: train only trains; set training.play_only: false "
+            "in the owner file"
+        )
+    if training.env_steps_per_sync != 1:
+        raise ConfigError(
+            f"training.env_steps_per_sync={training.env_steps_per_sync} is not supported: the "
+            "collector and learner run lock-step; use 1"
+        )
+    if training.log_interval < 1:
+        raise ConfigError(f"training.log_interval={training.log_interval} must be >= 1; use 1")
+    if training.motion_hub not in MOTION_HUB_MODES:
+        raise ConfigError(
+            f"training.motion_hub={training.motion_hub!r} must be one of "
+            f"{', '.join(MOTION_HUB_MODES)}; use auto"
+        )
+    model_file = loaded.loader_values.get("env.scene.model_file", SCENE_MODEL_ID)
+    if model_file != SCENE_MODEL_ID:
+        raise ConfigError(
+            f"env.scene.model_file={model_file!r} is not supported: train builds "
+            f"{SCENE_MODEL_ID} itself; to use another robot file set env.scene.robot_mjcf"
+        )
+    algo.validate()  # FlashSacCfg: sizes, capacity, fp16 (raises a ConfigError subclass)
+
+
+def default_log_dir(algo: str, task: str, sim: str, now: dt.datetime, cwd: Path) -> Path:
+    """``<cwd>/logs/<algo>/<task>/<UTC stamp>_<sim>``; a suffix keeps it fresh."""
+    stamp = now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H-%M-%SZ")
+    base = cwd / "logs" / algo / task / f"{stamp}_{sim}"
+    candidate, n = base, 1
+    while candidate.exists():
+        candidate = base.with_name(f"{base.name}-{n}")
+        n += 1
+    return candidate
+
+
+def check_fresh_log_dir(path: Path, key: str) -> None:
+    """A run dir must be missing or hold nothing but ``soak-console.log`` (CONTRACTS §1.1).
+
+    Raises:
+        ConfigError: the path is a file, unreadable, or holds other entries.
+    """
+    if not path.exists():
+        if path.is_symlink():
+            raise ConfigError(f"{key}={path} is a dangling symlink; pass a fresh directory")
+        return
+    if not path.is_dir():
+        raise ConfigError(f"{key}={path} exists and is not a directory; pass a fresh directory")
+    try:
+        entries = sorted(os.listdir(path))
+    except OSError as err:
+        raise ConfigError(
+            f"{key}={path} cannot be read ({err.strerror}); pass a fresh directory"
+        ) from err
+    others = [e for e in entries if e != SOAK_CONSOLE_LOG]
+    if SOAK_CONSOLE_LOG in entries and not (path / SOAK_CONSOLE_LOG).is_file():
+        others.insert(0, SOAK_CONSOLE_LOG)
+    if others:
+        shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+        raise ConfigError(
+            f"{key}={path} is not empty (holds {shown}); a run directory holds exactly one run: "
+            "pass a missing or empty directory"
+        )
+
+
+def resolve_log_dir(
+    loaded: LoadedConfig,
+    *,
+    now: dt.datetime,
+    cwd: Path,
+    environ: Mapping[str, str],
+) -> Path:
+    """The absolute run directory: ``training.log_dir``, else ``$G1SOAK_LOG_DIR``, else the
+    default ``logs/<algo>/<task>/<UTC stamp>_<sim>`` (relative paths are taken from ``cwd``).
+
+    Raises:
+        ConfigError: the chosen directory is not fresh.
+    """
+    configured = loaded.training.log_dir
+    if configured is not None:
+        if not configured.strip():
+            raise ConfigError("training.log_dir='' is empty; pass a directory or null")
+        path = Path(os.path.abspath(cwd / Path(configured).expanduser()))
+        check_fresh_log_dir(path, "training.log_dir")
+        return path
+    from_env = environ.get(LOG_DIR_ENV, "")
+    if from_env:
+        path = Path(os.path.abspath(cwd / Path(from_env).expanduser()))
+        check_fresh_log_dir(path, LOG_DIR_ENV)
+        return path
+    return Path(os.path.abspath(default_log_dir(loaded.algo, loaded.task, loaded.sim, now, cwd)))

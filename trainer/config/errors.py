@@ -1,0 +1,12 @@
+"""The one exception type of configuration problems (CONTRACTS §1.1 steps 1–5).
+
+A ``ConfigError`` means the command line or an owner file is wrong: it is found before
+anything is written or launched, ``train`` prints its message as one ``error: ...`` line
+and exits 2. The message names the bad key or value and the fix.
+"""
+
+from __future__ import annotations
+
+
+class ConfigError(Exception):
+    """A usage or configuration error: ``error: <message>``, exit 2, nothing written."""

@@ -1,0 +1,719 @@
+"""Owner-file loading: the OmegaConf owner chain, dotted CLI overrides, removed keys.
+
+``--algo/--task/--sim`` select ``conf/<algo>/task/<task>/<sim>.yaml`` (CONTRACTS §2).
+Layers, later wins: ``conf/<algo>/config.yaml`` → ``task/<task>/base.yaml`` → the owner's
+``inherits`` chain (oldest first) → CLI overrides. Mappings merge deeply; scalars and lists
+are replaced. This is the only module that imports OmegaConf: the merged tree is turned
+into plain containers (``resolve=True, throw_on_missing=True``) and then into the frozen
+dataclasses ``TrainingCfg``, ``FlashSacCfg`` and ``G1TrackingCfg``, checking every key and
+value type against the dataclass fields. Every problem is a ``ConfigError`` (exit 2).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import json
+import re
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from trainer.config.errors import ConfigError
+from trainer.config.schema import TrainingCfg
+
+DEFAULT_CONF_ROOT = Path(__file__).resolve().parent.parent / "conf"
+"""Package conf root; tests pass ``conf_root=`` (or patch this) to use a temporary tree."""
+
+REMOVED_KEYS: tuple[str, ...] = ("env.tensor_runtime", "env.tensor_runtime_device")
+"""Keys removed without alias (CONTRACTS §2)."""
+
+CLI_OWNED_KEYS: tuple[str, ...] = ("algo", "task", "training.sim_backend", "training.play_only")
+"""Keys selected by ``--algo/--task/--sim`` and declared by the owner (CONTRACTS §1.1 step 4)."""
+
+INHERITS_KEY = "inherits"
+"""Owner-file key naming the sibling owner it extends (e.g. ``inherits: mujoco``)."""
+
+_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def removed_key_message(key: str) -> str:
+    """The exact CONTRACTS §2 message for a removed key (``key`` is the one found)."""
+    return (
+        f"{key} was removed (no alias): tensor execution is a runtime invariant and the device "
+        "follows the backend data plane and the rank device; delete the key"
+    )
+
+
+def cli_owned_message(key: str) -> str:
+    """The exact CONTRACTS §1.1 message for an override of a CLI-owned key."""
+    return (
+        f"'{key}' is selected by --algo/--task/--sim and declared by the owner; "
+        "it cannot be overridden"
+    )
+
+
+KEY_ALIASES: dict[str, dict[tuple[str, ...], tuple[str, ...]]] = {
+    "env": {
+        ("commands", "motion", "motion_file"): ("motion_file",),
+        ("commands", "motion", "hub_repo"): ("hub_repo",),
+    }
+}
+"""Contract key paths (CONTRACTS §2/§12 spelling) → dataclass field paths, per section.
+
+The YAML and the command line use the contract spelling (``env.commands.motion.motion_file``);
+``G1TrackingCfg`` keeps the motion fields flat. An alias applies only while the dataclass
+lacks the contract path's first component, so a nested dataclass works unchanged.
+"""
+
+LOADER_KEYS: dict[str, dict[tuple[str, ...], Any]] = {
+    "env": {("scene", "model_file"): str},
+}
+"""Contract keys consumed by ``train`` itself rather than a dataclass field (the scene
+asset id), with their types; used only while the dataclass has no such field."""
+
+
+def section_types() -> dict[str, type]:
+    """Top-level config sections and the dataclass each one fills."""
+    from trainer.algo.config import FlashSacCfg
+    from trainer.task.config import G1TrackingCfg
+
+    return {"algo": FlashSacCfg, "env": G1TrackingCfg, "training": TrainingCfg}
+
+
+@dataclass(frozen=True)
+class Override:
+    """One parsed ``KEY=VALUE`` command-line override."""
+
+    key: str
+    value: Any
+    text: str
+    """The argument exactly as given (recorded in ``run_config.json``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadedConfig:
+    """The validated result of the owner chain plus overrides (CONTRACTS §1.1 steps 2–4)."""
+
+    algo: str
+    task: str
+    sim: str
+    owner_files: tuple[Path, ...]
+    """Every file merged, in merge order."""
+    training: TrainingCfg
+    algo_cfg: Any
+    """``FlashSacCfg``."""
+    task_cfg: Any
+    """``G1TrackingCfg``."""
+    overrides: tuple[Override, ...]
+    config: dict[str, Any]
+    """The resolved config in contract spelling (plain JSON types, ``inherits`` removed)."""
+    loader_values: dict[str, Any]
+    """Contract keys with no dataclass field, by dotted key (``env.scene.model_file``)."""
+
+    @property
+    def seed_overridden(self) -> bool:
+        """True when a CLI override set ``algo.seed``."""
+        return any(o.key == "algo.seed" for o in self.overrides)
+
+
+# ---------------------------------------------------------------------------------------
+# Owner discovery and the file chain
+
+
+def list_owners(conf_root: Path | None = None) -> list[str]:
+    """All owners under the conf root as ``<algo>/<task>/<sim>`` (``base.yaml`` is no owner)."""
+    root = conf_root or DEFAULT_CONF_ROOT
+    owners = []
+    for path in sorted(root.glob("*/task/*/*.yaml")):
+        if path.stem != "base":
+            owners.append(f"{path.parent.parent.parent.name}/{path.parent.name}/{path.stem}")
+    return owners
+
+
+def owner_file(algo: str, task: str, sim: str, conf_root: Path | None = None) -> Path:
+    """Path of the owner file selected by the flags (it need not exist)."""
+    return (conf_root or DEFAULT_CONF_ROOT) / algo / "task" / task / f"{sim}.yaml"
+
+
+def _require_owner(algo: str, task: str, sim: str, root: Path) -> Path:
+    for name, value in (("--algo", algo), ("--task", task), ("--sim", sim)):
+        if not value or "/" in value or value.startswith(".") or value == "base":
+            raise ConfigError(
+                f"{name} {value!r} is not an owner name; available owners: "
+                f"{', '.join(list_owners(root)) or '(none)'}"
+            )
+    path = owner_file(algo, task, sim, root)
+    if not path.is_file():
+        owners = ", ".join(list_owners(root)) or "(none)"
+        raise ConfigError(
+            f"no owner file for --algo {algo} --task {task} --sim {sim} "
+            f"({path.relative_to(root.parent) if root.parent in path.parents else path}); "
+            f"available owners (algo/task/sim): {owners}"
+        )
+    return path
+
+
+def _load_yaml(path: Path) -> DictConfig:
+    try:
+        node = OmegaConf.load(path)
+    except (OSError, OmegaConfBaseException, ValueError) as err:
+        raise ConfigError(f"cannot load config file {path}: {err}; fix the YAML") from err
+    except Exception as err:  # yaml.YAMLError and friends: one line, naming the file
+        if type(err).__module__.startswith("yaml"):
+            msg = " ".join(str(err).split())
+            raise ConfigError(f"cannot parse config file {path}: {msg}; fix the YAML") from err
+        raise
+    if not isinstance(node, DictConfig):
+        raise ConfigError(f"config file {path} must hold a mapping at the top level")
+    return node
+
+
+def _flat_keys(tree: Any, prefix: str = "") -> list[str]:
+    keys: list[str] = []
+    if isinstance(tree, Mapping):
+        for key, value in tree.items():
+            path = f"{prefix}{key}"
+            keys.append(path)
+            keys.extend(_flat_keys(value, f"{path}."))
+    return keys
+
+
+def _removed_key_in(keys: Sequence[str]) -> str | None:
+    for key in keys:
+        for removed in REMOVED_KEYS:
+            if key == removed or key.startswith(removed + "."):
+                return removed
+    return None
+
+
+def _check_removed(node: DictConfig, path: Path) -> None:
+    raw = OmegaConf.to_container(node, resolve=False)
+    found = _removed_key_in(_flat_keys(raw))
+    if found:
+        raise ConfigError(f"{removed_key_message(found)} (found in {path})")
+
+
+def owner_chain(algo: str, task: str, sim: str, conf_root: Path | None = None) -> list[Path]:
+    """The files merged for an owner, in merge order (CONTRACTS §2 layering)."""
+    root = conf_root or DEFAULT_CONF_ROOT
+    owner = _require_owner(algo, task, sim, root)
+    inherited: list[Path] = [owner]
+    seen = {owner.resolve()}
+    current = owner
+    while True:
+        node = _load_yaml(current)
+        parent = node.get(INHERITS_KEY) if INHERITS_KEY in node else None
+        if parent is None:
+            break
+        if not isinstance(parent, str) or not parent or "/" in parent:
+            raise ConfigError(
+                f"{current}: '{INHERITS_KEY}' must name a sibling owner "
+                f"(e.g. 'mujoco'), got {parent!r}"
+            )
+        target = current.parent / (parent if parent.endswith(".yaml") else f"{parent}.yaml")
+        if not target.is_file() or target.stem == "base":
+            raise ConfigError(
+                f"{current}: inherits {parent!r}, but {target} is not an owner "
+                f"file; available owners: {', '.join(list_owners(root))}"
+            )
+        if target.resolve() in seen:
+            raise ConfigError(f"{current}: inheritance cycle through {target}")
+        seen.add(target.resolve())
+        inherited.append(target)
+        current = target
+    base_files = [root / algo / "config.yaml", root / algo / "task" / task / "base.yaml"]
+    for path in base_files:
+        if not path.is_file():
+            raise ConfigError(
+                f"owner layer {path} is missing; every owner needs "
+                f"{algo}/config.yaml and {algo}/task/{task}/base.yaml"
+            )
+    return base_files + list(reversed(inherited))
+
+
+def _merge_chain(files: Sequence[Path]) -> DictConfig:
+    merged = OmegaConf.create({})
+    for path in files:
+        node = _load_yaml(path)
+        _check_removed(node, path)
+        if INHERITS_KEY in node:
+            if path.stem in ("config", "base"):
+                raise ConfigError(f"{path}: '{INHERITS_KEY}' is only allowed in owner files")
+            node.pop(INHERITS_KEY)
+        try:
+            merged = OmegaConf.merge(merged, node)
+        except OmegaConfBaseException as err:
+            raise ConfigError(f"cannot merge {path}: {err}") from err
+    return merged
+
+
+# ---------------------------------------------------------------------------------------
+# Overrides
+
+
+def parse_value(text: str) -> Any:
+    """A JSON literal when ``text`` parses as one (``null``, ``true``, ``17``, ``"s"``,
+    ``[..]``); otherwise the raw string. Non-finite tokens (``NaN``) stay raw strings."""
+
+    def _reject(token: str) -> Any:
+        raise ValueError(token)
+
+    try:
+        return json.loads(text, parse_constant=_reject)
+    except ValueError:
+        return text
+
+
+def parse_override(text: str) -> Override:
+    """Parse one ``KEY=VALUE`` argument (syntax only; CONTRACTS §1.1 step 4)."""
+    stripped = text.strip()
+    if stripped[:1] in ("+", "~"):
+        raise ConfigError(
+            f"override {text!r}: a leading '{stripped[0]}' (add/delete a key) is not supported; "
+            "set an existing key as KEY=VALUE"
+        )
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep:
+        raise ConfigError(f"override {text!r} is not KEY=VALUE; write e.g. algo.num_envs=1024")
+    if not _KEY_RE.match(key):
+        raise ConfigError(
+            f"override {text!r}: {key!r} is not a dotted config key; "
+            "write e.g. training.log_interval=10"
+        )
+    return Override(key=key, value=parse_value(raw), text=text)
+
+
+def _escape_interpolation(value: Any) -> Any:
+    # CLI strings are literal: never let OmegaConf read "${...}" in them as interpolation.
+    if isinstance(value, str):
+        return value.replace("${", "\\${")
+    if isinstance(value, list):
+        return [_escape_interpolation(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _escape_interpolation(v) for k, v in value.items()}
+    return value
+
+
+def _check_override_key(
+    override: Override, merged: DictConfig, sections: Mapping[str, type]
+) -> Any:
+    """Step-4 key checks in contract order; returns the annotation of the target key."""
+    key = override.key
+    if key in CLI_OWNED_KEYS:
+        raise ConfigError(cli_owned_message(key))
+    removed = _removed_key_in([key])
+    if removed:
+        raise ConfigError(f"{removed_key_message(removed)} (override {override.text!r})")
+    parts = key.split(".")
+    node: Any = OmegaConf.to_container(merged, resolve=False)
+    for depth, part in enumerate(parts):
+        if not isinstance(node, Mapping) or part not in node:
+            parent = ".".join(parts[:depth])
+            known = (
+                [f"{parent}.{k}" if parent else str(k) for k in node]
+                if isinstance(node, Mapping)
+                else []
+            )
+            hint = difflib.get_close_matches(".".join(parts[: depth + 1]), known, n=1)
+            if hint:
+                fix = f"did you mean '{hint[0]}'?"
+            elif parent and known:
+                fix = f"known keys under '{parent}': {', '.join(known)}"
+            else:
+                fix = f"top-level sections: {', '.join(sections)}"
+            raise ConfigError(f"unknown config key '{key}' (override {override.text!r}); {fix}")
+        node = node[part]
+    annotation = annotation_at(sections, parts)
+    leaf_mapping = typing.get_origin(_strip_optional(annotation)) in (dict, Mapping)
+    if isinstance(node, Mapping) and node and not leaf_mapping:
+        raise ConfigError(
+            f"'{key}' is a config section; override one of its keys instead "
+            f"(e.g. '{key}.{next(iter(node))}=...')"
+        )
+    return annotation
+
+
+_NO_FIELD = object()
+
+
+def _field_names(cls: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls) if f.init}
+
+
+def active_aliases(section: str, cls: type) -> dict[tuple[str, ...], tuple[str, ...]]:
+    """The :data:`KEY_ALIASES` of ``section`` that apply to ``cls`` as it is defined now."""
+    names = _field_names(cls)
+    return {
+        yaml_path: field_path
+        for yaml_path, field_path in KEY_ALIASES.get(section, {}).items()
+        if yaml_path[0] not in names and field_path[0] in names
+    }
+
+
+def active_loader_keys(section: str, cls: type) -> dict[tuple[str, ...], Any]:
+    """The :data:`LOADER_KEYS` of ``section`` that ``cls`` has no field for."""
+    return {
+        path: kind
+        for path, kind in LOADER_KEYS.get(section, {}).items()
+        if _walk_fields(cls, path) is _NO_FIELD
+    }
+
+
+def _walk_fields(cls: Any, parts: Sequence[str]) -> Any:
+    annotation: Any = cls
+    for part in parts:
+        annotation = _strip_optional(annotation)
+        if dataclasses.is_dataclass(annotation):
+            hints = _hints(annotation)
+            if part not in hints:
+                return _NO_FIELD
+            annotation = hints[part]
+        elif typing.get_origin(annotation) in (dict, Mapping):
+            args = typing.get_args(annotation)
+            annotation = args[1] if len(args) == 2 else Any
+        else:
+            return Any
+    return annotation
+
+
+def annotation_at(sections: Mapping[str, type], parts: Sequence[str]) -> Any:
+    """The declared type of a dotted key (contract spelling), walking the section dataclasses."""
+    cls = sections.get(parts[0])
+    if cls is None:
+        return Any
+    rest = tuple(parts[1:])
+    for yaml_path, field_path in active_aliases(parts[0], cls).items():
+        if rest[: len(yaml_path)] == yaml_path:
+            rest = field_path + rest[len(yaml_path) :]
+            break
+    loader_keys = active_loader_keys(parts[0], cls)
+    if rest in loader_keys:
+        return loader_keys[rest]
+    found = _walk_fields(cls, rest)
+    return Any if found is _NO_FIELD else found
+
+
+def _pop_path(tree: dict[str, Any], path: Sequence[str]) -> tuple[bool, Any]:
+    node: Any = tree
+    for part in path[:-1]:
+        if not isinstance(node, dict) or part not in node:
+            return False, None
+        node = node[part]
+    if not isinstance(node, dict) or path[-1] not in node:
+        return False, None
+    value = node.pop(path[-1])
+    for depth in range(len(path) - 1, 0, -1):  # prune parents the pop left empty
+        parent: Any = tree
+        for part in path[: depth - 1]:
+            parent = parent[part]
+        if parent.get(path[depth - 1]) == {}:
+            del parent[path[depth - 1]]
+    return True, value
+
+
+def _to_field_layout(section: str, cls: type, data: Any) -> tuple[Any, dict[str, Any]]:
+    """Move contract-spelled keys of one section onto the dataclass layout.
+
+    Returns the re-laid section and the loader-consumed values (by full dotted key).
+    """
+    if not isinstance(data, dict):
+        return data, {}
+    data = copy.deepcopy(data)
+    for yaml_path, field_path in active_aliases(section, cls).items():
+        dotted = ".".join((section, *yaml_path))
+        if field_path[0] in data:
+            raise ConfigError(
+                f"unknown config key '{section}.{'.'.join(field_path)}' in the "
+                f"owner chain; spell it '{dotted}'"
+            )
+        found, value = _pop_path(data, yaml_path)
+        if not found:
+            raise ConfigError(f"missing config key '{dotted}': add it to the owner chain")
+        node = data
+        for part in field_path[:-1]:
+            node = node.setdefault(part, {})
+        node[field_path[-1]] = value
+    extras: dict[str, Any] = {}
+    for path, kind in active_loader_keys(section, cls).items():
+        dotted = ".".join((section, *path))
+        found, value = _pop_path(data, path)
+        if not found:
+            raise ConfigError(f"missing config key '{dotted}': add it to the owner chain")
+        extras[dotted] = coerce(value, kind, dotted)
+    return data, extras
+
+
+# ---------------------------------------------------------------------------------------
+# Types: dataclass fields are the source of truth for keys and value types
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _strip_optional(annotation: Any) -> Any:
+    if _is_union(annotation):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
+def _is_union(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType)
+
+
+def describe_type(annotation: Any) -> str:
+    """Readable type name for error messages (``int | None``, ``list[float]``)."""
+    if annotation is Any:
+        return "any"
+    if annotation is type(None):
+        return "null"
+    if _is_union(annotation):
+        return " | ".join(describe_type(a) for a in typing.get_args(annotation))
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return " | ".join(json.dumps(a) for a in typing.get_args(annotation))
+    if origin is not None:
+        args = ", ".join(
+            "..." if a is Ellipsis else describe_type(a) for a in typing.get_args(annotation)
+        )
+        return f"{getattr(origin, '__name__', str(origin))}[{args}]"
+    if dataclasses.is_dataclass(annotation):
+        return "mapping"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, Mapping):
+        return "mapping"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    return type(value).__name__
+
+
+class _Mismatch(Exception):
+    def __init__(self, path: str, value: Any, annotation: Any) -> None:
+        super().__init__(path)
+        self.path, self.value, self.annotation = path, value, annotation
+
+    def message(self) -> str:
+        shown = json.dumps(self.value) if _jsonable(self.value) else repr(self.value)
+        return (
+            f"{self.path}={shown} has type {_json_type(self.value)}; "
+            f"expected {describe_type(self.annotation)}"
+        )
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def coerce(value: Any, annotation: Any, path: str) -> Any:
+    """Check ``value`` against ``annotation`` and return it in the field's Python type.
+
+    Integers are accepted for float fields (and become floats); ``bool`` is never an int;
+    lists become tuples for tuple fields; mappings become nested dataclasses. Unknown and
+    missing keys of a dataclass are errors.
+    """
+    if annotation is Any or annotation is object:
+        return value
+    if _is_union(annotation):
+        for option in typing.get_args(annotation):
+            try:
+                return coerce(value, option, path)
+            except _Mismatch:
+                continue
+            except ConfigError:
+                if isinstance(value, Mapping):
+                    raise
+                continue
+        raise _Mismatch(path, value, annotation)
+    origin = typing.get_origin(annotation)
+    if annotation is type(None):
+        if value is None:
+            return None
+        raise _Mismatch(path, value, annotation)
+    if origin is typing.Literal:
+        for option in typing.get_args(annotation):
+            if type(option) is type(value) and option == value:
+                return value
+        raise _Mismatch(path, value, annotation)
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        raise _Mismatch(path, value, annotation)
+    if annotation is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise _Mismatch(path, value, annotation)
+    if annotation is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise _Mismatch(path, value, annotation)
+    if annotation is str:
+        if isinstance(value, str):
+            return value
+        raise _Mismatch(path, value, annotation)
+    if annotation is Path:
+        if isinstance(value, str):
+            return Path(value)
+        raise _Mismatch(path, value, annotation)
+    if origin in (list, tuple, Sequence) or annotation in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise _Mismatch(path, value, annotation)
+        args = typing.get_args(annotation)
+        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+            if len(args) != len(value):
+                raise _Mismatch(path, value, annotation)
+            items = [coerce(v, a, f"{path}[{i}]") for i, (v, a) in enumerate(zip(value, args))]
+        else:
+            item_type = args[0] if args else Any
+            items = [coerce(v, item_type, f"{path}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if (origin is tuple or annotation is tuple) else items
+    if origin in (dict, Mapping) or annotation is dict:
+        if not isinstance(value, Mapping):
+            raise _Mismatch(path, value, annotation)
+        args = typing.get_args(annotation)
+        value_type = args[1] if len(args) == 2 else Any
+        return {str(k): coerce(v, value_type, f"{path}.{k}") for k, v in value.items()}
+    if dataclasses.is_dataclass(annotation):
+        if not isinstance(value, Mapping):
+            raise _Mismatch(path, value, annotation)
+        return build_dataclass(annotation, value, path)
+    if isinstance(annotation, type):
+        if isinstance(value, annotation):
+            return value
+        raise _Mismatch(path, value, annotation)
+    return value
+
+
+def build_dataclass(cls: type, data: Mapping[str, Any], path: str) -> Any:
+    """Fill the frozen dataclass ``cls`` from ``data``; every field required, no extras."""
+    hints = _hints(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
+    unknown = [k for k in data if k not in names]
+    if unknown:
+        key = f"{path}.{unknown[0]}"
+        hint = difflib.get_close_matches(str(unknown[0]), names, n=1)
+        fix = f"did you mean '{path}.{hint[0]}'?" if hint else "delete it from the owner file"
+        raise ConfigError(f"unknown config key '{key}' in the owner chain; {fix}")
+    missing = [n for n in names if n not in data]
+    if missing:
+        raise ConfigError(
+            f"missing config key '{path}.{missing[0]}': the owner files must set "
+            f"every key of {cls.__name__}; add it to {path.split('.')[0]} in the owner chain"
+        )
+    kwargs = {n: coerce(data[n], hints[n], f"{path}.{n}") for n in names}
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{path}: {err}") from err
+
+
+# ---------------------------------------------------------------------------------------
+# Entry point
+
+
+def load_config(
+    algo: str,
+    task: str,
+    sim: str,
+    overrides: Sequence[str] = (),
+    *,
+    conf_root: Path | None = None,
+    sections: Mapping[str, type] | None = None,
+) -> LoadedConfig:
+    """Resolve an owner plus CLI overrides into typed configs (CONTRACTS §1.1 steps 2–4).
+
+    Args:
+        algo, task, sim: the ``--algo/--task/--sim`` selection.
+        overrides: ``KEY=VALUE`` strings, applied in order (later wins).
+        conf_root: the conf tree (default: the package's ``trainer/conf``).
+        sections: top-level section → dataclass map (default: :func:`section_types`).
+
+    Returns:
+        The typed configs and the parsed overrides.
+
+    Raises:
+        ConfigError: first unmet condition, in contract order.
+    """
+    root = Path(conf_root) if conf_root is not None else DEFAULT_CONF_ROOT
+    files = owner_chain(algo, task, sim, root)  # step 2 (owner exists) + chain discovery
+    merged = _merge_chain(files)  # step 3: removed keys in any file
+    declared = OmegaConf.select(merged, "training.sim_backend", default=None)
+    if declared != sim:
+        raise ConfigError(
+            f"owner {files[-1]} resolves training.sim_backend={declared!r} but --sim is {sim!r}; "
+            f"the owner file must declare training.sim_backend: {sim}"
+        )
+    section_map = dict(sections) if sections is not None else section_types()
+    parsed: list[Override] = []
+    for text in overrides:  # step 4, each override fully checked before the next
+        override = parse_override(text)
+        annotation = _check_override_key(override, merged, section_map)
+        try:
+            coerce(override.value, annotation, override.key)
+        except _Mismatch as err:
+            raise ConfigError(f"override {override.text!r}: {err.message()}") from None
+        try:
+            OmegaConf.update(
+                merged, override.key, _escape_interpolation(override.value), merge=True
+            )
+        except OmegaConfBaseException as err:
+            raise ConfigError(f"override {override.text!r}: {err}") from err
+        parsed.append(override)
+    try:
+        container = OmegaConf.to_container(merged, resolve=True, throw_on_missing=True)
+    except OmegaConfBaseException as err:
+        msg = " ".join(str(err).split())
+        raise ConfigError(f"cannot resolve the owner chain of {files[-1]}: {msg}") from err
+    assert isinstance(container, dict)
+    unknown = [k for k in container if k not in section_map]
+    if unknown:
+        raise ConfigError(
+            f"unknown config key '{unknown[0]}' in the owner chain; top-level "
+            f"sections are {', '.join(section_map)}"
+        )
+    built: dict[str, Any] = {}
+    loader_values: dict[str, Any] = {}
+    for name, cls in section_map.items():
+        if name not in container:
+            raise ConfigError(f"missing config section '{name}' in the owner chain of {files[-1]}")
+        try:
+            data, extras = _to_field_layout(name, cls, container[name])
+            built[name] = coerce(data, cls, name)
+        except _Mismatch as err:
+            raise ConfigError(
+                f"owner chain of {files[-1]}: {err.message()}; fix the owner file"
+            ) from None
+        loader_values.update(extras)
+    return LoadedConfig(
+        algo=algo,
+        task=task,
+        sim=sim,
+        owner_files=tuple(files),
+        training=built["training"],
+        algo_cfg=built.get("algo"),
+        task_cfg=built.get("env"),
+        overrides=tuple(parsed),
+        config=container,
+        loader_values=loader_values,
+    )
