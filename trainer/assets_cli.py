@@ -84,7 +84,7 @@ class PullResult:
 def _pull_model(cache: Path) -> tuple[AssetRow, Path | None, str | None]:
     target = cache / G1_MJCF_ID
     try:
-        found = locate_g1_mjcf(SceneCfg(), roots=(PACKAGE_ASSET_ROOT, cache))
+        found = locate_g1_mjcf(SceneCfg(), asset_roots=(PACKAGE_ASSET_ROOT, cache))
     except AssetError as err:
         return AssetRow(G1_MJCF_ID, str(target), "missing", None), None, str(err)
     if found in (PACKAGE_ASSET_ROOT / G1_MJCF_ID, target):

@@ -24,9 +24,11 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from trainer.assets import AssetError, asset_roots
+from trainer.assets import PACKAGE_ASSET_ROOT, AssetError
+from trainer.assets import asset_roots as default_asset_roots
 
 __all__ = [
+    "ANCHOR_BODY",
     "ANCHOR_BODY_NAME",
     "ANCHOR_TRACKED_INDEX",
     "DEFAULT_JOINT_POS",
@@ -148,6 +150,7 @@ TRACKED_BODY_NAMES: tuple[str, ...] = (
 """The 14 tracked bodies in TASK.md §3 order (i = 0..13)."""
 
 ANCHOR_BODY_NAME = "torso_link"
+ANCHOR_BODY = ANCHOR_BODY_NAME  # the spelling used in docs/architecture.md
 ANCHOR_TRACKED_INDEX = TRACKED_BODY_NAMES.index(ANCHOR_BODY_NAME)  # 7
 
 EE_BODY_NAMES: tuple[str, ...] = (
@@ -252,7 +255,7 @@ def mjlab_g1_path() -> Path | None:
     return None
 
 
-def locate_g1_mjcf(cfg: SceneCfg, roots: Sequence[Path] | None = None) -> Path:
+def locate_g1_mjcf(cfg: SceneCfg, asset_roots: Sequence[Path] | None = None) -> Path:
     """Find the G1 robot MJCF in CONTRACTS §12 order.
 
     Order: (1) ``cfg.robot_mjcf``; (2) ``<root>/robots/g1/g1.xml`` for each asset root;
@@ -260,7 +263,7 @@ def locate_g1_mjcf(cfg: SceneCfg, roots: Sequence[Path] | None = None) -> Path:
 
     Args:
         cfg: scene configuration.
-        roots: asset roots to search; defaults to :func:`trainer.assets.asset_roots`.
+        asset_roots: asset roots to search; defaults to :func:`trainer.assets.asset_roots`.
 
     Returns:
         Path of the robot XML.
@@ -278,7 +281,7 @@ def locate_g1_mjcf(cfg: SceneCfg, roots: Sequence[Path] | None = None) -> Path:
             raise AssetError(msg)
         return explicit
     searched: list[str] = []
-    for root in asset_roots() if roots is None else roots:
+    for root in default_asset_roots() if asset_roots is None else asset_roots:
         candidate = Path(root) / G1_MJCF_ID
         if candidate.is_file():
             return candidate
@@ -386,12 +389,12 @@ def _configure_joints_and_actuators(spec: mujoco.MjSpec) -> None:
         )
 
 
-def build_g1_spec(cfg: SceneCfg, roots: Sequence[Path] | None = None) -> mujoco.MjSpec:
+def build_g1_spec(cfg: SceneCfg, asset_roots: Sequence[Path] | None = None) -> mujoco.MjSpec:
     """Compose the flat-ground G1 scene as an ``MjSpec`` (TASK.md §2).
 
     Args:
         cfg: scene configuration (timestep, robot source).
-        roots: asset roots for :func:`locate_g1_mjcf`; defaults to the package and cache roots.
+        asset_roots: asset roots for :func:`locate_g1_mjcf`; defaults to the package and cache roots.
 
     Returns:
         An uncompiled spec; ``spec.compile()`` gives the model.
@@ -399,7 +402,7 @@ def build_g1_spec(cfg: SceneCfg, roots: Sequence[Path] | None = None) -> mujoco.
     Raises:
         AssetError: the robot model cannot be found or is not the G1 29-DoF model.
     """
-    spec = mujoco.MjSpec.from_file(str(locate_g1_mjcf(cfg, roots)))
+    spec = mujoco.MjSpec.from_file(str(locate_g1_mjcf(cfg, asset_roots)))
     _drop_visuals_and_sensors(spec)
 
     spec.option.timestep = cfg.sim_dt
@@ -443,14 +446,14 @@ def build_g1_spec(cfg: SceneCfg, roots: Sequence[Path] | None = None) -> mujoco.
     return spec
 
 
-def build_g1_model(cfg: SceneCfg, roots: Sequence[Path] | None = None) -> mujoco.MjModel:
+def build_g1_model(cfg: SceneCfg, asset_roots: Sequence[Path] | None = None) -> mujoco.MjModel:
     """Compile the scene of :func:`build_g1_spec` into an ``MjModel``."""
-    return build_g1_spec(cfg, roots).compile()
+    return build_g1_spec(cfg, asset_roots).compile()
 
 
-def scene_xml(cfg: SceneCfg, roots: Sequence[Path] | None = None) -> str:
+def scene_xml(cfg: SceneCfg, asset_roots: Sequence[Path] | None = None) -> str:
     """Return the standalone MJCF text of the scene (no mesh assets, loads on its own)."""
-    spec = build_g1_spec(cfg, roots)
+    spec = build_g1_spec(cfg, asset_roots)
     spec.compile()
     # MuJoCo's XML writer keeps 6 significant digits; write the timestep exactly so the
     # materialised scene steps with the same dt as the in-memory model.
@@ -459,7 +462,9 @@ def scene_xml(cfg: SceneCfg, roots: Sequence[Path] | None = None) -> str:
     return text
 
 
-def materialize_scene(cfg: SceneCfg, cache_root: Path, roots: Sequence[Path] | None = None) -> Path:
+def materialize_scene(
+    cfg: SceneCfg, cache_root: Path, asset_roots: Sequence[Path] | None = None
+) -> Path:
     """Write ``<cache_root>/robots/g1/scene_flat.xml`` deterministically.
 
     The file is rewritten (atomically) only when its content differs, so repeated calls
@@ -468,11 +473,12 @@ def materialize_scene(cfg: SceneCfg, cache_root: Path, roots: Sequence[Path] | N
     Args:
         cfg: scene configuration.
         cache_root: writable asset cache root.
-        roots: asset roots for locating the robot; defaults to the package and cache roots.
+        asset_roots: asset roots for locating the robot; defaults to the package root and ``cache_root``.
 
     Returns:
         Path of ``scene_flat.xml``.
     """
+    roots = (PACKAGE_ASSET_ROOT, Path(cache_root)) if asset_roots is None else asset_roots
     text = scene_xml(cfg, roots)
     path = Path(cache_root) / SCENE_FLAT_ID
     if path.is_file() and path.read_text(encoding="utf-8") == text:

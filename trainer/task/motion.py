@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from trainer.assets import AssetError, asset_roots, cache_root, check_asset_id
+from trainer.assets import AssetError, cache_root, check_asset_id
+from trainer.assets import asset_roots as default_asset_roots
 from trainer.sim.scene import (
     DEFAULT_JOINT_POS,
     FOOT_BODY_NAMES,
@@ -615,7 +616,7 @@ def resolve_motion(
     *,
     hub_repo: str = DEFAULT_HUB_REPO,
     hub: HubMode = "auto",
-    roots: Sequence[Path] | None = None,
+    asset_roots: Sequence[Path] | None = None,
 ) -> ResolvedMotion:
     """Resolve a motion id or path to a local file, in CONTRACTS §12 order.
 
@@ -629,7 +630,7 @@ def resolve_motion(
         motion_id: a path or an asset id such as ``motions/g1/dance1_subject2_part.npz``.
         hub_repo: Hugging Face dataset repository.
         hub: ``auto``/``require`` try the hub (unless offline), ``skip`` never does.
-        roots: asset roots (package, cache); defaults to :func:`trainer.assets.asset_roots`.
+        asset_roots: asset roots (package, cache); defaults to :func:`trainer.assets.asset_roots`.
 
     Returns:
         The local path, where it came from and its arrays hash.
@@ -645,7 +646,7 @@ def resolve_motion(
         return ResolvedMotion(given, "path", arrays_sha256(_read_npz(given)))
     if given.is_absolute():
         raise _not_found(motion_id, [str(given)], "")
-    search_roots = tuple(asset_roots() if roots is None else roots)
+    search_roots = tuple(default_asset_roots() if asset_roots is None else asset_roots)
     searched = [str(given)]
     try:
         check_asset_id(motion_id)

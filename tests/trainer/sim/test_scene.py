@@ -25,7 +25,7 @@ from trainer.sim.scene import (
 
 @pytest.fixture(scope="module")
 def model() -> mujoco.MjModel:
-    return build_g1_model(SceneCfg(), roots=())
+    return build_g1_model(SceneCfg(), asset_roots=())
 
 
 def test_scene_has_contract_sizes_and_mass(model: mujoco.MjModel) -> None:
@@ -149,14 +149,14 @@ def test_tracked_body_ids_match_the_contract_table(model: mujoco.MjModel) -> Non
 
 def test_materialized_scene_loads_back_to_the_same_model(tmp_path: Path) -> None:
     cfg = SceneCfg()
-    path = materialize_scene(cfg, tmp_path, roots=())
+    path = materialize_scene(cfg, tmp_path, asset_roots=())
     assert path == tmp_path / "robots/g1/scene_flat.xml"
     first = path.read_text(encoding="utf-8")
     mtime = path.stat().st_mtime_ns
-    assert materialize_scene(cfg, tmp_path, roots=()).read_text(encoding="utf-8") == first
+    assert materialize_scene(cfg, tmp_path, asset_roots=()).read_text(encoding="utf-8") == first
     assert path.stat().st_mtime_ns == mtime  # unchanged content is not rewritten
     loaded = mujoco.MjModel.from_xml_path(str(path))
-    built = build_g1_model(cfg, roots=())
+    built = build_g1_model(cfg, asset_roots=())
     for field in ("nq", "nv", "nu", "nbody", "ngeom", "nsensor", "nkey"):
         assert getattr(loaded, field) == getattr(built, field), field
     assert loaded.opt.timestep == built.opt.timestep
@@ -178,14 +178,14 @@ def test_scene_cfg_rejects_bad_timing() -> None:
 def test_locate_prefers_explicit_then_asset_root_then_mjlab(tmp_path: Path) -> None:
     mjlab_xml = scene.mjlab_g1_path()
     assert mjlab_xml is not None
-    assert locate_g1_mjcf(SceneCfg(), roots=(tmp_path,)) == mjlab_xml
+    assert locate_g1_mjcf(SceneCfg(), asset_roots=(tmp_path,)) == mjlab_xml
     copied = tmp_path / "robots/g1/g1.xml"
     copied.parent.mkdir(parents=True)
     shutil.copyfile(mjlab_xml, copied)
-    assert locate_g1_mjcf(SceneCfg(), roots=(tmp_path / "none", tmp_path)) == copied
+    assert locate_g1_mjcf(SceneCfg(), asset_roots=(tmp_path / "none", tmp_path)) == copied
     explicit = tmp_path / "mine.xml"
     shutil.copyfile(mjlab_xml, explicit)
-    assert locate_g1_mjcf(SceneCfg(robot_mjcf=str(explicit)), roots=(tmp_path,)) == explicit
+    assert locate_g1_mjcf(SceneCfg(robot_mjcf=str(explicit)), asset_roots=(tmp_path,)) == explicit
     with pytest.raises(AssetError, match="robot_mjcf"):
         locate_g1_mjcf(SceneCfg(robot_mjcf=str(tmp_path / "missing.xml")))
 
@@ -195,4 +195,4 @@ def test_locate_without_any_source_names_the_pull_command(
 ) -> None:
     monkeypatch.setattr(scene, "mjlab_g1_path", lambda: None)
     with pytest.raises(AssetError, match="g1-pull-assets --robot g1"):
-        locate_g1_mjcf(SceneCfg(), roots=(tmp_path,))
+        locate_g1_mjcf(SceneCfg(), asset_roots=(tmp_path,))

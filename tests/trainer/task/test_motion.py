@@ -34,7 +34,7 @@ SYNTHETIC_SHA256 = "ed28ebd74f38407321c6206e78181b39c7d202f79d2b40c78985f5035316
 
 @pytest.fixture(scope="module")
 def model() -> mujoco.MjModel:
-    return build_g1_model(SceneCfg(), roots=())
+    return build_g1_model(SceneCfg(), asset_roots=())
 
 
 @pytest.fixture(scope="module")
@@ -308,12 +308,12 @@ def test_resolve_prefers_existing_path_then_package_then_cache(
     monkeypatch.chdir(tmp_path)
     direct = tmp_path / "direct.npz"
     np.savez(direct, **_short(synthetic))
-    assert resolve_motion(str(direct), roots=(package, cache), hub="skip").source == "path"
-    assert resolve_motion("direct.npz", roots=(package, cache), hub="skip").source == "path"
-    got = resolve_motion(rel, roots=(package, cache), hub="skip")
+    assert resolve_motion(str(direct), asset_roots=(package, cache), hub="skip").source == "path"
+    assert resolve_motion("direct.npz", asset_roots=(package, cache), hub="skip").source == "path"
+    got = resolve_motion(rel, asset_roots=(package, cache), hub="skip")
     assert (got.path, got.source) == (package / rel, "package")
     (package / rel).unlink()
-    got = resolve_motion(rel, roots=(package, cache), hub="skip")
+    got = resolve_motion(rel, asset_roots=(package, cache), hub="skip")
     assert (got.path, got.source, got.sha256) == (
         cache / rel,
         "cache",
@@ -324,7 +324,7 @@ def test_resolve_prefers_existing_path_then_package_then_cache(
 def test_missing_absolute_path_fails_at_once(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere.npz"
     with pytest.raises(MotionError, match=f"motion file '{missing}' not found") as info:
-        resolve_motion(str(missing), roots=(tmp_path,), hub="auto")
+        resolve_motion(str(missing), asset_roots=(tmp_path,), hub="auto")
     assert "hub download" not in str(info.value)
     assert (
         "offline alternative: env.commands.motion.motion_file=motions/g1/synthetic_dance.npz"
@@ -334,7 +334,7 @@ def test_missing_absolute_path_fails_at_once(tmp_path: Path) -> None:
 
 def test_synthetic_id_is_generated_into_the_cache_root(tmp_path: Path) -> None:
     got = resolve_motion(
-        SYNTHETIC_MOTION_ID, roots=(tmp_path / "pkg", tmp_path / "cache"), hub="skip"
+        SYNTHETIC_MOTION_ID, asset_roots=(tmp_path / "pkg", tmp_path / "cache"), hub="skip"
     )
     assert (got.path, got.source, got.sha256) == (
         tmp_path / "cache" / SYNTHETIC_MOTION_ID,
@@ -350,7 +350,7 @@ def test_offline_gives_the_contract_error_and_never_substitutes(
     roots = (tmp_path / "pkg", tmp_path / "cache")
     ensure_synthetic_clip(roots[1])  # a synthetic clip in the cache must not be used instead
     with pytest.raises(MotionError) as info:
-        resolve_motion(DANCE_MOTION_ID, roots=roots, hub="auto")
+        resolve_motion(DANCE_MOTION_ID, asset_roots=roots, hub="auto")
     expected = (
         f"motion file '{DANCE_MOTION_ID}' not found (searched: {DANCE_MOTION_ID}, "
         f"{roots[0] / DANCE_MOTION_ID}, {roots[1] / DANCE_MOTION_ID}); "
@@ -421,11 +421,11 @@ def test_hub_download_through_a_local_endpoint(
     monkeypatch.setenv("HF_ENDPOINT", endpoint)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     roots = (tmp_path / "pkg", tmp_path / "cache")
-    got = resolve_motion(DANCE_MOTION_ID, roots=roots, hub="auto")
+    got = resolve_motion(DANCE_MOTION_ID, asset_roots=roots, hub="auto")
     assert got.source == "downloaded"
     assert got.path == roots[1] / DANCE_MOTION_ID
     assert got.path.read_bytes() == body
-    again = resolve_motion(DANCE_MOTION_ID, roots=roots, hub="auto")
+    again = resolve_motion(DANCE_MOTION_ID, asset_roots=roots, hub="auto")
     assert (again.source, again.sha256) == ("cache", got.sha256)
 
 
@@ -448,5 +448,5 @@ def test_hub_failure_names_the_cause_and_retries_the_public_hub_once(
         MotionError,
         match="; hub download failed: ConnectionError: no route to host; offline alternative",
     ):
-        resolve_motion(DANCE_MOTION_ID, roots=(tmp_path / "p", tmp_path / "c"), hub="auto")
+        resolve_motion(DANCE_MOTION_ID, asset_roots=(tmp_path / "p", tmp_path / "c"), hub="auto")
     assert seen == [endpoint, "https://huggingface.co"]
