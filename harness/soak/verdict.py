@@ -11,6 +11,7 @@ process handling, no writes, no torch.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,9 @@ __all__ = ["Verdict", "judge_run_dir", "resource_summary_fields", "validate_run_
 SUMMARY_NAME = "run_summary.json"
 EVENT_GLOB = "events.out.tfevents.*"
 RI_PATH = "$.runtime_manifest.replay_ingress"
-MAX_SCHEMA_REASONS = 12  # a fuzzed summary can break hundreds of rules; the first few say enough
+_REQUIRED = re.compile(r"'([^']+)' is a required property")
+MAX_SCHEMA_REASONS = 12
+MAX_MESSAGE = 240  # jsonschema quotes the whole offending value; a 16000-char error stays readable  # a fuzzed summary can break hundreds of rules; the first few say enough
 RI_COUNTERS = (
     "ingress_depth",
     "ingress_slot_rows",
@@ -91,9 +94,19 @@ class _Findings:
 
     def add_violations(self, violations: Sequence[SchemaViolation], template: str, classification: str) -> None:
         for violation in violations[:MAX_SCHEMA_REASONS]:
-            self.add(template.format(path=violation.path, message=violation.message), classification)
+            path, message = _pinpoint(violation)
+            self.add(template.format(path=path, message=message), classification)
         if len(violations) > MAX_SCHEMA_REASONS:
             self.add(f"... and {len(violations) - MAX_SCHEMA_REASONS} more schema violations", classification)
+
+
+def _pinpoint(violation: SchemaViolation) -> tuple[str, str]:
+    """Name the missing key in the path: ``$.x: 'y' is a required property`` -> ``$.x.y``."""
+    match = _REQUIRED.fullmatch(violation.message)
+    if match is None:
+        message = violation.message
+        return violation.path, message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
+    return f"{violation.path}.{match.group(1)}", "is required but missing"
 
 
 def _load_summary(path: Path) -> tuple[dict[str, Any] | None, str | None, str | None]:
