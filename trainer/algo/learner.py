@@ -1,0 +1,495 @@
+"""``FlashSacLearner``: networks, optimizers, replay and the update cycle (FLASHSAC.md §3-§7).
+
+The math lives in ``losses``; this module only orchestrates. One iteration is
+``prepare_iteration()`` (fold reward statistics, fix D) then ``update_cycle()``: sample
+``U*B`` rows and the cycle's noise into static buffers (eager, two kernels), then run the
+body - U critic updates, an actor and a temperature update after every ``policy_frequency``-th
+critic update, Polyak after each - either eagerly or by replaying one CUDA graph of it
+(``trainer.cuda_graphs``). Both paths read the same static buffers, so they compute the
+same thing. Metrics come back as device tensors; nothing in the hot path syncs the host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from trainer import cuda_graphs
+from trainer.algo import losses
+from trainer.algo.config import FlashSacCfg
+from trainer.algo.exploration import RepeatedNoise
+from trainer.algo.networks import Actor, Critic
+from trainer.algo.replay import DeviceReplay, RowLayout
+from trainer.algo.reward_scaler import RewardScaler
+from trainer.algo.schedule import cosine_lr_tensor
+
+log = logging.getLogger(__name__)
+
+METRIC_NAMES: tuple[str, ...] = (
+    "Loss/critic",
+    "Loss/actor",
+    "Loss/entropy",
+    "Loss/temperature",
+    "Policy/temperature",
+    "Train/reward_scale_std",
+)
+"""Keys of ``update_cycle()``'s result (cycle means; ``Train/reward_scale_std`` only with
+``normalize_reward``)."""
+
+_ACTOR, _CRITIC, _TEMP = 0, 1, 2
+_ADAM_BETAS = (0.9, 0.999)
+_ADAM_EPS = 1e-8
+
+
+class FlashSacLearner:
+    """The FlashSAC learner of one process: owns networks, optimizers, replay and exploration."""
+
+    def __init__(
+        self,
+        cfg: FlashSacCfg,
+        *,
+        num_envs: int,
+        device: torch.device | str,
+        obs_dim: int = 160,
+        critic_obs_dim: int = 289,
+        action_dim: int = 29,
+    ) -> None:
+        cfg.validate()
+        self.cfg = cfg
+        self.num_envs = num_envs
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.layout = RowLayout(obs_dim, critic_obs_dim, action_dim)
+        self.batch_size = cfg.batch_size
+        self.updates_per_step = cfg.updates_per_step
+        self.target_entropy = cfg.resolved_target_entropy(action_dim)
+        is_cuda = self.device.type == "cuda"
+
+        self.precision = cfg.resolved_amp_dtype(self.device.type)
+        self.tf32_matmul = False
+        if is_cuda:
+            # fp32 matmuls that remain (and the whole fp32 mode) may use TF32 tensor cores.
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+            self.tf32_matmul = bool(torch.backends.cuda.matmul.allow_tf32)
+
+        if cfg.seed is not None:
+            torch.manual_seed(cfg.seed)
+        # Built on the CPU (reproducible orthogonal init), then moved.
+        actor = Actor(obs_dim, action_dim, cfg.actor_hidden_dim, cfg.num_blocks)
+        critic = Critic(
+            critic_obs_dim, action_dim, cfg.critic_hidden_dim, cfg.num_blocks, cfg.num_atoms
+        )
+        self.actor = actor.to(self.device)
+        self.critic = critic.to(self.device)
+        self.critic_target = Critic(
+            critic_obs_dim, action_dim, cfg.critic_hidden_dim, cfg.num_blocks, cfg.num_atoms
+        )
+        self.critic_target.to(self.device).load_state_dict(self.critic.state_dict())
+        self.critic_target.requires_grad_(False)
+        self.log_alpha = nn.Parameter(torch.tensor(math.log(cfg.temp_initial), device=self.device))
+        self.support = torch.linspace(
+            cfg.critic_min_v, cfg.critic_max_v, cfg.num_atoms, device=self.device
+        )
+        self.actor_plan = self.actor.renorm_plan()
+        self.critic_plan = self.critic.renorm_plan()
+        self._critic_params = list(self.critic.parameters())
+        self._target_params = list(self.critic_target.parameters())
+
+        fused = is_cuda
+        peaks = (cfg.actor_lr, cfg.critic_lr, cfg.temp_lr)
+        self._peaks = peaks
+        self.optimizers = [
+            self._make_adam(list(module_params), peak, fused)
+            for module_params, peak in (
+                (self.actor.parameters(), peaks[_ACTOR]),
+                (self.critic.parameters(), peaks[_CRITIC]),
+                ([self.log_alpha], peaks[_TEMP]),
+            )
+        ]
+        self._fused = fused
+        self.lr_steps = torch.zeros(3, dtype=torch.float32, device=self.device)
+        """Updates made by each schedule (actor, critic, temperature); skipped steps count."""
+
+        self.replay = DeviceReplay(cfg.replay_buffer_n * num_envs, self.layout, self.device)
+        self.reward_scaler = RewardScaler(
+            num_envs, gamma=cfg.gamma, g_max=cfg.normalized_g_max, device=self.device
+        )
+        self.exploration = RepeatedNoise(
+            num_envs,
+            action_dim,
+            zeta_mu=cfg.noise_zeta_mu,
+            max_repeat=cfg.noise_max_repeat,
+            device=self.device,
+        )
+        self._folded_rows = 0
+        self.update_count = 0
+        """Critic updates made (U per iteration)."""
+        self.iterations = 0
+        """Update cycles made."""
+
+        rows = cfg.updates_per_step * cfg.batch_size
+        self._batch = torch.zeros(rows, self.layout.width, device=self.device)  # [U*B, width]
+        self._noise = torch.zeros(
+            cfg.updates_per_step, 2, cfg.batch_size, action_dim, device=self.device
+        )
+        self._inv_scale = torch.ones((), device=self.device)  # 1/D, fixed within a cycle
+        self._metrics = torch.zeros(len(METRIC_NAMES), device=self.device)
+        self._act_obs = torch.zeros(num_envs, obs_dim, device=self.device)
+        self._act_done = torch.zeros(num_envs, dtype=torch.bool, device=self.device)
+        self._act_out = torch.zeros(num_envs, action_dim, device=self.device)
+
+        self._graph_status = cuda_graphs.GraphStatus(requested=cfg.use_cuda_graph)
+        self._act_graph_status = cuda_graphs.GraphStatus(requested=cfg.use_cuda_graph)
+        reason = cuda_graphs.unavailable_reason(
+            cfg.use_cuda_graph, self.device, "algo.use_cuda_graph"
+        )
+        self._graph_status.disable_reason = reason
+        self._act_graph_status.disable_reason = reason
+        self._graph: torch.cuda.CUDAGraph | None = None
+        self._act_graph: torch.cuda.CUDAGraph | None = None
+        self._compile_status = cuda_graphs.GraphStatus(requested=cfg.use_compile)
+        self._td_target: Callable[..., Tensor] = _td_target
+        self._setup_compile()
+
+    # ----------------------------------------------------------------- construction helpers
+    def _make_adam(self, params: list[nn.Parameter], peak: float, fused: bool) -> torch.optim.Adam:
+        if fused:
+            lr: float | Tensor = torch.tensor(peak, dtype=torch.float32, device=self.device)
+            opt = torch.optim.Adam(
+                params, lr=lr, betas=_ADAM_BETAS, eps=_ADAM_EPS, fused=True, capturable=True
+            )
+        else:
+            opt = torch.optim.Adam(params, lr=peak, betas=_ADAM_BETAS, eps=_ADAM_EPS, foreach=False)
+        # State exists from the start so that graph warm-up can be undone by copying values.
+        for p in params:
+            opt.state[p] = {
+                "step": torch.zeros((), dtype=torch.float32, device=p.device if fused else "cpu"),
+                "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
+                "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format),
+            }
+        return opt
+
+    def _setup_compile(self) -> None:
+        status = self._compile_status
+        if not status.requested:
+            status.disable_reason = "disabled by algo.use_compile=false"
+        elif self.device.type != "cuda":
+            status.disable_reason = f"device {self.device} is not CUDA; eager loss maths"
+        elif not hasattr(torch, "compile"):
+            status.disable_reason = "torch.compile is unavailable"
+        else:
+            self._td_target = torch.compile(_td_target, fullgraph=True, dynamic=False)
+            status.enabled = True
+
+    def _amp(self) -> contextlib.AbstractContextManager:
+        if self.precision == "bf16":
+            # No weight cache: weights change between the forwards of one cycle/graph.
+            return torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False)
+        return contextlib.nullcontext()
+
+    # -------------------------------------------------------------------------- inference
+    def act(self, obs: Tensor, done: Tensor) -> Tensor:
+        """Exploration actions ``[N, A]`` for ``obs [N, obs_dim]`` and the published ``done [N]``.
+
+        Eval-mode actor under no-grad with repeated noise (§5); a CUDA graph on CUDA.
+        """
+        if obs.shape != self._act_obs.shape or done.shape != self._act_done.shape:
+            raise ValueError(
+                f"act() takes obs {tuple(self._act_obs.shape)} and done {tuple(self._act_done.shape)}, "
+                f"got {tuple(obs.shape)} and {tuple(done.shape)}"
+            )
+        self._act_obs.copy_(obs, non_blocking=True)
+        self._act_done.copy_(done, non_blocking=True)
+        if self._act_graph is None and self._act_graph_status.disable_reason is None:
+            self._act_graph = self._capture(
+                self._act_body, self.exploration.tensors(), self._act_graph_status
+            )
+        if self._act_graph is not None:
+            self._act_graph.replay()
+        else:
+            self._act_body()
+        return self._act_out.clone()
+
+    @torch.no_grad()
+    def act_deterministic(self, obs: Tensor) -> Tensor:
+        """``tanh(mu)`` in BN eval mode (evaluation)."""
+        with self._amp():
+            mu, _ = self.actor(obs.to(self.device), training=False)
+        return torch.tanh(mu.float())
+
+    @torch.no_grad()
+    def _act_body(self) -> None:
+        eps = self.exploration.step(self._act_done)
+        with self._amp():
+            mu, rho = self.actor(self._act_obs, training=False)
+        std = losses.log_std_from_rho(rho.float()).exp()
+        self._act_out.copy_(torch.tanh(mu.float() + std * eps))
+
+    # ------------------------------------------------------------------------- iteration
+    def prepare_iteration(self) -> None:
+        """Fold the reward statistics of complete ticks committed since the last call (§4).
+
+        D is then fixed for the next ``update_cycle()``. A partial tick (fewer than N rows)
+        waits for the next call.
+        """
+        if not self.cfg.normalize_reward:
+            return
+        pending = (self.replay.committed - self._folded_rows) // self.num_envs * self.num_envs
+        if pending > 0:
+            start, end = self._folded_rows, self._folded_rows + pending
+            reward = self.replay.column_range(self.layout.reward, start, end).view(
+                -1, self.num_envs
+            )
+            done = self.replay.column_range(self.layout.done, start, end).view(-1, self.num_envs)
+            self.reward_scaler.fold(reward, done)
+            self._folded_rows = end
+        torch.reciprocal(self.reward_scaler.scale(), out=self._inv_scale)
+
+    def update_cycle(self) -> dict[str, Tensor]:
+        """One iteration's updates (§6); returns device scalars keyed by ``METRIC_NAMES``."""
+        self.replay.sample_into(self._batch)
+        self._noise.normal_()
+        if self._graph is None and self._graph_status.disable_reason is None:
+            self._graph = self._capture(self._cycle_body, self._cycle_state(), self._graph_status)
+        if self._graph is not None:
+            self._graph.replay()
+        else:
+            self._cycle_body()
+        self.iterations += 1
+        self.update_count += self.updates_per_step
+        values = self._metrics.clone()
+        names = METRIC_NAMES if self.cfg.normalize_reward else METRIC_NAMES[:-1]
+        return {name: values[i] for i, name in enumerate(names)}
+
+    def _capture(
+        self, body: Callable[[], None], state: list[Tensor], status: cuda_graphs.GraphStatus
+    ) -> torch.cuda.CUDAGraph | None:
+        try:
+            graph = cuda_graphs.capture_graph(body, state)
+        except Exception as err:  # noqa: BLE001 - any capture failure falls back, recorded
+            if self._compile_status.enabled:
+                self._disable_compile(f"graph warm-up/capture failed with compile: {err!r}"[:300])
+                return self._capture(body, state, status)
+            status.enabled = False
+            status.disable_reason = f"capture failed: {type(err).__name__}: {err}"[:300]
+            log.warning("CUDA graph capture failed, running eagerly: %s", status.disable_reason)
+            return None
+        status.enabled = True
+        status.disable_reason = None
+        return graph
+
+    def _disable_compile(self, reason: str) -> None:
+        self._compile_status.enabled = False
+        self._compile_status.disable_reason = reason
+        self._td_target = _td_target
+        log.warning("torch.compile disabled: %s", reason)
+
+    def _cycle_state(self) -> list[Tensor]:
+        tensors: list[Tensor] = [self.log_alpha.data, self.lr_steps, self._metrics]
+        for module in (self.actor, self.critic, self.critic_target):
+            tensors += [p.data for p in module.parameters()] + list(module.buffers())
+        for opt in self.optimizers:
+            for group in opt.param_groups:
+                if isinstance(group["lr"], Tensor):
+                    tensors.append(group["lr"])
+            for state in opt.state.values():
+                tensors += [state["step"], state["exp_avg"], state["exp_avg_sq"]]
+        return tensors
+
+    def _cycle_body(self) -> None:
+        critic_losses, actor_losses, entropies, temp_losses = [], [], [], []
+        for k in range(self.updates_per_step):
+            rows = self._batch[k * self.batch_size : (k + 1) * self.batch_size]  # [B, width]
+            critic_loss, critic_ok = self._critic_update(rows, self._noise[k, 0])
+            critic_losses.append(critic_loss)
+            if k % self.cfg.policy_frequency == 0:
+                actor_loss, temp_loss, entropy = self._actor_update(rows, self._noise[k, 1])
+                actor_losses.append(actor_loss)
+                temp_losses.append(temp_loss)
+                entropies.append(entropy)
+            self._polyak(critic_ok)
+        with torch.no_grad():
+            metrics = [
+                torch.stack(critic_losses).mean(),
+                torch.stack(actor_losses).mean(),
+                torch.stack(entropies).mean(),
+                torch.stack(temp_losses).mean(),
+                self.log_alpha.exp(),
+                self.reward_scaler.var.sqrt(),
+            ]
+            self._metrics.copy_(torch.stack(metrics))
+
+    def _critic_update(self, rows: Tensor, eps: Tensor) -> tuple[Tensor, Tensor]:
+        L, B = self.layout, self.batch_size
+        cobs, action = rows[:, L.critic_obs], rows[:, L.action]
+        with torch.no_grad():
+            with self._amp():
+                mu, rho = self.actor(rows[:, L.next_obs], training=False)
+            next_action, next_log_prob = losses.squashed_gaussian(mu.float(), rho.float(), eps)
+            x_t = torch.cat(
+                [
+                    torch.cat([cobs, action], 1),
+                    torch.cat([rows[:, L.next_critic_obs], next_action], 1),
+                ],
+                0,
+            ).t()  # [in, 2B]: [c; c'] with [a; a']
+            with self._amp():
+                target_log_probs = self.critic_target.forward_t(
+                    x_t, training=True, track=False
+                )  # [E, K, 2B]
+            target = self._td_target(
+                target_log_probs[:, :, B:].transpose(1, 2),  # [E, B, K]
+                rows[:, L.reward] * self._inv_scale,
+                losses.bootstrap_mask(rows[:, L.done], rows[:, L.trunc]),
+                self.log_alpha.exp() * next_log_prob,
+                self.support,
+                self.cfg.gamma,
+            )  # [B, K]
+        with self._amp():
+            log_probs = self.critic.forward_t(x_t, training=True)  # [E, K, 2B]
+        loss = losses.critic_loss(target, log_probs[:, :, :B].transpose(1, 2))
+        ok = self._step(_CRITIC, loss)
+        self.critic_plan.apply()
+        return loss.detach(), ok
+
+    def _actor_update(self, rows: Tensor, eps: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        L, B = self.layout, self.batch_size
+        obs_pair = torch.cat([rows[:, L.obs], rows[:, L.next_obs]], 0)  # [2B, obs]
+        with self._amp():
+            mu, rho = self.actor(obs_pair, training=True)
+        action, log_prob = losses.squashed_gaussian(mu[:B].float(), rho[:B].float(), eps)
+        for p in self._critic_params:
+            p.requires_grad_(False)
+        try:
+            with self._amp():
+                log_probs = self.critic(rows[:, L.critic_obs], action, training=False)  # [E, B, K]
+        finally:
+            for p in self._critic_params:
+                p.requires_grad_(True)
+        q = losses.expected_q(log_probs, self.support).amin(0)  # [B]
+        alpha = self.log_alpha.exp()
+        loss = losses.actor_loss(log_prob, q, alpha)
+        self._step(_ACTOR, loss)
+        self.actor_plan.apply()
+        temp_loss, entropy = losses.temperature_loss(self.log_alpha, log_prob, self.target_entropy)
+        self._step(_TEMP, temp_loss)
+        return loss.detach(), temp_loss.detach(), entropy
+
+    def _step(self, which: int, loss: Tensor) -> Tensor:
+        """Backward + Adam step unless ``loss`` is non-finite; the schedule always advances.
+
+        Returns the 0-dim float ``finite`` flag (1 = stepped).
+        """
+        opt = self.optimizers[which]
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        finite = torch.isfinite(loss.detach()).float()
+        lr = cosine_lr_tensor(
+            self.lr_steps[which],
+            peak=self._peaks[which],
+            end=self.cfg.lr_end,
+            decay_steps=self.cfg.lr_decay_steps,
+            warmup_steps=self.cfg.lr_warmup_steps,
+        )
+        if self._fused:
+            opt.param_groups[0]["lr"].copy_(lr)
+            opt.found_inf = 1.0 - finite  # fused Adam skips the step (and its count) on found_inf
+            opt.step()
+        else:
+            opt.param_groups[0]["lr"] = float(lr)
+            if bool(finite):  # CPU: reading a host value is no device sync
+                opt.step()
+        self.lr_steps[which] += 1.0
+        return finite
+
+    @torch.no_grad()
+    def _polyak(self, critic_ok: Tensor) -> None:
+        tau = critic_ok * self.cfg.tau  # a skipped critic step leaves the target alone
+        torch._foreach_lerp_(
+            self._target_params, self._critic_params, [tau] * len(self._target_params)
+        )
+
+    # ----------------------------------------------------------------- diagnostics, state
+    def cuda_graph_diagnostics(self) -> dict:
+        """``{requested, enabled, disable_reason}`` of the update-cycle graph, plus details."""
+        out = self._graph_status.as_dict()
+        out["act_graph"] = self._act_graph_status.as_dict()
+        out["compile"] = self._compile_status.as_dict()
+        out["precision"] = self.precision
+        out["tf32_matmul"] = self.tf32_matmul
+        return out
+
+    def state_dict(self) -> dict:
+        """Networks, target, log alpha, optimizers, schedules, reward scaler, exploration, counts."""
+        optimizers = {}
+        for name, opt in zip(("actor", "critic", "temperature"), self.optimizers, strict=True):
+            states = [opt.state[p] for p in opt.param_groups[0]["params"]]
+            optimizers[name] = {
+                key: [s[key].detach().clone() for s in states]
+                for key in ("step", "exp_avg", "exp_avg_sq")
+            }
+        steps = self.lr_steps.tolist()
+        return {
+            "actor": {k: v.clone() for k, v in self.actor.state_dict().items()},
+            "critic": {k: v.clone() for k, v in self.critic.state_dict().items()},
+            "critic_target": {k: v.clone() for k, v in self.critic_target.state_dict().items()},
+            "log_alpha": self.log_alpha.detach().clone(),
+            "optimizers": optimizers,
+            "schedulers": {
+                "actor": int(steps[_ACTOR]),
+                "critic": int(steps[_CRITIC]),
+                "temperature": int(steps[_TEMP]),
+            },
+            "reward_scaler": self.reward_scaler.state_dict(),
+            "exploration": self.exploration.state_dict(),
+            "update_count": self.update_count,
+            "iterations": self.iterations,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore ``state_dict()`` output in place (captured graphs stay valid)."""
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+        self.critic_target.load_state_dict(state["critic_target"])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+            for name, opt in zip(("actor", "critic", "temperature"), self.optimizers, strict=True):
+                saved = state["optimizers"][name]
+                params = opt.param_groups[0]["params"]
+                if len(saved["exp_avg"]) != len(params):
+                    raise ValueError(
+                        f"checkpoint optimizer {name!r} has {len(saved['exp_avg'])} tensors, expected {len(params)}"
+                    )
+                for i, p in enumerate(params):
+                    for key in ("step", "exp_avg", "exp_avg_sq"):
+                        opt.state[p][key].copy_(saved[key][i])
+            sched = state["schedulers"]
+            self.lr_steps.copy_(
+                torch.tensor(
+                    [sched["actor"], sched["critic"], sched["temperature"]], dtype=torch.float32
+                )
+            )
+        self.reward_scaler.load_state_dict(state["reward_scaler"])
+        self.exploration.load_state_dict(state["exploration"])
+        self.update_count = int(state["update_count"])
+        self.iterations = int(state.get("iterations", self.update_count // self.updates_per_step))
+
+
+def _td_target(
+    next_log_probs: Tensor,
+    reward: Tensor,
+    mask: Tensor,
+    entropy_term: Tensor,
+    support: Tensor,
+    gamma: float,
+) -> Tensor:
+    """Min-Q member selection then C51 projection: ``[E, B, K]`` -> ``[B, K]`` (pure, compilable)."""
+    next_probs = losses.select_min_q_member(next_log_probs, support)
+    return losses.categorical_projection(next_probs, reward, mask, gamma, entropy_term, support)

@@ -1,0 +1,203 @@
+"""FlashSAC networks (FLASHSAC.md §1): actor, twin distributional critic, shared trunk.
+
+Layout: activations are feature-major, ``[E, features, rows]`` (E ensemble members; the
+actor is an ensemble of one). That makes every linear one ``torch.bmm`` of stacked weights
+``[E, out, in]`` and lets every BN be one fused ``F.batch_norm`` over a ``[1, E*d, rows]``
+view, so each member keeps its own statistics and affine parameters at no extra cost.
+
+BN mode is chosen per call (``training``): True normalises with the biased batch variance
+and moves the running statistics (momentum 0.01, unbiased variance), False uses them.
+``track=False`` normalises with batch statistics without touching the buffers (the target
+critic, whose buffers are never read).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from trainer.algo.norms import RenormPlan
+
+BN_MOMENTUM = 0.01
+BN_EPS = 1e-5
+RMS_EPS = 1e-6
+
+
+class EnsembleLinear(nn.Module):
+    """``E`` bias-free linears ``[E, out, in]`` (orthogonal gain 1), optional separate bias."""
+
+    def __init__(self, members: int, in_dim: int, out_dim: int, *, bias: bool = False) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(members, out_dim, in_dim))
+        for member in range(members):
+            nn.init.orthogonal_(self.weight.data[member], gain=1.0)
+        self.bias = nn.Parameter(torch.zeros(members, out_dim)) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``[E, in, B] -> [E, out, B]``."""
+        if self.bias is None:
+            return torch.bmm(self.weight, x)
+        return torch.baddbmm(self.bias.unsqueeze(-1), self.weight, x)
+
+
+class EnsembleBatchNorm(nn.Module):
+    """Affine BN with per-member statistics over the row axis of ``[E, d, B]``."""
+
+    def __init__(self, members: int, dim: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(members, dim))
+        self.bias = nn.Parameter(torch.zeros(members, dim))
+        self.register_buffer("running_mean", torch.zeros(members, dim))
+        self.register_buffer("running_var", torch.ones(members, dim))
+
+    def forward(self, x: Tensor, training: bool, track: bool = True) -> Tensor:
+        members, dim, rows = x.shape
+        use_buffers = track or not training
+        y = F.batch_norm(
+            x.reshape(1, members * dim, rows),  # per-(member, feature) channel
+            self.running_mean.view(-1) if use_buffers else None,
+            self.running_var.view(-1) if use_buffers else None,
+            self.weight.view(-1),
+            self.bias.view(-1),
+            training,
+            BN_MOMENTUM,
+            BN_EPS,
+        )
+        return y.view(members, dim, rows)
+
+
+class EnsembleRmsNorm(nn.Module):
+    """``x / sqrt(mean(x^2) + 1e-6) * g`` over the feature axis of ``[E, d, B]`` (fp32)."""
+
+    def __init__(self, members: int, dim: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(members, dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x.float()
+        inv = torch.rsqrt(x.square().mean(1, keepdim=True) + RMS_EPS)  # [E, 1, B]
+        return x * inv * self.weight.unsqueeze(-1)
+
+
+class InvertedResidualBlock(nn.Module):
+    """``h + ReLU(BN(Lin(4d->d)(ReLU(BN(Lin(d->4d)(h))))))``."""
+
+    def __init__(self, members: int, dim: int) -> None:
+        super().__init__()
+        self.up = EnsembleLinear(members, dim, 4 * dim)
+        self.up_bn = EnsembleBatchNorm(members, 4 * dim)
+        self.down = EnsembleLinear(members, 4 * dim, dim)
+        self.down_bn = EnsembleBatchNorm(members, dim)
+
+    def forward(self, h: Tensor, training: bool, track: bool) -> Tensor:
+        x = F.relu(self.up_bn(self.up(h), training, track), inplace=True)
+        x = F.relu(self.down_bn(self.down(x), training, track), inplace=True)
+        return h + x  # fp32 residual stream
+
+
+class Trunk(nn.Module):
+    """Input BN, bias-free embedding, ``num_blocks`` inverted residual blocks, final RMSNorm."""
+
+    def __init__(self, members: int, in_dim: int, dim: int, num_blocks: int) -> None:
+        super().__init__()
+        self.members = members
+        self.input_bn = EnsembleBatchNorm(members, in_dim)
+        self.embed = EnsembleLinear(members, in_dim, dim)
+        self.blocks = nn.ModuleList(InvertedResidualBlock(members, dim) for _ in range(num_blocks))
+        self.rms = EnsembleRmsNorm(members, dim)
+
+    def forward(self, x_t: Tensor, training: bool, track: bool = True) -> Tensor:
+        """``x_t [in, B]`` (shared by all members) or ``[E, in, B]`` -> ``[E, d, B]`` fp32."""
+        if x_t.dim() == 2:
+            x_t = x_t.unsqueeze(0).expand(self.members, -1, -1)
+        h = self.embed(self.input_bn(x_t, training, track)).float()
+        for block in self.blocks:
+            h = block(h, training, track)
+        return self.rms(h)
+
+
+def _plan(module: nn.Module) -> RenormPlan:
+    plan = RenormPlan()
+    for sub in module.modules():
+        if isinstance(sub, EnsembleLinear):
+            plan.rows.append(sub.weight.data)
+        elif isinstance(sub, EnsembleBatchNorm):
+            plan.affines.append((sub.weight.data, sub.bias.data))
+        elif isinstance(sub, EnsembleRmsNorm):
+            plan.gains.append(sub.weight.data)
+    return plan
+
+
+class Actor(nn.Module):
+    """Trunk(obs, d, L) with separate mu and rho heads (``Linear(d->A)`` + zero-init bias)."""
+
+    def __init__(
+        self, obs_dim: int, action_dim: int, hidden_dim: int = 128, num_blocks: int = 2
+    ) -> None:
+        super().__init__()
+        self.obs_dim, self.action_dim = obs_dim, action_dim
+        self.trunk = Trunk(1, obs_dim, hidden_dim, num_blocks)
+        self.mu_head = EnsembleLinear(1, hidden_dim, action_dim, bias=True)
+        self.rho_head = EnsembleLinear(1, hidden_dim, action_dim, bias=True)
+        self.renorm_plan().apply()
+
+    def forward(self, obs: Tensor, training: bool) -> tuple[Tensor, Tensor]:
+        """``obs [B, obs_dim]`` -> ``(mu, rho)``, each ``[B, A]`` (matmul precision of the caller)."""
+        h = self.trunk(obs.t(), training)  # [1, d, B]
+        return self.mu_head(h)[0].t(), self.rho_head(h)[0].t()
+
+    def deterministic(self, obs: Tensor) -> Tensor:
+        """``tanh(mu)`` in BN eval mode (evaluation / export)."""
+        mu, _ = self.forward(obs, training=False)
+        return torch.tanh(mu.float())
+
+    def renorm_plan(self) -> RenormPlan:
+        return _plan(self)
+
+
+class Critic(nn.Module):
+    """Ensemble of ``members`` distributional critics over ``concat(critic_obs, action)``."""
+
+    def __init__(
+        self,
+        critic_obs_dim: int,
+        action_dim: int,
+        hidden_dim: int = 256,
+        num_blocks: int = 2,
+        num_atoms: int = 101,
+        members: int = 2,
+    ) -> None:
+        super().__init__()
+        self.in_dim = critic_obs_dim + action_dim
+        self.members, self.num_atoms = members, num_atoms
+        self.trunk = Trunk(members, self.in_dim, hidden_dim, num_blocks)
+        self.head = EnsembleLinear(members, hidden_dim, num_atoms, bias=True)
+        self.renorm_plan().apply()
+
+    def forward_t(self, x_t: Tensor, training: bool, track: bool = True) -> Tensor:
+        """Feature-major input ``[in, B]`` -> log-probabilities ``[E, K, B]`` (fp32)."""
+        logits = self.head(self.trunk(x_t, training, track))  # [E, K, B]
+        return logits.float().log_softmax(1)
+
+    def forward(
+        self, critic_obs: Tensor, action: Tensor, training: bool, track: bool = True
+    ) -> Tensor:
+        """``[B, Dc]``, ``[B, A]`` -> log-probabilities ``[E, B, K]`` (a transposed view)."""
+        x_t = torch.cat([critic_obs, action.to(critic_obs.dtype)], dim=1).t()
+        return self.forward_t(x_t, training, track).transpose(1, 2)
+
+    def renorm_plan(self) -> RenormPlan:
+        return _plan(self)
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Trainable parameters (BN affine included, buffers excluded)."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+def initial_log_alpha(temp_initial: float) -> float:
+    """``ln(temp_initial)`` (ln 0.01 by default)."""
+    return math.log(temp_initial)

@@ -1,0 +1,94 @@
+"""The one place that captures torch CUDA graphs (STYLE.md "Hot loops").
+
+``capture_graph(fn, state)`` warms ``fn`` up eagerly on a side stream (cuBLAS handles,
+lazily built autograd and optimizer paths), restores every tensor in ``state`` to its
+pre-warm-up value in place (warm-up must not count as training), then records one call of
+``fn`` into a ``torch.cuda.CUDAGraph``. Replaying it re-runs exactly those kernels on the
+same addresses: inputs must be static tensors written with ``copy_``, never rebound.
+Failures never pass silently: ``GraphStatus`` records whether a graph runs and why not.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class GraphStatus:
+    """``{requested, enabled, disable_reason}`` of one captured call (CONTRACTS §4.3 shape)."""
+
+    requested: bool
+    enabled: bool = False
+    disable_reason: str | None = None
+
+    def as_dict(self) -> dict:
+        return {
+            "requested": self.requested,
+            "enabled": self.enabled,
+            "disable_reason": self.disable_reason,
+        }
+
+
+def unavailable_reason(requested: bool, device: torch.device, config_key: str) -> str | None:
+    """Why a graph cannot be used on ``device`` (None when capture may be attempted)."""
+    if not requested:
+        return f"disabled by {config_key}=false"
+    if device.type != "cuda":
+        return f"device {device} is not CUDA; the eager path runs"
+    if not torch.cuda.is_available():
+        return "torch.cuda.is_available() is False; the eager path runs"
+    return None
+
+
+def capture_graph(
+    fn: Callable[[], None],
+    state: Sequence[Tensor],
+    *,
+    warmup_calls: int = 2,
+    pool: object | None = None,
+) -> torch.cuda.CUDAGraph:
+    """Warm up ``fn``, restore ``state`` in place, capture one call and return the graph.
+
+    Args:
+        fn: the body; it reads and writes only long-lived tensors (static inputs, module
+            state, static outputs). Temporaries come from the graph's private pool.
+        state: every tensor ``fn`` mutates (parameters, buffers, optimizer state, counters);
+            each is restored after warm-up so the warm-up calls leave no trace.
+        warmup_calls: eager calls before capture.
+        pool: optional memory pool handle shared with another graph.
+
+    Raises:
+        RuntimeError: capture failed; ``state`` has been restored, the eager path stays valid.
+    """
+    saved = [t.detach().clone() for t in state]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    try:
+        with torch.cuda.stream(side):
+            for _ in range(warmup_calls):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        _restore(state, saved)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=pool):
+            fn()
+    except Exception:
+        torch.cuda.synchronize()
+        _restore(state, saved)
+        raise
+    torch.cuda.synchronize()
+    _restore(state, saved)  # capture does not run kernels, but keep the contract explicit
+    return graph
+
+
+def _restore(state: Sequence[Tensor], saved: Sequence[Tensor]) -> None:
+    with torch.no_grad():
+        for dst, src in zip(state, saved, strict=True):
+            dst.copy_(src)
