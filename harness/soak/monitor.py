@@ -15,7 +15,7 @@ import select
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,7 +28,7 @@ from harness.soak.context import build_context
 from harness.soak.gpu import GpuSample, GpuSampler
 from harness.soak.proctree import ProcessTreeSampler, descendants, snapshot_process
 from harness.soak.progress import ProgressSample, sample_progress
-from harness.soak.trend import Threshold, TrendReport, analyse_trends
+from harness.soak.trend import DEFAULT_THRESHOLDS, Threshold, TrendReport, analyse_trends
 
 LOG = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class MonitorCfg:
     """A trainer that ends sooner fails the soak."""
     trend_mode: str = "enforce"
     """``enforce``: a growing trend fails the soak; ``report``: only recorded."""
-    trend_thresholds: dict[str, Threshold] = field(default_factory=dict)
+    trend_thresholds: dict[str, Threshold] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
     trend_warmup_s: float = 300.0
     trend_min_window_s: float = 600.0
 
@@ -416,7 +416,7 @@ class SoakMonitor:
                 trends = self._trends()
                 if trends.verdict == "growing" and trends.mode == "enforce":
                     self._fail(
-                        "sustained resource growth: " + "; ".join(trends.growing_reasons()),
+                        "sustained resource growth: " + ", ".join(trends.growing_reasons()),
                         "resource_leak",
                     )
                 self._sleep_grace(cancel)
@@ -427,33 +427,35 @@ class SoakMonitor:
             else:
                 duration_s = time.monotonic() - t_launch
                 trends = self._trends()
+            motion_id = (
+                self.motion_id
+                if self.motion_id is not None
+                else _motion_from_run_config(self.log_dir)
+            )
+            context = build_context(gpu, motion_id=motion_id)
+            gpu.close()
+            inputs = ArtifactInputs(
+                command=self.command,
+                context=context,
+                started_at_utc=started_at,
+                ended_at_utc=utc_now(),
+                duration_s=duration_s,
+                returncode=returncode,
+                cfg=self.cfg,
+                soak_id=soak_id,
+                subreaper=subreaper,
+                termination=self.termination,
+                samples=self.samples,
+                trends=trends,
+                residual_processes=residual,
+                identities_checked=len(self.seen),
+                log_dir=self.log_dir,
+                monitor_reasons=list(self.reasons),
+                monitor_classification=self.classification,
+            )
+            return build_and_write_artifact(inputs, self.output)
         finally:
             cancel.restore()
-        motion_id = (
-            self.motion_id if self.motion_id is not None else _motion_from_run_config(self.log_dir)
-        )
-        context = build_context(gpu, motion_id=motion_id)
-        gpu.close()
-        inputs = ArtifactInputs(
-            command=self.command,
-            context=context,
-            started_at_utc=started_at,
-            ended_at_utc=utc_now(),
-            duration_s=duration_s,
-            returncode=returncode,
-            cfg=self.cfg,
-            soak_id=soak_id,
-            subreaper=subreaper,
-            termination=self.termination,
-            samples=self.samples,
-            trends=trends,
-            residual_processes=residual,
-            identities_checked=len(self.seen),
-            log_dir=self.log_dir,
-            monitor_reasons=list(self.reasons),
-            monitor_classification=self.classification,
-        )
-        return build_and_write_artifact(inputs, self.output)
 
     def _trends(self) -> TrendReport:
         return analyse_trends(
@@ -491,7 +493,6 @@ def run_soak(
     cfg: MonitorCfg,
     motion_id: str | None = None,
     status_stream: TextIO | None = sys.stderr,
-    on_started: Callable[[], None] | None = None,
 ) -> SoakResult:
     """Run one soak of ``command`` and write the artifact to ``output``."""
     monitor = SoakMonitor(
@@ -502,6 +503,4 @@ def run_soak(
         motion_id=motion_id,
         status_stream=status_stream,
     )
-    if on_started is not None:
-        on_started()
     return monitor.run()

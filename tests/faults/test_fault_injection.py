@@ -1,0 +1,426 @@
+"""Fault injection: misbehaving trainers run under the real ``soak-run`` (CONTRACTS §7, §8).
+
+Every scenario starts the real runner as a subprocess with tiny intervals, waits for it,
+then asserts the exit code, the exact ``failure_classification``, a reason substring and
+that the written artifact validates against schemas/soak_artifact.0.3.0.json. The
+children live in tests/faults/children/. After the module no process carrying one of the
+suite's soak markers may survive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.jsonio import load_strict
+from harness.procfs import is_same_process, read_stat
+from harness.schemas import validate
+
+CHILDREN = Path(__file__).resolve().parent / "children"
+SOAK_RUN = [
+    sys.executable,
+    "-c",
+    "import sys; from harness.soak.cli import soak_run_main; soak_run_main()",
+]
+FAST = [
+    "--sample-interval-seconds",
+    "0.1",
+    "--startup-timeout-seconds",
+    "2",
+    "--stale-progress-seconds",
+    "1.5",
+    "--post-shutdown-grace-seconds",
+    "0.2",
+    "--min-duration-seconds",
+    "0",
+]
+LEAK_TRENDS = ["--trend-warmup-seconds", "0", "--trend-min-window-seconds", "1"]
+RUN_TIMEOUT_S = 60
+
+
+class Soak:
+    """One finished soak: exit code, stdout JSON and the artifact."""
+
+    def __init__(self, proc: subprocess.CompletedProcess[str], artifact_path: Path) -> None:
+        self.returncode = proc.returncode
+        self.stderr = proc.stderr
+        self.result = json.loads(proc.stdout)
+        self.artifact: dict[str, Any] = load_strict(artifact_path)
+
+    @property
+    def classification(self) -> str | None:
+        return self.artifact["failure_classification"]
+
+    @property
+    def reason(self) -> str:
+        return self.artifact["failure_reason"] or ""
+
+
+_SOAK_IDS: list[str] = []
+
+
+def _argv(
+    tmp_path: Path, child: str, *child_args: str, extra: tuple[str, ...] = ()
+) -> tuple[list[str], Path]:
+    artifact = tmp_path / "artifact.json"
+    argv = [
+        *SOAK_RUN,
+        "--json",
+        *FAST,
+        *extra,
+        "--log-dir",
+        str(tmp_path / "run"),
+        "--output",
+        str(artifact),
+        "--",
+        sys.executable,
+        str(CHILDREN / child),
+        "{log_dir}",
+        *child_args,
+    ]
+    return argv, artifact
+
+
+def run_soak(tmp_path: Path, child: str, *child_args: str, extra: tuple[str, ...] = ()) -> Soak:
+    argv, artifact = _argv(tmp_path, child, *child_args, extra=extra)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert proc.stdout, proc.stderr
+    soak = Soak(proc, artifact)
+    _SOAK_IDS.append(soak.artifact["monitor"]["soak_id"])
+    return soak
+
+
+def assert_valid(soak: Soak) -> None:
+    assert validate(soak.artifact, "soak_artifact.0.3.0.json") == []
+    assert soak.result["status"] == soak.artifact["status"]
+    assert soak.result["failure_classification"] == soak.classification
+    assert soak.returncode == (0 if soak.artifact["status"] == "passed" else 1)
+    assert (soak.classification is None) == (soak.artifact["status"] == "passed")
+
+
+def assert_failed(soak: Soak, classification: str, reason: str) -> None:
+    assert_valid(soak)
+    assert soak.artifact["status"] == "failed", soak.reason
+    assert soak.classification == classification, soak.reason
+    assert reason in soak.reason
+
+
+def _marked_pids(soak_id: str) -> list[int]:
+    needle = f"G1SOAK_RUN_ID={soak_id}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as handle:
+                    if needle in handle.read().split(b"\0"):
+                        stat = read_stat(int(entry))
+                        if stat is not None and stat.state not in ("Z", "X"):
+                            found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_leftover_processes() -> Iterator[None]:
+    yield
+    leftovers = {soak_id: _marked_pids(soak_id) for soak_id in _SOAK_IDS}
+    for pids in leftovers.values():
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+    assert not any(leftovers.values()), f"processes survived the fault suite: {leftovers}"
+
+
+# -- the run summary and run directory (CONTRACTS §8) --------------------------------
+def test_clean_run_passes_with_a_valid_artifact(tmp_path: Path) -> None:
+    soak = run_soak(tmp_path, "fake_trainer.py", "ok")
+    assert_valid(soak)
+    art = soak.artifact
+    assert art["status"] == "passed", art["failure_reason"]
+    assert art["failure_reason"] is None and art["returncode"] == 0
+    assert art["run_summary"]["status"] == "completed"
+    assert art["shutdown"]["classification"] == "normal_completion"
+    assert art["post_shutdown"]["residual_processes"] == []
+    assert art["resource_summary"]["replay_ingress_final_occupancy"] == 0
+    assert art["resource_summary"]["max_progress_bytes"] > 0
+    assert art["monitor"]["sample_count"] == len(art["samples"]) >= 2
+    assert art["console_log"] == str(tmp_path / "run" / "soak-console.log")
+    first = art["samples"][0]["process"]["processes"]
+    assert first and first[0]["discovered_by"] == "tree" and first[0]["escaped"] is False
+    assert any(s["progress"]["last"] for s in art["samples"])
+
+
+@pytest.mark.parametrize(
+    ("child_args", "classification", "reason"),
+    [
+        pytest.param(
+            ("start",),
+            "missing_run_summary",
+            "trainer exited with returncode 1",
+            id="crash-at-start",
+        ),
+        pytest.param(
+            ("mid",),
+            "learner_failure",
+            "shutdown classification=learner_failure",
+            id="crash-mid-run",
+        ),
+        pytest.param(
+            ("signal",),
+            "missing_run_summary",
+            "trainer exited with returncode -9",
+            id="killed-by-sigkill",
+        ),
+    ],
+)
+def test_crashing_trainer_is_classified(
+    tmp_path: Path, child_args: tuple[str, ...], classification: str, reason: str
+) -> None:
+    soak = run_soak(tmp_path, "crash.py", *child_args)
+    assert_failed(soak, classification, reason)
+
+
+@pytest.mark.parametrize(
+    ("case", "classification", "reason"),
+    [
+        pytest.param(
+            "no_summary",
+            "missing_run_summary",
+            "trainer did not write run_summary.json",
+            id="exit0-no-summary",
+        ),
+        pytest.param(
+            "unparseable", "invalid_run_summary", "run_summary.json is invalid", id="unparseable"
+        ),
+        pytest.param(
+            "nan_token", "invalid_run_summary", "run_summary.json is invalid", id="nan-token"
+        ),
+        pytest.param("non_object", "invalid_run_summary", "expected an object", id="non-object"),
+        pytest.param(
+            "schema_missing_field",
+            "schema_violation",
+            "'final_mean_reward' is a required property",
+            id="schema-missing-field",
+        ),
+        pytest.param(
+            "schema_wrong_type",
+            "schema_violation",
+            "$.completed_iterations",
+            id="schema-wrong-type",
+        ),
+        pytest.param("stamp_bool", "schema_violation", "$.metric_schema_version", id="stamp-bool"),
+        pytest.param(
+            "stamp_float", "schema_violation", "$.metric_schema_version", id="stamp-float"
+        ),
+        pytest.param("stamp_str", "schema_violation", "$.metric_schema_version", id="stamp-str"),
+        pytest.param(
+            "manifest_version_2",
+            "schema_violation",
+            "$.runtime_manifest.schema_version",
+            id="manifest-v2",
+        ),
+        pytest.param(
+            "manifest_version_float",
+            "schema_violation",
+            "$.runtime_manifest.schema_version",
+            id="manifest-float",
+        ),
+        pytest.param(
+            "undrained_inference",
+            "unknown_failure",
+            "final inference flight is not drained",
+            id="undrained",
+        ),
+        pytest.param(
+            "cleanup_errors", "shutdown_contract_violation", "cleanup", id="cleanup-errors"
+        ),
+        pytest.param(
+            "completed_without_shutdown",
+            "shutdown_contract_violation",
+            "missing shutdown diagnostics",
+            id="no-shutdown",
+        ),
+        pytest.param(
+            "missing_checkpoint", "schema_violation", "model_20.pt", id="missing-checkpoint"
+        ),
+        pytest.param(
+            "failed_claims_normal",
+            "shutdown_contract_violation",
+            "shutdown contract violated",
+            id="failed-claims-normal",
+        ),
+        pytest.param(
+            "failed_without_shutdown",
+            "unknown_failure",
+            "shutdown diagnostics are unavailable",
+            id="failed-no-shutdown",
+        ),
+    ],
+)
+def test_bad_summary_is_classified(
+    tmp_path: Path, case: str, classification: str, reason: str
+) -> None:
+    soak = run_soak(tmp_path, "fake_trainer.py", case)
+    assert_failed(soak, classification, reason)
+    if classification in ("missing_run_summary", "invalid_run_summary"):
+        assert soak.artifact["run_summary"] is None
+        assert soak.artifact["run_summary_error"]
+
+
+@pytest.mark.parametrize(
+    ("case", "path"),
+    [
+        pytest.param("ri_occupancy_mismatch", "replay_ingress.occupancy", id="occupancy-mismatch"),
+        pytest.param(
+            "ri_release_exceeds_published",
+            "replay_ingress.release_sequence",
+            id="release-exceeds-published",
+        ),
+        pytest.param("ri_dropped_batches", "replay_ingress.dropped_batches", id="dropped-batches"),
+        pytest.param(
+            "ri_returns_unbalanced", "replay_ingress.closed_returns", id="returns-unbalanced"
+        ),
+        pytest.param(
+            "ri_high_water_zero", "replay_ingress.high_water_occupancy", id="high-water-zero"
+        ),
+        pytest.param("ri_float_counter", "replay_ingress.backpressure_waits", id="float-counter"),
+        pytest.param("ri_not_a_multiple", "$.total_env_steps", id="not-a-multiple"),
+        pytest.param(
+            "ri_sequence_not_total", "replay_ingress.published_sequence", id="sequence-not-total"
+        ),
+        pytest.param("ri_missing", "$.runtime_manifest.replay_ingress", id="missing"),
+    ],
+)
+def test_replay_ingress_invariant_breach_is_a_schema_violation(
+    tmp_path: Path, case: str, path: str
+) -> None:
+    soak = run_soak(tmp_path, "fake_trainer.py", case)
+    assert_failed(soak, "schema_violation", "replay_ingress")
+    assert path in soak.reason
+
+
+# -- liveness and limits (CONTRACTS §7.2) ------------------------------------------
+def test_hang_before_progress_is_a_startup_timeout(tmp_path: Path) -> None:
+    soak = run_soak(tmp_path, "hang.py", "before")
+    assert_failed(soak, "timeout/startup", "training produced no progress artifact within 2 s")
+    assert soak.artifact["monitor"]["termination"] == ["SIGTERM"]
+    assert soak.artifact["returncode"] == -signal.SIGTERM
+
+
+@pytest.mark.slow
+def test_hang_after_progress_is_stale(tmp_path: Path) -> None:
+    soak = run_soak(tmp_path, "hang.py", "after")
+    assert_failed(soak, "timeout/stale_tick", "training progress did not change for 1.5 s")
+    assert soak.artifact["returncode"] == -signal.SIGTERM
+
+
+@pytest.mark.slow
+def test_trainer_ignoring_sigterm_is_killed(tmp_path: Path) -> None:
+    soak = run_soak(tmp_path, "hang.py", "ignore_sigterm")
+    assert_failed(soak, "timeout/stale_tick", "training progress did not change")
+    assert soak.artifact["monitor"]["termination"][:2] == ["SIGTERM", "SIGKILL"]
+    assert soak.artifact["returncode"] == -signal.SIGKILL
+    assert soak.artifact["post_shutdown"]["residual_processes"] == []
+
+
+def test_run_shorter_than_min_duration_fails(tmp_path: Path) -> None:
+    soak = run_soak(tmp_path, "fake_trainer.py", "ok", extra=("--min-duration-seconds", "30"))
+    assert_failed(soak, "unknown_failure", "soak completed before min_duration_seconds=30")
+
+
+def test_sigint_to_the_soak_is_external_cancellation(tmp_path: Path) -> None:
+    argv, artifact = _argv(tmp_path, "hang.py", "forever")
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not (tmp_path / "run" / "progress.jsonl").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    soak = Soak(subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr), artifact)
+    _SOAK_IDS.append(soak.artifact["monitor"]["soak_id"])
+    assert_failed(soak, "external_cancellation", "soak cancelled by SIGINT")
+    assert soak.artifact["returncode"] == -signal.SIGTERM
+
+
+# -- resource trends and residuals (CONTRACTS §7.2, §7.3) ----------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("kind", "series"),
+    [
+        pytest.param("fds", "fd_count", id="pipes"),
+        pytest.param("eventfd", "eventfd_fds", id="eventfd"),
+        pytest.param("shm", "shared_memory_fds", id="shm"),
+    ],
+)
+def test_leaking_trainer_is_a_resource_leak(tmp_path: Path, kind: str, series: str) -> None:
+    soak = run_soak(tmp_path, "leak.py", kind, "2.0", extra=tuple(LEAK_TRENDS))
+    assert_failed(soak, "resource_leak", "sustained resource growth: ")
+    assert f"{series} " in soak.reason
+    trends = soak.artifact["resource_trends"]
+    assert trends["verdict"] == "growing" and trends["series"][series]["verdict"] == "growing"
+    assert trends["series"]["rss_kib"]["verdict"] == "bounded"
+
+
+@pytest.mark.slow
+def test_one_time_fd_plateau_is_not_a_leak(tmp_path: Path) -> None:
+    soak = run_soak(tmp_path, "leak.py", "plateau", "2.0", extra=tuple(LEAK_TRENDS))
+    assert_valid(soak)
+    assert soak.artifact["status"] == "passed", soak.reason
+    series = soak.artifact["resource_trends"]["series"]["fd_count"]
+    assert series["verdict"] == "bounded" and series["growth"] >= 16
+
+
+@pytest.mark.slow
+def test_report_mode_records_growth_without_failing(tmp_path: Path) -> None:
+    soak = run_soak(
+        tmp_path, "leak.py", "eventfd", "2.0", extra=(*LEAK_TRENDS, "--trend-mode", "report")
+    )
+    assert_valid(soak)
+    assert soak.artifact["status"] == "passed", soak.reason
+    assert soak.artifact["resource_trends"]["verdict"] == "growing"
+    assert soak.artifact["resource_trends"]["mode"] == "report"
+
+
+def test_escaped_setsid_grandchild_is_a_residual(tmp_path: Path) -> None:
+    pidfile = tmp_path / "escaped.pid"
+    soak = run_soak(tmp_path, "escape_setsid.py", str(pidfile))
+    pid = int(pidfile.read_text())
+    stat = read_stat(pid)
+    try:
+        assert_failed(soak, "resource_leak", f"residual child processes after shutdown: {pid}")
+        residual = soak.artifact["post_shutdown"]["residual_processes"]
+        assert [p["pid"] for p in residual] == [pid]
+        assert residual[0]["escaped"] is True
+        assert soak.artifact["resource_summary"]["residual_process_count"] == 1
+        seen_escaped = [
+            p
+            for s in soak.artifact["samples"]
+            for p in s["process"]["processes"]
+            if p["pid"] == pid
+        ]
+        assert seen_escaped and all(p["escaped"] for p in seen_escaped)
+    finally:
+        if stat is not None and is_same_process(pid, stat.start_time_ticks):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while (
+        stat is not None
+        and is_same_process(pid, stat.start_time_ticks)
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.02)
+    assert stat is None or not is_same_process(pid, stat.start_time_ticks)
