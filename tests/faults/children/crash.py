@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import rundir  # noqa: E402
+import rundir
 
 
 def main() -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import rundir  # noqa: E402
+import rundir
 
 LIMIT_S = 60.0
 

@@ -15,7 +15,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import rundir  # noqa: E402
+import rundir
 
 
 def main() -> int:
