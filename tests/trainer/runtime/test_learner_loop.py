@@ -1,0 +1,212 @@
+"""End-to-end runtime runs with real processes (fake env + fake learner, CPU)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import g1soak_runtime_fakes as fakes
+import psutil
+import pytest
+
+from harness.jsonio import load_strict, write_json_atomic
+from harness.schemas import validate
+from harness.soak.verdict import judge_run_dir
+from trainer.runtime.learner_loop import run_training
+
+pytestmark = pytest.mark.slow
+
+
+def _hooks(ctx, learner_box=None, **env_kwargs):
+    def learner_factory(ctx, device):
+        learner = fakes.FakeLearner(ctx.algo_cfg.num_envs, device, **(learner_box or {}))
+        hooks_state["learner"] = learner
+        return learner
+
+    hooks_state: dict = {}
+    return hooks_state, dict(
+        learner_factory=learner_factory,
+        env_factory=fakes.make_fake_env,
+        env_kwargs={"num_envs": ctx.algo_cfg.num_envs, "device": "cpu", **env_kwargs},
+        pack_fn=fakes.pack,
+    )
+
+
+def _write_run_config(ctx) -> None:
+    write_json_atomic(
+        ctx.run_dir / "run_config.json", {"run": {}, "config": ctx.config, "overrides": []}
+    )
+
+
+def _children_of_me() -> list[psutil.Process]:
+    """Live children, minus multiprocessing's resource tracker (it exits with this process)."""
+    return [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline())
+    ]
+
+
+def _shutdown(run_dir: Path) -> dict:
+    return load_strict(run_dir / "run_summary.json")["runtime_manifest"]["shutdown"]
+
+
+def test_completed_run_passes_the_soak_checks(make_ctx):
+    ctx = make_ctx(training={"replay_ingress_slot_rows": 4})
+    _write_run_config(ctx)
+    state, hooks = _hooks(ctx)
+    assert run_training(ctx, **hooks) == 0
+    summary = load_strict(ctx.run_dir / "run_summary.json")
+    assert validate(summary, "run_summary.v1.json") == []
+    warmup = 2  # max(learning_starts=2, ceil(16 / 8))
+    assert summary["status"] == "completed"
+    assert summary["completed_iterations"] == 6
+    assert summary["total_env_steps"] == (warmup + 6) * 8
+    ingress = summary["runtime_manifest"]["replay_ingress"]
+    assert (
+        ingress["published_sequence"]
+        == ingress["release_sequence"]
+        == summary["total_env_steps"] // 4
+    )
+    assert ingress["occupancy"] == 0 and ingress["high_water_occupancy"] > 0
+    flight = summary["runtime_manifest"]["inference_flight"]
+    assert (
+        flight["queue_depth"] == 0
+        and flight["publication_lag"] == 0
+        and flight["max_in_flight"] == 1
+    )
+    shutdown = summary["runtime_manifest"]["shutdown"]
+    assert shutdown["classification"] == "normal_completion"
+    assert shutdown["phase"] == "finalize/logger_finish"
+    assert shutdown["cleanup"]["errors"] == []
+    assert shutdown["collector"]["exitcode"] == 0
+    # Every update saw exactly the rows of the ticks before it (one-tick prefetch).
+    assert state["learner"].committed_at_update == [(warmup + i) * 8 for i in range(6)]
+    assert state["learner"].replay.committed == summary["total_env_steps"]
+    assert sorted(p.name for p in ctx.run_dir.glob("model_*.pt")) == ["model_4.pt", "model_6.pt"]
+    assert len(list(ctx.run_dir.glob("events.out.tfevents.*"))) == 1
+    assert summary["final_mean_reward"] is not None and summary["mean_episode_length"] is not None
+    lines = [json.loads(line) for line in (ctx.run_dir / "progress.jsonl").read_text().splitlines()]
+    phases = [line["phase"] for line in lines]
+    assert phases[0] == "startup/begin" and phases[-1] == "finalize/logger_finish"
+    assert "training/startup_complete" in phases
+    verdict = judge_run_dir(ctx.run_dir, monitor_reasons=[], monitor_classification=None)
+    assert verdict.status == "passed", verdict.reasons
+    assert [p.cmdline() for p in _children_of_me()] == []
+
+
+def test_learner_exception_is_a_learner_failure(make_ctx):
+    ctx = make_ctx()
+    _, hooks = _hooks(ctx, learner_box={"raise_at_iteration": 2})
+    assert run_training(ctx, **hooks) == 1
+    summary = load_strict(ctx.run_dir / "run_summary.json")
+    assert validate(summary, "run_summary.v1.json") == []
+    shutdown = summary["runtime_manifest"]["shutdown"]
+    assert (shutdown["classification"], shutdown["owner"]) == ("learner_failure", "learner")
+    assert shutdown["phase"] == "training/learner_update"
+    assert shutdown["exception"]["type"] == "FloatingPointError"
+    assert shutdown["collector"]["alive"] is False
+    assert summary["status"] == "failed"
+    assert [p.cmdline() for p in _children_of_me()] == []
+
+
+@pytest.mark.parametrize(
+    ("env_kwargs", "classification", "error_type"),
+    [
+        pytest.param({"fail_at_tick": 3}, "collector_failure", "ValueError", id="collector-raises"),
+        pytest.param(
+            {"backend_fail_at_tick": 3},
+            "backend_worker_failure",
+            "FakeBackendError",
+            id="backend-raises",
+        ),
+        pytest.param(
+            {"kill_self_at_tick": 3}, "collector_failure", "CollectorDied", id="collector-killed"
+        ),
+    ],
+)
+def test_collector_failures_are_classified(make_ctx, env_kwargs, classification, error_type):
+    ctx = make_ctx()
+    _, hooks = _hooks(ctx, **env_kwargs)
+    assert run_training(ctx, **hooks) == 1
+    summary = load_strict(ctx.run_dir / "run_summary.json")
+    assert validate(summary, "run_summary.v1.json") == []
+    shutdown = summary["runtime_manifest"]["shutdown"]
+    assert (shutdown["classification"], shutdown["owner"]) == (classification, "collector")
+    assert shutdown["exception"]["type"] == error_type
+    assert shutdown["collector"]["alive"] is False
+    if "kill_self_at_tick" in env_kwargs:
+        assert (
+            shutdown["collector"]["exitcode"] == -9
+            and shutdown["collector"]["signal_name"] == "SIGKILL"
+        )
+        assert summary["status"] == "collector_died"
+    else:
+        assert shutdown["collector"]["exitcode"] == 1
+    assert [p.cmdline() for p in _children_of_me()] == []
+
+
+def test_sigint_to_the_learner_is_external_cancellation(make_ctx):
+    ctx = make_ctx(algo={"max_iterations": 100000})
+    _, hooks = _hooks(ctx, step_sleep_s=0.002)
+
+    def interrupt_when_training() -> None:
+        progress = ctx.run_dir / "progress.jsonl"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if progress.exists() and "training/startup_complete" in progress.read_text():
+                break
+            time.sleep(0.05)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    thread = threading.Thread(target=interrupt_when_training)
+    thread.start()
+    try:
+        assert run_training(ctx, **hooks) == 1
+    finally:
+        thread.join()
+    summary = load_strict(ctx.run_dir / "run_summary.json")
+    assert validate(summary, "run_summary.v1.json") == []
+    shutdown = summary["runtime_manifest"]["shutdown"]
+    assert (shutdown["classification"], shutdown["owner"]) == ("external_cancellation", "external")
+    assert shutdown["phase"].startswith("training/")
+    assert shutdown["collector"]["alive"] is False
+    assert shutdown["exception"]["type"] == "ExternalCancellation"
+    assert [p.cmdline() for p in _children_of_me()] == []
+
+
+def test_hung_collector_is_not_timed_out_while_busy_but_a_deadlock_is(make_ctx):
+    # A collector that hangs inside env.step is BUSY: no deadline. We stop the run by
+    # killing it, which must be a collector failure, never a stale tick.
+    ctx = make_ctx()
+    _, hooks = _hooks(ctx, hang_at_tick=2)
+
+    def kill_collector() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            kids = _children_of_me()
+            if (
+                kids
+                and (ctx.run_dir / "progress.jsonl").exists()
+                and "training/startup_complete" in (ctx.run_dir / "progress.jsonl").read_text()
+            ):
+                time.sleep(1.0)
+                for kid in kids:
+                    kid.kill()
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=kill_collector)
+    thread.start()
+    try:
+        assert run_training(ctx, stale_after_s=0.5, **hooks) == 1
+    finally:
+        thread.join()
+    shutdown = _shutdown(ctx.run_dir)
+    assert shutdown["classification"] == "collector_failure"
+    assert shutdown["collector"]["signal_name"] == "SIGKILL"

@@ -1,0 +1,72 @@
+"""progress.jsonl: the trainer's liveness lines (CONTRACTS §3, improvement).
+
+One strict-JSON line per shutdown-phase transition and one at least every 10 s of training:
+``{time_utc, phase, iteration, total_env_steps, env_steps_per_sec}``. Lines are appended
+with a single ``write`` + flush, so a reader never sees half a line in practice and the file
+only grows (the soak's byte-size progress signal).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import IO
+
+from harness.jsonio import dumps_strict
+
+PROGRESS_FILE = "progress.jsonl"
+PROGRESS_INTERVAL_S = 10.0
+
+
+def utc_now() -> str:
+    """CONTRACTS §0 timestamp ``YYYY-MM-DDTHH:MM:SSZ``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class ProgressWriter:
+    """Appends progress lines to ``<run_dir>/progress.jsonl``.
+
+    Args:
+        run_dir: the run directory (must exist).
+        interval_s: the longest gap between two training lines (10 s by contract; at most
+            that).
+    """
+
+    def __init__(self, run_dir: str | Path, *, interval_s: float = PROGRESS_INTERVAL_S) -> None:
+        self.path = Path(run_dir) / PROGRESS_FILE
+        self._file: IO[str] | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        self._interval_s = interval_s
+        self._last_line = 0.0
+        self.iteration = 0
+        self.total_env_steps = 0
+        self.env_steps_per_sec: float | None = None
+
+    def write(self, phase: str) -> None:
+        """Append one line for ``phase`` with the current counters."""
+        if self._file is None:
+            return
+        line = {
+            "time_utc": utc_now(),
+            "phase": phase,
+            "iteration": self.iteration,
+            "total_env_steps": self.total_env_steps,
+            "env_steps_per_sec": self.env_steps_per_sec,
+        }
+        self._file.write(dumps_strict(line, indent=None))
+        self._file.flush()
+        self._last_line = time.monotonic()
+
+    def update(
+        self, phase: str, *, iteration: int, total_env_steps: int, env_steps_per_sec: float | None
+    ) -> None:
+        """Record counters; append a line if ``interval_s`` passed since the last one."""
+        self.iteration = iteration
+        self.total_env_steps = total_env_steps
+        self.env_steps_per_sec = env_steps_per_sec
+        if time.monotonic() - self._last_line >= self._interval_s:
+            self.write(phase)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

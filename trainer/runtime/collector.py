@@ -1,0 +1,444 @@
+"""The collector process: owns the simulator, steps the G1 env, feeds the learner.
+
+Spawned once by the learner (``torch.multiprocessing`` spawn context) with a
+``CollectorSpec`` that carries the shared control block, inference ring and replay ingress
+(allocated by the learner) and how to build the env. Per tick t (``t < total_ticks``):
+
+1. publish the current observations and done flags into ring slot ``t % capacity``;
+2. wait for the learner's actions, copy them out, mark them consumed;
+3. ``env.step(actions)``;
+4. pack the transitions (obs, terminal next obs, action, reward, flags, critic obs) into
+   ``num_envs / slot_rows`` replay-ingress chunks and push them (bounded: waits when full);
+5. every ``collector_metrics_interval`` ticks, publish a metrics report (seqlock).
+
+The transitions of tick t are pushed *before* the observations of tick t + 1 are
+published, so when the learner sees tick t + 1 it can commit all of tick t. After its last
+tick the collector publishes a final report, sets ``COLLECTOR_DONE`` and waits for the
+learner's ``STOP``: it never exits on its own while the learner may still read shared
+memory. It detects learner death by PID + start time and exits. Exceptions are written to
+the control block's error area with their class (``backend_worker_failure`` when the
+simulator backend raised, ``collector_failure`` otherwise) and the process exits 1.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from trainer.runtime.control import ControlBlock, FailureKind, State, Word
+from trainer.runtime.inference_ring import InferenceRing
+from trainer.runtime.liveness import PeerDied, StopRequested, Waiter, make_identity_check
+from trainer.runtime.replay_ingress import ReplayIngress
+
+logger = logging.getLogger(__name__)
+
+# Fixed part of the metrics report (floats area of the control block), then reward terms.
+REPORT_FIELDS: tuple[str, ...] = (
+    "tick",
+    "window_ticks",
+    "Perf/collector_inference_request_ms",
+    "Perf/collector_learner_action_wait_ms",
+    "Perf/collector_env_step_ms",
+    "Perf/collector_transition_extract_ms",
+    "Perf/collector_replay_write_ms",
+    "Perf/collector_metrics_publish_ms",
+    "Perf/collector_inference_queue_depth",
+    "Perf/collector_inference_action_backlog",
+    "Perf/collector_inference_max_action_backlog",
+    "Perf/collector_inference_in_flight",
+    "Perf/collector_inference_max_in_flight",
+    "Perf/collector_inference_publication_lag",
+    "Perf/collector_inference_max_publication_lag",
+    "Train/mean_reward",
+    "Train/mean_episode_length",
+    "Episode/timeout_rate",
+    "episodes_ended_total",
+    "env_step_wall_s_total",
+)
+MAX_REWARD_TERMS = 64
+EPISODE_WINDOW = 100
+_BACKEND_PATH_MARKERS = (
+    f"{os.sep}trainer{os.sep}sim{os.sep}",
+    f"{os.sep}mujoco_warp{os.sep}",
+    f"{os.sep}warp{os.sep}",
+)
+
+
+@dataclass
+class CollectorSpec:
+    """Everything the collector process needs; pickled into the spawned process.
+
+    Attributes:
+        env_factory: ``make_env``-compatible callable; called as
+            ``env_factory(**env_kwargs)`` inside the collector.
+        pack_fn: ``pack_transitions``-compatible callable building [n, 930] rows.
+        total_ticks: W warm-up ticks + max_iterations.
+        learner_pid, learner_start_ticks: identity of the learner (death detection).
+        torch_threads: intra-op threads of the collector (None keeps torch's default).
+    """
+
+    block: ControlBlock
+    ring: InferenceRing
+    ingress: ReplayIngress
+    env_factory: Callable[..., Any]
+    env_kwargs: dict[str, Any]
+    pack_fn: Callable[..., torch.Tensor]
+    num_envs: int
+    total_ticks: int
+    metrics_interval: int
+    device: str
+    learner_pid: int
+    learner_start_ticks: int
+    stale_after_s: float = 30.0
+    torch_threads: int | None = None
+    log_level: int = logging.INFO
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def is_backend_error(err: BaseException) -> bool:
+    """True when the simulator backend raised (CONTRACTS §4.5 ``backend_worker_failure``).
+
+    Typed backend errors (a class from ``trainer.sim``, mujoco or warp) count, and so does
+    any exception whose innermost frames run inside those packages.
+    """
+    module = type(err).__module__ or ""
+    if module.startswith(("trainer.sim", "mujoco", "warp")):
+        return True
+    frames = traceback.extract_tb(err.__traceback__)
+    for frame in reversed(frames[-3:]):
+        if any(marker in frame.filename for marker in _BACKEND_PATH_MARKERS):
+            return True
+    return False
+
+
+class EpisodeWindow:
+    """Returns and lengths of the last 100 ended episodes, on device without host syncs.
+
+    Each tick appends the ended rows and keeps the 100 most recent valid entries (a
+    ``topk`` over positions), so the only sync is the report's single ``.cpu()``.
+    """
+
+    def __init__(self, num_envs: int, device: torch.device) -> None:
+        self.returns = torch.full((EPISODE_WINDOW,), math.nan, device=device)
+        self.lengths = torch.full((EPISODE_WINDOW,), math.nan, device=device)
+        self._position = torch.arange(EPISODE_WINDOW + num_envs, device=device)
+        self.ended = torch.zeros((), dtype=torch.float64, device=device)
+        self.interval_ended = torch.zeros((), dtype=torch.float64, device=device)
+        self.interval_timeouts = torch.zeros((), dtype=torch.float64, device=device)
+
+    def add(
+        self,
+        done: torch.Tensor,
+        truncated: torch.Tensor,
+        ep_return: torch.Tensor,
+        ep_length: torch.Tensor,
+    ) -> None:
+        nan = torch.full_like(self.returns[:1], math.nan)
+        rets = torch.cat([self.returns, torch.where(done, ep_return.float(), nan)])  # [100 + N]
+        lens = torch.cat([self.lengths, torch.where(done, ep_length.float(), nan)])  # [100 + N]
+        score = torch.where(torch.isnan(rets), -1, self._position)
+        keep = torch.topk(score, EPISODE_WINDOW).indices  # the 100 most recent ended episodes
+        self.returns = rets[keep]
+        self.lengths = lens[keep]
+        count = done.sum()
+        self.ended += count
+        self.interval_ended += count
+        self.interval_timeouts += (truncated & done).sum()
+
+    def stats(self) -> torch.Tensor:
+        """[mean return, mean length, timeout rate, ended total] (nan where undefined)."""
+        rate = self.interval_timeouts / self.interval_ended.clamp(min=1.0)
+        rate = torch.where(self.interval_ended > 0, rate, torch.full_like(rate, math.nan))
+        out = torch.stack(
+            [
+                torch.nanmean(self.returns).double(),
+                torch.nanmean(self.lengths).double(),
+                rate,
+                self.ended,
+            ]
+        )
+        self.interval_ended.zero_()
+        self.interval_timeouts.zero_()
+        return out
+
+
+class Collector:
+    """The collector's tick loop (runs inside the spawned process)."""
+
+    def __init__(self, spec: CollectorSpec) -> None:
+        self.spec = spec
+        self.block = spec.block
+        self.device = torch.device(spec.device)
+        self.waiter = Waiter(
+            spec.block,
+            side="collector",
+            check_peer=make_identity_check(spec.learner_pid, spec.learner_start_ticks),
+            interrupt=self._check_stop,
+            stale_after_s=spec.stale_after_s,
+        )
+        self.env: Any = None
+        self.reward_terms: list[str] = []
+        self._timers = dict.fromkeys(REPORT_FIELDS[2:8], 0.0)
+        self._env_step_total_s = 0.0
+        self._window_ticks = 0
+        self._max_in_flight = 0
+        self._max_publication_lag = 0
+        self._max_action_backlog = 0
+        self._reward_sums: torch.Tensor | None = None
+        self._terms_published = False
+
+    def _check_stop(self) -> None:
+        if self.block.ints[Word.STOP] or self.block.ints[Word.CLOSED]:
+            raise StopRequested("the learner requested a stop")
+
+    def build_env(self) -> None:
+        spec = self.spec
+        self.env = spec.env_factory(**spec.env_kwargs)
+        diagnostics = _backend_diagnostics(self.env)
+        self.block.write_text(
+            json.dumps({"backend_diagnostics": diagnostics, "cuda_graph": _env_graph(self.env)})
+        )
+
+    def run(self) -> None:
+        spec, block, ring, ingress = self.spec, self.block, self.spec.ring, self.spec.ingress
+        ints = block.ints
+        n = spec.num_envs
+        obs, critic_obs = self.env.reset_all()
+        done = torch.zeros(n, dtype=torch.bool, device=self.device)
+        actions = torch.zeros_like(ring.actions[0])
+        episodes = EpisodeWindow(n, self.device)
+        block.set(Word.COLLECTOR_READY, 1)
+        block.add(Word.COLLECTOR_PROGRESS)
+        rows_per_chunk = ingress.slot_rows
+        perf = time.perf_counter
+        for tick in range(spec.total_ticks):
+            t0 = perf()
+            ring.publish_observation(block, tick, obs, critic_obs, done)
+            in_flight = tick + 1 - int(ints[Word.CONSUMED_TICK])
+            self._max_in_flight = max(self._max_in_flight, in_flight)
+            self._max_publication_lag = max(self._max_publication_lag, in_flight)
+            t1 = perf()
+            self.waiter.wait(
+                lambda t=tick: ints[Word.ACTION_TICK] > t, f"the action of tick {tick}"
+            )
+            backlog = int(ints[Word.ACTION_TICK]) - int(ints[Word.CONSUMED_TICK])
+            self._max_action_backlog = max(self._max_action_backlog, backlog)
+            ring.consume_action(block, tick, actions)
+            t2 = perf()
+            result = self.env.step(actions)
+            t3 = perf()
+            slot = tick % ring.capacity
+            rows = spec.pack_fn(
+                ring.obs[slot],
+                result.terminal_obs,
+                actions,
+                result.reward,
+                result.terminated,
+                result.truncated,
+                ring.critic_obs[slot],
+                result.terminal_critic_obs,
+            )  # [N, 930]
+            done = result.terminated | result.truncated
+            episodes.add(done, result.truncated, result.episode_return, result.episode_length)
+            self._accumulate_rewards(result.reward_terms)
+            t4 = perf()
+            for start in range(0, n, rows_per_chunk):
+                if not ingress.push(block, rows[start : start + rows_per_chunk], self.waiter):
+                    raise StopRequested("the replay ingress was closed or a stop was requested")
+            t5 = perf()
+            obs, critic_obs = result.obs, result.critic_obs
+            timers = self._timers
+            timers["Perf/collector_inference_request_ms"] += t1 - t0
+            timers["Perf/collector_learner_action_wait_ms"] += t2 - t1
+            timers["Perf/collector_env_step_ms"] += t3 - t2
+            timers["Perf/collector_transition_extract_ms"] += t4 - t3
+            timers["Perf/collector_replay_write_ms"] += t5 - t4
+            self._env_step_total_s += t3 - t2
+            self._window_ticks += 1
+            if (tick + 1) % spec.metrics_interval == 0 or tick + 1 == spec.total_ticks:
+                self.publish_report(tick + 1, episodes)
+        block.set(Word.COLLECTOR_DONE, 1)
+        block.add(Word.COLLECTOR_PROGRESS)
+
+    def _accumulate_rewards(self, terms: dict[str, torch.Tensor]) -> None:
+        if not terms:
+            return
+        if not self.reward_terms:
+            self.reward_terms = list(terms)[:MAX_REWARD_TERMS]
+        values = torch.stack(
+            [terms[k].detach().reshape(()).double() for k in self.reward_terms]
+        )  # [T]
+        if self._reward_sums is None:
+            self._reward_sums = torch.zeros_like(values)
+        self._reward_sums += values
+
+    def publish_report(self, tick: int, episodes: EpisodeWindow) -> None:
+        """Write one metrics report into the shared floats area under the seqlock."""
+        start = time.perf_counter()
+        ticks = max(self._window_ticks, 1)
+        stats = episodes.stats()
+        if self._reward_sums is not None:
+            stats = torch.cat([stats, self._reward_sums / ticks])
+            self._reward_sums.zero_()
+        host = stats.cpu().tolist()  # the report's single host sync
+        ints = self.block.ints
+        flight = InferenceRing.flight(self.block)
+        values = {
+            "tick": float(tick),
+            "window_ticks": float(ticks),
+            **{k: 1000.0 * v / ticks for k, v in self._timers.items()},
+            "Perf/collector_inference_queue_depth": float(flight.queue_depth),
+            "Perf/collector_inference_action_backlog": float(flight.action_backlog),
+            "Perf/collector_inference_max_action_backlog": float(self._max_action_backlog),
+            "Perf/collector_inference_in_flight": float(flight.publication_lag),
+            "Perf/collector_inference_max_in_flight": float(self._max_in_flight),
+            "Perf/collector_inference_publication_lag": float(flight.publication_lag),
+            "Perf/collector_inference_max_publication_lag": float(self._max_publication_lag),
+            "Train/mean_reward": host[0],
+            "Train/mean_episode_length": host[1],
+            "Episode/timeout_rate": host[2],
+            "episodes_ended_total": host[3],
+            "env_step_wall_s_total": self._env_step_total_s,
+        }
+        if not self._terms_published:
+            # Written once, before the first report becomes visible (the learner reads the
+            # names only after it saw a report).
+            doc = json.loads(self.block.read_text() or "{}")
+            doc["reward_terms"] = self.reward_terms
+            self.block.write_text(json.dumps(doc))
+            self._terms_published = True
+        floats = self.block.floats
+        seq = int(ints[Word.METRICS_SEQ])
+        ints[Word.METRICS_SEQ] = seq + 1  # odd: writing
+        for i, name in enumerate(REPORT_FIELDS):
+            floats[i] = values[name]
+        for j, value in enumerate(host[4:]):
+            floats[len(REPORT_FIELDS) + j] = value
+        ints[Word.METRICS_SEQ] = seq + 2
+        ints[Word.METRICS_REPORTS] += 1
+        self._timers = dict.fromkeys(self._timers, 0.0)
+        self._timers["Perf/collector_metrics_publish_ms"] = time.perf_counter() - start
+        self._window_ticks = 0
+        self._max_in_flight = self._max_publication_lag = self._max_action_backlog = 0
+
+    def wait_for_stop(self) -> None:
+        """After the last tick: wait until the learner says stop (or dies)."""
+        try:
+            self.waiter.wait(lambda: bool(self.block.ints[Word.STOP]), "the learner's stop")
+        except StopRequested:
+            return
+
+    def close(self) -> None:
+        close = getattr(self.env, "close", None)
+        if callable(close):
+            close()
+
+
+def read_report(block: ControlBlock, reward_terms: list[str]) -> dict[str, float] | None:
+    """Consistent copy of the latest collector report (seqlock read), or None if none yet."""
+    ints, floats = block.ints, block.floats
+    for _ in range(1000):
+        seq = int(ints[Word.METRICS_SEQ])
+        if seq == 0:
+            return None
+        if seq % 2:
+            time.sleep(10e-6)
+            continue
+        values = floats[: len(REPORT_FIELDS) + len(reward_terms)].copy()
+        if int(ints[Word.METRICS_SEQ]) == seq:
+            out = {name: float(values[i]) for i, name in enumerate(REPORT_FIELDS)}
+            for j, term in enumerate(reward_terms):
+                out[f"reward/{term}"] = float(values[len(REPORT_FIELDS) + j])
+            return out
+    return None
+
+
+def _backend_diagnostics(env: Any) -> dict[str, Any]:
+    """CONTRACTS §4.3 snapshot from the env's backend; never a bare null."""
+    backend = getattr(env, "backend", None)
+    try:
+        diag = backend.diagnostics() if backend is not None else None
+    except Exception as err:  # noqa: BLE001 - the probe's failure is itself the diagnostic
+        return {
+            "available": False,
+            "backend_type": type(backend).__name__ if backend is not None else None,
+            "unavailable_reason": f"backend diagnostics raised {type(err).__name__}: {err}",
+        }
+    if not isinstance(diag, dict) or "available" not in diag:
+        return {
+            "available": False,
+            "backend_type": type(backend).__name__ if backend is not None else None,
+            "unavailable_reason": "the env backend reports no diagnostics",
+        }
+    return diag
+
+
+def _env_graph(env: Any) -> dict[str, Any] | None:
+    backend = getattr(env, "backend", None)
+    fn = getattr(backend, "cuda_graph_diagnostics", None)
+    if callable(fn):
+        try:
+            return fn()
+        except Exception as err:  # noqa: BLE001
+            return {
+                "requested": None,
+                "enabled": False,
+                "disable_reason": f"{type(err).__name__}: {err}",
+            }
+    return None
+
+
+def collector_main(spec: CollectorSpec) -> None:
+    """Entry point of the spawned collector process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
+    logging.basicConfig(
+        level=spec.log_level,
+        stream=sys.stderr,
+        format=f"%(asctime)s collector[{os.getpid()}] %(levelname)s %(message)s",
+    )
+    block = spec.block
+    block.set(Word.COLLECTOR_PID, os.getpid())
+    collector: Collector | None = None
+    try:
+        if spec.torch_threads is not None:
+            torch.set_num_threads(spec.torch_threads)
+        if spec.device.startswith("cuda"):
+            torch.cuda.set_device(torch.device(spec.device))
+        collector = Collector(spec)
+        collector.build_env()
+        collector.run()
+        collector.wait_for_stop()
+    except (StopRequested, PeerDied) as err:
+        logger.info("collector stopping: %s", err)
+    except BaseException as err:  # noqa: BLE001 - reported through the control block, then exit 1
+        kind = FailureKind.BACKEND if is_backend_error(err) else FailureKind.COLLECTOR
+        block.write_error(kind, f"{type(err).__name__}\n{err}")
+        logger.error("collector failed: %s", "".join(traceback.format_exception(err)))
+        block.set(Word.COLLECTOR_STATE, State.FINISHED)
+        _close_quietly(collector)
+        sys.stderr.flush()
+        os._exit(1)
+    block.set(Word.COLLECTOR_STATE, State.FINISHED)
+    _close_quietly(collector)
+
+
+def _close_quietly(collector: Collector | None) -> None:
+    if collector is None:
+        return
+    try:
+        collector.close()
+        if collector.device.type == "cuda":
+            torch.cuda.synchronize(collector.device)
+    except Exception as err:  # noqa: BLE001 - shutting down; the learner records the exit code
+        logger.warning("collector cleanup failed: %s: %s", type(err).__name__, err)

@@ -1,0 +1,217 @@
+"""Shutdown diagnostics: phase tracking, failure classification and best-effort snapshots.
+
+CONTRACTS §4.5. The learner process keeps one ``ShutdownTracker``. Every phase change is
+recorded (and, outside the per-tick training phases, appended to progress.jsonl so slow
+phases such as compile or graph capture are visible from outside). On any exit the tracker
+builds ``runtime_manifest.shutdown``: who failed, in which phase, at which iteration and
+tick, the exception, the collector's exit status, cleanup errors and the ring/ingress
+snapshots. Each snapshot is taken best-effort: a part that raises becomes ``null`` and the
+error goes to ``cleanup.errors`` instead of masking the original failure.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+logger = logging.getLogger(__name__)
+
+STARTUP_PHASES = (
+    "startup/begin",
+    "startup/memory_budget",
+    "startup/cuda_preflight",
+    "startup/replay_resources",
+    "startup/inference_resources",
+    "startup/logger",
+    "startup/learner_prepare",
+    "startup/collector_start",
+)
+TRAINING_PHASES = (
+    "training/startup_complete",
+    "training/wait_for_inference_request",
+    "training/learner_inference",
+    "training/inference_response",
+    "training/replay_prepare",
+    "training/learner_update",
+)
+FINALIZE_PHASES = (
+    "finalize/collector_quiesce",
+    "finalize/collector_metrics_drain",
+    "finalize/replay_pipeline_close",
+    "finalize/replay_ingress_snapshot",
+    "finalize/logger_finish",
+)
+ALL_PHASES = STARTUP_PHASES + TRAINING_PHASES + FINALIZE_PHASES
+# Entered once per tick: tracked in memory only, never appended to progress.jsonl.
+PER_TICK_PHASES = frozenset(TRAINING_PHASES[1:])
+
+Classification = Literal[
+    "normal_completion",
+    "learner_failure",
+    "collector_failure",
+    "backend_worker_failure",
+    "timeout/stale_tick",
+    "external_cancellation",
+    "unknown_failure",
+]
+CLASSIFICATION_OWNER: dict[str, str] = {
+    "normal_completion": "learner",
+    "learner_failure": "learner",
+    "collector_failure": "collector",
+    "backend_worker_failure": "collector",
+    "timeout/stale_tick": "unknown",
+    "external_cancellation": "external",
+    "unknown_failure": "unknown",
+}
+BENIGN_COLLECTOR_EXITCODES = frozenset({0, -signal.SIGTERM, -signal.SIGINT})
+ERROR_MESSAGE_LIMIT = 16000
+
+
+class ExternalCancellation(Exception):
+    """SIGINT/SIGTERM reached the learner (raised by our handler's flag, not KeyboardInterrupt)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"received {signal.Signals(signum).name}")
+
+
+class CollectorFailure(RuntimeError):
+    """The collector died or raised.
+
+    Attributes:
+        classification: ``collector_failure`` or ``backend_worker_failure``.
+        error_type: the collector exception's type name (or ``CollectorDied``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        classification: str = "collector_failure",
+        error_type: str = "CollectorDied",
+    ):
+        super().__init__(message)
+        self.classification = classification
+        self.error_type = error_type
+
+
+class StaleTickFailure(RuntimeError):
+    """The coordination watchdog fired (``timeout/stale_tick``)."""
+
+
+def error_entry(
+    err: BaseException | None = None, *, type_name: str | None = None, message: str | None = None
+) -> dict:
+    """``{type, message}`` with the message cut to the contract limit."""
+    if err is not None:
+        type_name = type_name or getattr(err, "error_type", None) or type(err).__name__
+        message = message if message is not None else str(err)
+    return {"type": type_name or "Exception", "message": (message or "")[:ERROR_MESSAGE_LIMIT]}
+
+
+def signal_name(signum: int | None) -> str | None:
+    if signum is None:
+        return None
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"SIG{signum}"
+
+
+def collector_exit(alive: bool, exitcode: int | None) -> dict[str, Any]:
+    """``shutdown.collector``: exitcode −N means killed by signal N (−9 → SIGKILL)."""
+    signum = -exitcode if exitcode is not None and exitcode < 0 else None
+    return {
+        "alive": alive,
+        "exitcode": exitcode,
+        "signal": signum,
+        "signal_name": signal_name(signum),
+    }
+
+
+def classify_exception(err: BaseException) -> str:
+    """Map an exception that ended the learner's run to a CONTRACTS §4.5 classification."""
+    from trainer.runtime.liveness import StaleTick
+
+    if isinstance(err, (ExternalCancellation, KeyboardInterrupt, SystemExit)):
+        return "external_cancellation"
+    if isinstance(err, CollectorFailure):
+        return err.classification
+    if isinstance(err, (StaleTick, StaleTickFailure)):
+        return "timeout/stale_tick"
+    if isinstance(err, Exception):
+        return "learner_failure"
+    return "unknown_failure"
+
+
+@dataclass
+class ShutdownTracker:
+    """Current phase and counters of the learner process, and the shutdown record.
+
+    Args:
+        on_phase: called with the phase name whenever a phase outside PER_TICK_PHASES is
+            entered (the progress.jsonl appender).
+        check_cancel: called on every phase change (raises ExternalCancellation).
+    """
+
+    on_phase: Callable[[str], None] | None = None
+    check_cancel: Callable[[], None] | None = None
+    phase: str = "startup/begin"
+    iteration: int | None = None
+    coordination_tick: int | None = None
+    inference_epoch: int | None = None
+    cleanup_errors: list[dict] = field(default_factory=list)
+    phase_history: list[str] = field(default_factory=list)
+
+    def enter(self, phase: str) -> None:
+        """Enter ``phase`` (one of ALL_PHASES)."""
+        if phase not in ALL_PHASES:
+            raise ValueError(f"unknown shutdown phase {phase!r}")
+        self.phase = phase
+        if phase in PER_TICK_PHASES:
+            return
+        self.phase_history.append(phase)
+        if self.check_cancel is not None:
+            self.check_cancel()
+        if self.on_phase is not None:
+            self.best_effort(f"progress line for {phase}", lambda: self.on_phase(phase))
+
+    def best_effort(self, what: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn``; on error record a cleanup error naming ``what`` and return None."""
+        try:
+            return fn()
+        except Exception as err:  # noqa: BLE001 - a snapshot must never mask the original error
+            logger.warning("%s failed: %s: %s", what, type(err).__name__, err)
+            self.cleanup_errors.append(error_entry(err, message=f"{what}: {err}"))
+            return None
+
+    def record(
+        self,
+        *,
+        classification: str,
+        owner: str | None = None,
+        exception: dict | None = None,
+        collector: dict | None = None,
+        replay_ingress: dict | None = None,
+        inference_ring: dict | None = None,
+        phase: str | None = None,
+    ) -> dict[str, Any]:
+        """Build ``runtime_manifest.shutdown``."""
+        if classification not in CLASSIFICATION_OWNER:
+            raise ValueError(f"unknown shutdown classification {classification!r}")
+        return {
+            "classification": classification,
+            "owner": owner or CLASSIFICATION_OWNER[classification],
+            "phase": phase or self.phase,
+            "iteration": self.iteration,
+            "coordination_tick": self.coordination_tick,
+            "inference_epoch": self.inference_epoch,
+            "exception": exception,
+            "collector": collector,
+            "cleanup": {"errors": list(self.cleanup_errors)},
+            "replay_ingress": replay_ingress,
+            "inference_ring": inference_ring,
+        }
