@@ -423,4 +423,4 @@ class MjWarpBackend:
 
     def transfer_stats(self) -> None:
         """Device-resident: no host bridge, so no counters (CONTRACTS §10)."""
-        return None
+        return

@@ -21,6 +21,7 @@ and counts as one host synchronization.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -114,7 +115,7 @@ class MujocoCpuBackend:
         threads = num_threads if num_threads is not None else (os.cpu_count() or 1)
         self.num_threads = max(1, min(threads, num_envs))
         bounds = np.linspace(0, num_envs, self.num_threads + 1).astype(int)
-        self._chunks = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        self._chunks = [(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
         self._pool = ThreadPoolExecutor(self.num_threads, thread_name_prefix="mujoco-cpu")
         self._stats = dict.fromkeys(
             ("d2h_count", "h2d_count", "d2h_bytes", "h2d_bytes", "synchronization_count"), 0

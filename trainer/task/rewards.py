@@ -12,8 +12,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from trainer.task.math import quat_apply, quat_conjugate, quat_error_angle, quat_from_yaw
-from trainer.task.math import quat_mul, yaw_from_quat
+from trainer.task.math import (
+    quat_apply,
+    quat_conjugate,
+    quat_error_angle,
+    quat_from_yaw,
+    quat_mul,
+    yaw_from_quat,
+)
 from trainer.task.state import TrackedState
 
 __all__ = [

@@ -1,0 +1,237 @@
+"""G1TrackingEnv on the CPU MuJoCo backend: step order, resets, dones and the sanity checks
+of TASK.md §9 (kinematic replay, zero-noise reset, empty mask, selected rows only)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from trainer.sim.scene import SceneCfg, build_g1_model
+from trainer.task.config import REWARD_TERM_NAMES, G1TrackingCfg
+from trainer.task.g1_tracking import G1TrackingEnv, make_env
+from trainer.task.math import quat_apply_inverse
+from trainer.task.motion import generate_synthetic_dance, load_motion
+
+NUM_ENVS = 4
+EXP_TERMS = REWARD_TERM_NAMES[:6]
+NOISELESS = {
+    "noise_base_lin_vel": 0.0,
+    "noise_base_ang_vel": 0.0,
+    "noise_joint_pos": 0.0,
+    "noise_joint_vel": 0.0,
+    "reset_root_pos_range_m": (0.0, 0.0, 0.0),
+    "reset_root_rpy_range_rad": (0.0, 0.0, 0.0),
+    "reset_root_lin_vel_range": (0.0, 0.0, 0.0),
+    "reset_root_ang_vel_range": (0.0, 0.0, 0.0),
+    "reset_joint_pos_range_rad": 0.0,
+}
+
+
+@pytest.fixture(scope="module")
+def model():
+    return build_g1_model(SceneCfg())
+
+
+@pytest.fixture(scope="module")
+def clip(model, tmp_path_factory):
+    path = tmp_path_factory.mktemp("motion") / "synthetic_dance.npz"
+    np.savez(path, **generate_synthetic_dance(model))
+    return load_motion(path, model)
+
+
+@pytest.fixture
+def make(model, clip):
+    def factory(num_envs: int = NUM_ENVS, seed: int = 0, **over) -> G1TrackingEnv:
+        cfg = dataclasses.replace(G1TrackingCfg(), **over)
+        return make_env(
+            cfg,
+            sim_backend="mujoco",
+            num_envs=num_envs,
+            device="cpu",
+            seed=seed,
+            motion=clip,
+            model=model,
+            backend_options={"num_threads": 2},
+        )
+
+    return factory
+
+
+def test_reset_and_step_return_160_289_29_shapes(make):
+    env = make()
+    obs, critic = env.reset_all()
+    assert obs.shape == (NUM_ENVS, 160) and critic.shape == (NUM_ENVS, 289)
+    assert env.action_dim == 29
+    res = env.step(torch.zeros(NUM_ENVS, 29))
+    for t in (res.obs, res.terminal_obs):
+        assert t.shape == (NUM_ENVS, 160)
+    for t in (res.critic_obs, res.terminal_critic_obs):
+        assert t.shape == (NUM_ENVS, 289)
+    assert res.reward.shape == (NUM_ENVS,) and res.done.dtype == torch.bool
+    assert set(res.reward_terms) == {f"reward/{n}" for n in REWARD_TERM_NAMES}
+
+
+def test_kinematic_replay_gives_perfect_tracking_terms(make, clip):
+    env = make(**NOISELESS)
+    frames = torch.tensor([0, 137, 260, clip.num_frames - 3])
+    for k in range(3):
+        env.reset_rows(torch.ones(NUM_ENVS, dtype=torch.bool), frames + k)
+        robot = env.robot_state()
+        ref = env.reference_state(env.frame)
+        values = env.reward_terms(ref, robot)
+        for name in EXP_TERMS:
+            assert torch.allclose(values[name], torch.ones(NUM_ENVS), atol=1e-5), name
+        conds = env.termination_terms(ref, robot)
+        for name in ("anchor_pos", "anchor_ori", "ee_body_pos"):
+            assert not conds[name].any(), name
+        assert torch.allclose(env.obs[:, 58:61], torch.zeros(NUM_ENVS, 3), atol=1e-5)
+        rot6_identity = torch.tensor([1.0, 0, 0, 1, 0, 0]).expand(NUM_ENVS, -1)
+        assert torch.allclose(env.obs[:, 61:67], rot6_identity, atol=1e-5)
+
+
+def test_zero_noise_reset_reproduces_the_frame_including_body_frame_angular_velocity(make, clip):
+    env = make(**NOISELESS)
+    f = torch.tensor([3, 50, 200, 411])
+    env.reset_rows(torch.ones(NUM_ENVS, dtype=torch.bool), f)
+    qpos, qvel = env.backend.qpos, env.backend.qvel
+    pelvis_pos = torch.as_tensor(clip.body_pos_w[f.numpy(), 0])
+    pelvis_quat = torch.as_tensor(clip.body_quat_w[f.numpy(), 0])
+    ang_w = torch.as_tensor(clip.body_ang_vel_w[f.numpy(), 0])
+    assert torch.allclose(qpos[:, 0:3], pelvis_pos, atol=1e-6)
+    assert torch.allclose(qpos[:, 3:7], pelvis_quat, atol=1e-6)
+    assert torch.allclose(qpos[:, 7:], torch.as_tensor(clip.joint_pos[f.numpy()]), atol=1e-6)
+    assert torch.allclose(
+        qvel[:, 0:3], torch.as_tensor(clip.body_lin_vel_w[f.numpy(), 0]), atol=1e-6
+    )
+    assert torch.allclose(qvel[:, 3:6], quat_apply_inverse(pelvis_quat, ang_w), atol=1e-6)
+    assert torch.allclose(qvel[:, 6:], torch.as_tensor(clip.joint_vel[f.numpy()]), atol=1e-6)
+    # The command shows frame f after the reset; actions are zero.
+    assert torch.equal(env.obs[:, :29], torch.as_tensor(clip.joint_pos[f.numpy()]))
+    assert torch.equal(env.obs[:, 131:], torch.zeros(NUM_ENVS, 29))
+
+
+def test_empty_reset_mask_draws_nothing_and_changes_nothing(make):
+    env = make()
+    env.step(torch.rand(NUM_ENVS, 29) * 0.2)
+    state = env.reset_generator.get_state().clone()
+    before = [
+        t.clone() for t in (env.backend.qpos, env.backend.qvel, env.obs, env.critic_obs, env.frame)
+    ]
+    env.reset_rows(torch.zeros(NUM_ENVS, dtype=torch.bool))
+    assert torch.equal(env.reset_generator.get_state(), state)
+    after = (env.backend.qpos, env.backend.qvel, env.obs, env.critic_obs, env.frame)
+    for b, a in zip(before, after, strict=True):
+        assert torch.equal(b, a)
+
+
+def test_reset_touches_only_the_selected_rows(make):
+    env = make()
+    env.step(torch.rand(NUM_ENVS, 29) * 0.2)
+    views = lambda: (
+        env.backend.qpos,
+        env.backend.qvel,
+        env.backend.ctrl,
+        env.obs,
+        env.critic_obs,
+        env.frame,
+        env.episode_step,
+        env.actions,
+    )
+    before = [t.clone() for t in views()]
+    mask = torch.tensor([False, True, False, True])
+    env.reset_rows(mask)
+    for b, a in zip(before, views(), strict=True):
+        assert torch.equal(b[~mask], a[~mask])
+    assert not torch.equal(before[0][mask], env.backend.qpos[mask])
+    assert (env.episode_step[mask] == 0).all() and (env.actions[mask] == 0).all()
+
+
+def test_fall_terminates_and_is_never_also_truncated(make, clip):
+    env = make(**NOISELESS)
+    env.reset_rows(torch.ones(NUM_ENVS, dtype=torch.bool), torch.tensor([10, 10, 10, 10]))
+    qpos = env.backend.qpos.clone()
+    qpos[0, 2] -= 0.7  # row 0 sinks 0.7 m below the reference anchor height
+    env.episode_step[0] = env.max_episode_steps - 1  # and would also time out
+    env.backend.reset_rows(
+        torch.tensor([True, False, False, False]), qpos, env.backend.qvel.clone()
+    )
+    res = env.step(torch.zeros(NUM_ENVS, 29))
+    assert res.terminated[0] and not res.truncated[0] and res.done[0]
+    assert not (res.terminated & res.truncated).any()
+
+
+def test_time_out_and_clip_end_truncate_and_return_the_terminal_observation(make, clip):
+    env = make(**NOISELESS)
+    last = clip.num_frames - 1
+    env.reset_rows(torch.ones(NUM_ENVS, dtype=torch.bool), torch.tensor([5, last, 100, 200]))
+    env.episode_step[0] = env.max_episode_steps - 1
+    res = env.step(torch.zeros(NUM_ENVS, 29))
+    assert res.truncated[:2].all() and not res.terminated[:2].any()
+    assert not res.done[2:].any()
+    assert res.episode_length[0] == env.max_episode_steps and res.episode_length[1] == 1
+    # Terminal observation: frame kept (done rows do not advance), obs after reset differ.
+    assert torch.equal(res.terminal_obs[1, :29], torch.as_tensor(clip.joint_pos[last]))
+    assert torch.equal(res.terminal_obs[2:], res.obs[2:])
+    assert not torch.equal(res.terminal_obs[:2], res.obs[:2])
+    assert torch.equal(res.terminal_critic_obs[2:], res.critic_obs[2:])
+    # Continuing rows advanced one frame: the command shows k + 1.
+    assert torch.equal(res.obs[2, :29], torch.as_tensor(clip.joint_pos[101]))
+
+
+def test_row_that_never_fails_truncates_after_t_minus_f_steps(make, clip):
+    env = make(num_envs=1, **NOISELESS)
+    f = clip.num_frames - 6
+    env.reset_rows(torch.ones(1, dtype=torch.bool), torch.tensor([f]))
+    steps = clip.num_frames - f  # TASK.md §9.6: exactly T - f steps
+    for i in range(steps):
+        res = env.step(torch.zeros(1, 29))
+        assert bool(res.done[0]) == (i == steps - 1)
+    assert res.truncated[0] and res.episode_length[0] == steps
+
+
+def test_logged_reward_terms_times_dt_sum_to_the_mean_step_reward(make):
+    env = make()
+    gen = torch.Generator().manual_seed(5)
+    for _ in range(3):
+        res = env.step(torch.rand(NUM_ENVS, 29, generator=gen) * 2 - 1)
+        total = 0.02 * torch.stack(list(res.reward_terms.values())).sum()
+        assert torch.allclose(total, res.reward.mean(), atol=1e-6)
+
+
+def test_random_actions_fall_within_a_second(make):
+    env = make(num_envs=2)
+    gen = torch.Generator().manual_seed(0)
+    lengths = []
+    for _ in range(80):
+        res = env.step(torch.rand(2, 29, generator=gen) * 2 - 1)
+        lengths += res.episode_length[res.terminated].tolist()
+    assert lengths and max(lengths) <= 50
+
+
+def test_seeded_envs_are_reproducible(make):
+    a, b = make(seed=3), make(seed=3)
+    acts = torch.rand(NUM_ENVS, 29) - 0.5
+    ra, rb = a.step(acts), b.step(acts)
+    assert torch.equal(ra.obs, rb.obs) and torch.equal(ra.reward, rb.reward)
+
+
+def test_cpu_backend_rejects_non_finite_actions_at_once(make):
+    env = make()
+    actions = torch.zeros(NUM_ENVS, 29)
+    actions[2, 4] = float("nan")
+    with pytest.raises(Exception, match="non-finite action in env row 2"):
+        env.step(actions)
+
+
+def test_action_latency_applies_the_previous_action(make):
+    env = make(simulate_action_latency=True)
+    a = torch.full((NUM_ENVS, 29), 0.1)
+    env.step(a)
+    q_default = torch.as_tensor(env._q_default)
+    assert torch.allclose(env.backend.ctrl, q_default.expand(NUM_ENVS, -1))
+    env.step(a)
+    assert torch.allclose(env.backend.ctrl, (q_default + 0.2).expand(NUM_ENVS, -1))
+    assert torch.equal(env.obs[:, 131:], a)
