@@ -47,7 +47,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print one strict-JSON object instead of text.")]
+JsonFlag = Annotated[
+    bool, typer.Option("--json", help="Print one strict-JSON object instead of text.")
+]
 GpusOption = Annotated[
     str | None,
     typer.Option("--gpus", help="GPU index or UUID (default: the single visible GPU)."),
@@ -70,7 +72,9 @@ def _candidate_gpus(gpus: list[GpuInfo], selector: str | None) -> list[GpuInfo]:
     uuids = visible_device_uuids(raw, gpus) or []
     visible = [gpu for uuid in uuids for gpu in gpus if gpu.uuid == uuid]
     if gpus and not visible:
-        raise UsageError(f"CUDA_VISIBLE_DEVICES={raw!r} names no physical GPU; pass --gpus <index-or-uuid>")
+        raise UsageError(
+            f"CUDA_VISIBLE_DEVICES={raw!r} names no physical GPU; pass --gpus <index-or-uuid>"
+        )
     return visible
 
 
@@ -135,18 +139,31 @@ def status(json_out: JsonFlag = False) -> None:
         _out(dumps_strict(doc))
         return
     plat = doc["platform"]
-    lines = [f"platform: {plat['system']} {plat['release']}  host={plat['host']}  uid={plat['uid']}"]
+    lines = [
+        f"platform: {plat['system']} {plat['release']}  host={plat['host']}  uid={plat['uid']}"
+    ]
     if gpu_error:
         lines.append(f"gpus: unavailable ({gpu_error})")
     else:
-        lines.append(tabulate([[g.index, g.uuid, g.name] for g in gpus], headers=["index", "uuid", "name"]))
+        lines.append(
+            tabulate([[g.index, g.uuid, g.name] for g in gpus], headers=["index", "uuid", "name"])
+        )
     rows = [
-        [e["name"], e["state"], e["pid"], ",".join(e["gpu_uuids"]), e["control_pipe"], e["control_pipe_kind"]]
+        [
+            e["name"],
+            e["state"],
+            e["pid"],
+            ",".join(e["gpu_uuids"]),
+            e["control_pipe"],
+            e["control_pipe_kind"],
+        ]
         for e in doc["records"]
     ]
     lines.append(f"\nrecords ({doc['records_root']}):")
     lines.append(
-        tabulate(rows, headers=["name", "state", "pid", "gpu", "control pipe", "kind"]) if rows else "  none"
+        tabulate(rows, headers=["name", "state", "pid", "gpu", "control pipe", "kind"])
+        if rows
+        else "  none"
     )
     amb = doc["ambient"]
     lines.append(
@@ -154,7 +171,9 @@ def status(json_out: JsonFlag = False) -> None:
         f"{amb['pipe_directory']}/{CONTROL_PIPE}: {amb['control_pipe_kind']}"
     )
     lines.append("\ntopology modes:")
-    lines.append(tabulate([[m["mode"], m["selector"], m["state"]] for m in doc["compatible_topology_modes"]]))
+    lines.append(
+        tabulate([[m["mode"], m["selector"], m["state"]] for m in doc["compatible_topology_modes"]])
+    )
     _out("\n".join(lines))
 
 
@@ -211,7 +230,11 @@ def doctor(gpus: GpusOption = None, json_out: JsonFlag = False) -> None:
     errors.extend(f"{g['uuid']}: {g['error']}" for g in per_gpu if g["error"])
     doc = {
         "valid": not errors,
-        "topology": {"mode": topology.mode, "selector": topology.selector, "gpu_uuids": topology.uuids},
+        "topology": {
+            "mode": topology.mode,
+            "selector": topology.selector,
+            "gpu_uuids": topology.uuids,
+        },
         "gpus": per_gpu,
         "errors": errors,
     }
@@ -241,15 +264,22 @@ def doctor(gpus: GpusOption = None, json_out: JsonFlag = False) -> None:
 @app.command()
 def start(
     gpus: GpusOption = None,
-    name: Annotated[str | None, typer.Option("--name", help="Daemon name (default gpu-<uuid>).")] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Daemon name (default gpu-<uuid>).")
+    ] = None,
     pipe_dir: Annotated[
-        str | None, typer.Option("--pipe-dir", help="Absolute pipe directory (default <tmp>/cumps/<name>/pipe).")
+        str | None,
+        typer.Option(
+            "--pipe-dir", help="Absolute pipe directory (default <tmp>/cumps/<name>/pipe)."
+        ),
     ] = None,
     log_dir: Annotated[
-        str | None, typer.Option("--log-dir", help="Absolute log directory (default <tmp>/cumps/<name>/log).")
+        str | None,
+        typer.Option("--log-dir", help="Absolute log directory (default <tmp>/cumps/<name>/log)."),
     ] = None,
     foreground: Annotated[
-        bool, typer.Option("--foreground", help="Run the daemon in the foreground; writes no record.")
+        bool,
+        typer.Option("--foreground", help="Run the daemon in the foreground; writes no record."),
     ] = False,
 ) -> None:
     """Start a user-owned MPS control daemon on one GPU and record its ownership."""
@@ -267,7 +297,7 @@ def start(
     _out(
         f"started {outcome.name} (pid {outcome.pid}) on {gpu.uuid}\n"
         f"pipe: {outcome.pipe_directory}\nlog:  {outcome.log_directory}\n"
-        "next: train ... training.cuda_process_sharing=mps   (or: eval \"$(cumps env)\")"
+        'next: train ... training.cuda_process_sharing=mps   (or: eval "$(cumps env)")'
     )
 
 
@@ -282,10 +312,16 @@ def _prepare_name(name: str, gpu_uuid: str) -> None:
                     f"use `cumps env --name {name}`, or `cumps stop --name {name}` first"
                 )
             if entry.state == "foreign":
-                raise HarnessError(f"record {name!r} is foreign ({entry.reason}); pass another --name")
+                raise HarnessError(
+                    f"record {name!r} is foreign ({entry.reason}); pass another --name"
+                )
             moved = records.quarantine(name)
             _note(f"quarantined {entry.state} record {name!r} ({entry.reason}) to {moved}")
-        elif entry.state == "live" and entry.record is not None and gpu_uuid in entry.record.gpu_uuids:
+        elif (
+            entry.state == "live"
+            and entry.record is not None
+            and gpu_uuid in entry.record.gpu_uuids
+        ):
             raise HarnessError(
                 f"live cumps daemon {entry.name!r} already covers {gpu_uuid}; use it "
                 f"(`cumps env --name {entry.name}`) or `cumps stop --name {entry.name}` first"
@@ -295,7 +331,9 @@ def _prepare_name(name: str, gpu_uuid: str) -> None:
 def _named_entry(name: str) -> records.RecordEntry:
     folder = records.cache_root() / records.check_name(name)
     if not (folder / records.RECORD_FILE).exists():
-        raise records.RecordError(f"no cumps record named {name!r}; run `cumps status` or `cumps start`")
+        raise records.RecordError(
+            f"no cumps record named {name!r}; run `cumps status` or `cumps start`"
+        )
     return records.read_entry(folder)
 
 
@@ -315,7 +353,9 @@ def _single_live_entry() -> records.RecordEntry:
 
 @app.command()
 def env(
-    name: Annotated[str | None, typer.Option("--name", help="Record name (default: the single live one).")] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Record name (default: the single live one).")
+    ] = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Print shell-quoted exports for a launcher (`eval "$(cumps env)"`); never changes this shell."""
@@ -336,8 +376,12 @@ def env(
 
 @app.command()
 def stop(
-    name: Annotated[str | None, typer.Option("--name", help="Record to stop (default: the single live one).")] = None,
-    all_: Annotated[bool, typer.Option("--all", help="Stop every live record of this user and host.")] = False,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Record to stop (default: the single live one).")
+    ] = None,
+    all_: Annotated[
+        bool, typer.Option("--all", help="Stop every live record of this user and host.")
+    ] = False,
 ) -> None:
     """Stop recorded daemons only; a stale record is removed without contacting any pipe."""
     if name is not None and all_:
@@ -353,7 +397,9 @@ def stop(
             except HarnessError as err:
                 failures.append(str(err))
         if failures:
-            raise HarnessError(failures[0] + (f" (+{len(failures) - 1} more)" if len(failures) > 1 else ""))
+            raise HarnessError(
+                failures[0] + (f" (+{len(failures) - 1} more)" if len(failures) > 1 else "")
+            )
         return
     entry = _named_entry(name) if name is not None else _single_live_entry()
     _out(daemon.stop_entry(entry))

@@ -74,7 +74,9 @@ def resolve_paths(name: str, pipe_dir: str | None, log_dir: str | None) -> Daemo
     pipe = Path(os.path.normpath(pipe_dir)) if pipe_dir else base / "pipe"
     log = Path(os.path.normpath(log_dir)) if log_dir else base / "log"
     if os.path.realpath(pipe) == os.path.realpath(log):
-        raise UsageError(f"pipe and log directories must differ (both {pipe}); pass another --log-dir")
+        raise UsageError(
+            f"pipe and log directories must differ (both {pipe}); pass another --log-dir"
+        )
     control = os.fsencode(str(pipe / CONTROL_PIPE))
     if len(control) > MAX_CONTROL_PATH_BYTES:
         raise UsageError(
@@ -92,7 +94,9 @@ def check_private_dir(path: Path) -> None:
     except FileNotFoundError as err:
         raise HarnessError(f"{path} does not exist") from err
     if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
-        raise HarnessError(f"{path} is not a directory (symlinks are refused); remove it or pick another path")
+        raise HarnessError(
+            f"{path} is not a directory (symlinks are refused); remove it or pick another path"
+        )
     if info.st_uid != os.getuid():
         raise HarnessError(
             f"{path} is owned by uid {info.st_uid}, not {os.getuid()}; refusing it, pass --pipe-dir/--log-dir"
@@ -216,11 +220,12 @@ def _process_start_s(ticks: int) -> float | None:
 
 def _abort_started(env: dict[str, str], paths: DaemonPaths, launched_at: float) -> str:
     """Quit a daemon we just launched that failed a check; kill it only if it is provably ours."""
-    run_control("quit", env, timeout_s=READY_TIMEOUT_S)
+    answer = run_control("quit", env, timeout_s=READY_TIMEOUT_S)
     pid = read_pid_file(paths.pipe_directory, paths.log_directory)
     if pid is None:
-        return "no PID file"
-    gone = _wait_for(lambda: not is_control_daemon(pid), QUIT_WAIT_S)
+        return "quit sent; no PID file" if answer.answered else "no control pipe and no PID file"
+    # A daemon that took the quit gets the full grace; one that never answered gets a second.
+    gone = _wait_for(lambda: not is_control_daemon(pid), QUIT_WAIT_S if answer.answered else 1.0)
     if not gone and _is_ours_since(pid, launched_at):
         os.kill(pid, signal.SIGTERM)
         gone = _wait_for(lambda: not is_control_daemon(pid), 2.0)
@@ -252,7 +257,9 @@ def _is_ours_since(pid: int, launched_at: float) -> bool:
     return started is not None and started >= launched_at - 1.0
 
 
-def start_daemon(topology: Topology, name: str, paths: DaemonPaths, *, foreground: bool) -> records.DaemonRecord | int:
+def start_daemon(
+    topology: Topology, name: str, paths: DaemonPaths, *, foreground: bool
+) -> records.DaemonRecord | int:
     """Steps 2-5 of ``cumps start`` (the caller resolved the topology and the old record).
 
     Returns the written record, or the daemon's exit status with ``foreground``.
@@ -266,11 +273,15 @@ def start_daemon(topology: Topology, name: str, paths: DaemonPaths, *, foregroun
     if topology.mode != "single_gpu" or len(topology.gpus) != 1:
         raise UsageError(f"cumps start supports only single_gpu, not {topology.mode}")
     for folder in (paths.pipe_directory, paths.log_directory):
-        ensure_private_dir(folder, check_created_parents=default_root() if paths.default_root else None)
+        ensure_private_dir(
+            folder, check_created_parents=default_root() if paths.default_root else None
+        )
     clean_leftovers(paths)
     binary = shutil.which(CONTROL_BIN)
     if binary is None:
-        raise HarnessError(f"{CONTROL_BIN} is not on PATH; install the NVIDIA driver utilities or fix PATH")
+        raise HarnessError(
+            f"{CONTROL_BIN} is not on PATH; install the NVIDIA driver utilities or fix PATH"
+        )
     env = _launch_env(topology, paths)
     if foreground:
         return subprocess.run([binary, "-f"], env=env, check=False).returncode
@@ -301,7 +312,8 @@ def start_daemon(topology: Topology, name: str, paths: DaemonPaths, *, foregroun
     if not _wait_for(lambda: pipe_kind(control) in ("socket", "fifo"), CONTROL_WAIT_S):
         outcome = _abort_started(env, paths, launched_at)
         raise HarnessError(
-            f"{control} did not appear within {CONTROL_WAIT_S:g} s ({outcome})\n" + log_tail(paths.log_directory)
+            f"{control} did not appear within {CONTROL_WAIT_S:g} s ({outcome})\n"
+            + log_tail(paths.log_directory)
         )
     ready = run_control("get_server_list", env, timeout_s=READY_TIMEOUT_S)
     if not ready.answered:
@@ -312,7 +324,9 @@ def start_daemon(topology: Topology, name: str, paths: DaemonPaths, *, foregroun
     record = _verified_record(topology, name, paths, launched_at)
     if isinstance(record, str):
         outcome = _abort_started(env, paths, launched_at)
-        raise HarnessError(f"{record}; no record written ({outcome})\n" + log_tail(paths.log_directory))
+        raise HarnessError(
+            f"{record}; no record written ({outcome})\n" + log_tail(paths.log_directory)
+        )
     try:
         records.write_record(record)
     except records.RecordError as err:
@@ -334,7 +348,9 @@ def _verified_record(
         return pid is not None
 
     if not _wait_for(pid_ready, 2.0):
-        return f"cannot verify the daemon's identity: no readable {PID_FILE} in {paths.pipe_directory}"
+        return (
+            f"cannot verify the daemon's identity: no readable {PID_FILE} in {paths.pipe_directory}"
+        )
     pid = pid_holder[0]
     info = procfs.read_stat(pid)
     if info is None or not is_control_daemon(pid):
@@ -380,7 +396,9 @@ def stop_entry(entry: records.RecordEntry) -> str:
     env = dict(os.environ)
     env.update(record.environment())
     answer = run_control("quit", env, timeout_s=QUIT_WAIT_S)
-    gone = _wait_for(lambda: not procfs.is_same_process(record.pid, record.process_start_ticks), QUIT_WAIT_S)
+    gone = _wait_for(
+        lambda: not procfs.is_same_process(record.pid, record.process_start_ticks), QUIT_WAIT_S
+    )
     if not gone:
         detail = f"; {answer.error}" if answer.error else ""
         raise HarnessError(

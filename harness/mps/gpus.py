@@ -86,8 +86,12 @@ def _nvml_gpus() -> list[GpuInfo]:
             raw_uuid = _decode(pynvml.nvmlDeviceGetUUID(handle))
             uuid = canonical_uuid(raw_uuid)
             if uuid is None:
-                raise GpuDiscoveryError(f"NVML returned a non-GPU UUID {raw_uuid!r} for index {index}")
-            gpus.append(GpuInfo(index=index, uuid=uuid, name=_decode(pynvml.nvmlDeviceGetName(handle))))
+                raise GpuDiscoveryError(
+                    f"NVML returned a non-GPU UUID {raw_uuid!r} for index {index}"
+                )
+            gpus.append(
+                GpuInfo(index=index, uuid=uuid, name=_decode(pynvml.nvmlDeviceGetName(handle)))
+            )
         return gpus
     finally:
         pynvml.nvmlShutdown()
@@ -193,7 +197,9 @@ def resolve_topology(selector: str | None, gpus: list[GpuInfo], *, allow_all: bo
             raise HarnessError("no NVIDIA GPU is visible; cumps needs one physical GPU")
         if len(gpus) > 1:
             listing = ", ".join(f"{gpu.index}={gpu.uuid}" for gpu in gpus)
-            raise UsageError(f"{len(gpus)} GPUs are visible ({listing}); pass --gpus <index-or-uuid>")
+            raise UsageError(
+                f"{len(gpus)} GPUs are visible ({listing}); pass --gpus <index-or-uuid>"
+            )
         return Topology(mode="single_gpu", gpus=(gpus[0],), selector=None)
     text = selector.strip()
     if text.lower() == "all":

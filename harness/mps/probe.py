@@ -63,7 +63,9 @@ def pipe_kind(path: str | os.PathLike[str]) -> PipeKind | None:
     return None
 
 
-def control_environment(pipe_dir: str, log_dir: str | None, base: Mapping[str, str] | None = None) -> dict[str, str]:
+def control_environment(
+    pipe_dir: str, log_dir: str | None, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     env["CUDA_MPS_PIPE_DIRECTORY"] = pipe_dir
     if log_dir is not None:
@@ -92,13 +94,17 @@ def run_control(
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return ControlResult(None, "", f"{CONTROL_BIN} {command!r} did not answer within {timeout_s:g} s")
+        return ControlResult(
+            None, "", f"{CONTROL_BIN} {command!r} did not answer within {timeout_s:g} s"
+        )
     except OSError as err:
         return ControlResult(None, "", f"{CONTROL_BIN} could not run: {err}")
     error = None
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()
-        error = f"{CONTROL_BIN} {command!r} exited {proc.returncode}" + (f": {tail[-1]}" if tail else "")
+        error = f"{CONTROL_BIN} {command!r} exited {proc.returncode}" + (
+            f": {tail[-1]}" if tail else ""
+        )
     return ControlResult(proc.returncode, proc.stdout, error)
 
 
@@ -161,7 +167,9 @@ class PipeProbe:
         return self.error is None
 
 
-def probe_pipe(pipe_dir: str, log_dir: str | None = None, *, base_env: Mapping[str, str] | None = None) -> PipeProbe:
+def probe_pipe(
+    pipe_dir: str, log_dir: str | None = None, *, base_env: Mapping[str, str] | None = None
+) -> PipeProbe:
     """Check ``<pipe_dir>/control`` and ask the daemon for its servers.
 
     The first unmet condition lands in ``error`` (None when the pipe is a readable and
@@ -191,7 +199,9 @@ def probe_pipe(pipe_dir: str, log_dir: str | None = None, *, base_env: Mapping[s
         return result
     result.server_pids = parse_server_list(answer.stdout)
     if result.server_pid is None:
-        result.error = f"control daemon on {control} reported no server PID and has no readable {PID_FILE}"
+        result.error = (
+            f"control daemon on {control} reported no server PID and has no readable {PID_FILE}"
+        )
     return result
 
 
@@ -221,7 +231,9 @@ def select_pipe(gpu_uuid: str | None, environ: Mapping[str, str] | None = None) 
     explicit = env.get("CUDA_MPS_PIPE_DIRECTORY")
     if explicit:
         match = next((rec for rec in live if _same_dir(rec.pipe_directory, explicit)), None)
-        return PipeSelection(explicit, env.get("CUDA_MPS_LOG_DIRECTORY") or None, "environment", match)
+        return PipeSelection(
+            explicit, env.get("CUDA_MPS_LOG_DIRECTORY") or None, "environment", match
+        )
     if gpu_uuid is None:
         raise SelectionError(
             "cannot tell which physical GPU the learner uses, so no cumps daemon can be selected; "
@@ -275,6 +287,6 @@ def observe_ambient(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
                 out["ambient_server"] = True
                 pids = parse_server_list(answer.stdout)
                 out["server_pid"] = pids[0] if pids else read_pid_file(pipe_dir, log_dir)
-    except Exception:  # ambient observation is a diagnostic: it must never fail a run
+    except Exception:  # noqa: BLE001 - ambient observation is a diagnostic: it must never fail a run
         return out
     return out

@@ -112,7 +112,7 @@ def default_name(gpu_uuid: str) -> str:
 
 
 def utc_now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def this_host() -> str:
@@ -182,7 +182,7 @@ def classify(record: DaemonRecord) -> tuple[RecordState, str]:
     if boot is not None:
         started = boot + record.process_start_ticks / procfs.clock_ticks_per_second()
         created = dt.datetime.strptime(record.created_at, "%Y-%m-%dT%H:%M:%SZ")
-        created_s = created.replace(tzinfo=dt.timezone.utc).timestamp()
+        created_s = created.replace(tzinfo=dt.UTC).timestamp()
         if started > created_s + _START_SLACK_S:
             return "stale", f"pid {record.pid} started after the record was written (reboot?)"
     return "live", "uid, host, pid and start time match"
@@ -262,7 +262,9 @@ def write_record(record: DaemonRecord) -> Path:
         try:
             os.link(tmp, target)
         except FileExistsError as err:
-            raise RecordError(f"a cumps record already exists at {target}; it is never overwritten") from err
+            raise RecordError(
+                f"a cumps record already exists at {target}; it is never overwritten"
+            ) from err
     finally:
         tmp.unlink(missing_ok=True)
     dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)

@@ -55,7 +55,7 @@ def _mode_of(training_cfg_or_mode: Any) -> str | None:
     if training_cfg_or_mode is None or isinstance(training_cfg_or_mode, str):
         mode = training_cfg_or_mode
     else:
-        mode = getattr(training_cfg_or_mode, "cuda_process_sharing")
+        mode = training_cfg_or_mode.cuda_process_sharing
     if mode not in (None, MPS_MODE):
         raise ValueError(f"training.cuda_process_sharing={mode!r} must be null or 'mps'")
     return mode
@@ -71,7 +71,9 @@ def cuda_index(device: str) -> int | None:
     return None
 
 
-def _base_record(mode: str | None, learner_device: Any, collector_device: Any, rank: Any, world_size: Any) -> dict:
+def _base_record(
+    mode: str | None, learner_device: Any, collector_device: Any, rank: Any, world_size: Any
+) -> dict:
     def exact_int(value: Any, default: int) -> int:
         return value if isinstance(value, int) and not isinstance(value, bool) else default
 
@@ -111,11 +113,13 @@ def _cuda_initialised() -> bool:
     torch = sys.modules.get("torch")
     try:
         return bool(torch is not None and torch.cuda.is_initialized())
-    except Exception:  # a half-imported torch: nothing was initialised through it
+    except Exception:  # noqa: BLE001 - a half-imported torch: nothing was initialised through it
         return False
 
 
-def _visible_uuid(index: int, environ: MutableMapping[str, str], gpus: list[GpuInfo] | None) -> str | None:
+def _visible_uuid(
+    index: int, environ: MutableMapping[str, str], gpus: list[GpuInfo] | None
+) -> str | None:
     """Physical UUID of process-relative CUDA ordinal ``index`` from CUDA_VISIBLE_DEVICES/NVML."""
     raw = environ.get("CUDA_VISIBLE_DEVICES")
     if raw is None:
@@ -146,7 +150,9 @@ def rewrite_visible_devices(environ: MutableMapping[str, str], gpus: list[GpuInf
     for token in raw.split(","):
         entry = token.strip()
         if is_mig_uuid(entry):
-            raise _fail(f"CUDA_VISIBLE_DEVICES entry {entry!r} is a MIG device; MPS here needs a physical GPU")
+            raise _fail(
+                f"CUDA_VISIBLE_DEVICES entry {entry!r} is a MIG device; MPS here needs a physical GPU"
+            )
         if entry.isdigit():
             match = next((gpu for gpu in gpus if gpu.index == int(entry)), None)
             if match is None:
@@ -161,11 +167,11 @@ def rewrite_visible_devices(environ: MutableMapping[str, str], gpus: list[GpuInf
 
 def _observe_null(record: dict, environ: MutableMapping[str, str]) -> dict:
     """Ambient observation for ``null`` mode; every fact is best effort, nothing raises."""
-    try:
-        record.update(observe_ambient(environ))
-    except Exception:
-        pass
-    for key, device in (("learner_gpu_uuid", record["learner_device"]), ("collector_gpu_uuid", record["collector_device"])):
+    record.update(observe_ambient(environ))  # never raises
+    for key, device in (
+        ("learner_gpu_uuid", record["learner_device"]),
+        ("collector_gpu_uuid", record["collector_device"]),
+    ):
         try:
             index = None if device is None else cuda_index(device)
             if index is None:
@@ -178,7 +184,7 @@ def _observe_null(record: dict, environ: MutableMapping[str, str]) -> dict:
             if uuid is None:
                 uuid = _visible_uuid(index, environ, discover_gpus(timeout_s=5.0))
             record[key] = uuid
-        except Exception:  # unresolvable facts stay null
+        except Exception:  # noqa: BLE001 - unresolvable facts stay null
             record[key] = None
     return record
 
@@ -224,7 +230,11 @@ def resolve_cuda_process_sharing(
 
 
 def _resolve_mps(
-    record: dict, env: MutableMapping[str, str], cuda_uuid_of: CudaUuidOf, rank: Any, world_size: Any
+    record: dict,
+    env: MutableMapping[str, str],
+    cuda_uuid_of: CudaUuidOf,
+    rank: Any,
+    world_size: Any,
 ) -> dict:
     if not sys.platform.startswith("linux"):
         raise _fail(f"CUDA MPS needs Linux (this is {sys.platform})")
@@ -234,7 +244,9 @@ def _resolve_mps(
     if not 0 <= rank < world_size:
         raise _fail(f"rank={rank} must satisfy 0 <= rank < world_size={world_size}")
     if world_size != 1:
-        raise _fail(f"world_size={world_size}: MPS sharing supports one rank on one GPU (multi-GPU gate)")
+        raise _fail(
+            f"world_size={world_size}: MPS sharing supports one rank on one GPU (multi-GPU gate)"
+        )
     learner_index = cuda_index(record["learner_device"])
     collector_index = cuda_index(record["collector_device"])
     if learner_index is None or collector_index is None:
@@ -243,7 +255,9 @@ def _resolve_mps(
             "must both be CUDA devices (use --sim mjwarp on a GPU)"
         )
     if _cuda_initialised():
-        raise _fail("CUDA was initialised before the MPS preflight; the pipe variables would not take effect")
+        raise _fail(
+            "CUDA was initialised before the MPS preflight; the pipe variables would not take effect"
+        )
     record["pipe_directory_env"] = env.get("CUDA_MPS_PIPE_DIRECTORY")
 
     # Step 1: numeric CUDA_VISIBLE_DEVICES entries -> UUIDs, before CUDA init.
@@ -254,13 +268,22 @@ def _resolve_mps(
     rewrite_visible_devices(env, gpus)
     learner_uuid = _visible_uuid(learner_index, env, gpus)
     collector_uuid = _visible_uuid(collector_index, env, gpus)
+    if learner_uuid is not None and collector_uuid is not None and learner_uuid != collector_uuid:
+        raise _fail(
+            f"learner {record['learner_device']} ({learner_uuid}) and collector "
+            f"{record['collector_device']} ({collector_uuid}) are different GPUs"
+        )
 
     # Step 2: an explicit pipe wins; else the single live record covering the learner's GPU.
     try:
         selection = select_pipe(learner_uuid, env)
     except SelectionError as err:
         raise _fail(str(err)) from err
-    if selection.record is not None and learner_uuid is not None and learner_uuid not in selection.record.gpu_uuids:
+    if (
+        selection.record is not None
+        and learner_uuid is not None
+        and learner_uuid not in selection.record.gpu_uuids
+    ):
         raise _fail(
             f"CUDA_MPS_PIPE_DIRECTORY={selection.pipe_directory} belongs to cumps daemon "
             f"{selection.record.name!r} on {','.join(selection.record.gpu_uuids)}, not {learner_uuid}"
@@ -295,7 +318,9 @@ def _resolve_mps(
             f"{record['collector_device']} ({torch_collector}) are different GPUs"
         )
     if learner_uuid is not None and torch_learner != learner_uuid:
-        raise _fail(f"CUDA maps {record['learner_device']} to {torch_learner}, but NVML/CUDA_VISIBLE_DEVICES say {learner_uuid}")
+        raise _fail(
+            f"CUDA maps {record['learner_device']} to {torch_learner}, but NVML/CUDA_VISIBLE_DEVICES say {learner_uuid}"
+        )
     if torch_learner not in {gpu.uuid for gpu in gpus}:
         raise _fail(f"NVML does not list {torch_learner} as a physical GPU")
     record["effective"] = MPS_MODE

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-_spec = importlib.util.spec_from_file_location("mps_sandbox", Path(__file__).with_name("mps_sandbox.py"))
+_spec = importlib.util.spec_from_file_location(
+    "mps_sandbox", Path(__file__).with_name("mps_sandbox.py")
+)
 mps_sandbox = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(mps_sandbox)
 

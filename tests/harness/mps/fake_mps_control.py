@@ -70,7 +70,9 @@ def serve():
                 if os.environ.get("FAKE_MPS_NOT_READY"):
                     conn.sendall(b"ERR not ready\n")
                 else:
-                    conn.sendall(b"OK\n" + "".join(f"{p}\n" for p in servers.split(",") if p).encode())
+                    conn.sendall(
+                        b"OK\n" + "".join(f"{p}\n" for p in servers.split(",") if p).encode()
+                    )
             elif command == "quit":
                 conn.sendall(b"OK\n")
                 conn.close()

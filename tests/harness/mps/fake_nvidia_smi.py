@@ -7,7 +7,10 @@ import os
 import sys
 
 if os.environ.get("FAKE_SMI_FAIL"):
-    print("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", file=sys.stderr)
+    print(
+        "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+        file=sys.stderr,
+    )
     sys.exit(9)
 if sys.argv[1:] != ["--query-gpu=index,uuid,name", "--format=csv,noheader"]:
     print(f"fake nvidia-smi: unsupported arguments {sys.argv[1:]}", file=sys.stderr)

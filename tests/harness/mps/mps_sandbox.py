@@ -57,7 +57,12 @@ class MpsSandbox:
         monkeypatch.setenv("FAKE_MPS_REGISTRY", str(self.registry))
         for key in ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY", "CUDA_VISIBLE_DEVICES"):
             monkeypatch.delenv(key, raising=False)
-        for key in ("FAKE_MPS_NO_SOCKET", "FAKE_MPS_NOT_READY", "FAKE_MPS_NO_PIDFILE", "FAKE_MPS_SERVER_LIST"):
+        for key in (
+            "FAKE_MPS_NO_SOCKET",
+            "FAKE_MPS_NOT_READY",
+            "FAKE_MPS_NO_PIDFILE",
+            "FAKE_MPS_SERVER_LIST",
+        ):
             monkeypatch.delenv(key, raising=False)
         self.set_gpus([(0, GPU0, "NVIDIA H200")], monkeypatch)
         self.monkeypatch = monkeypatch
@@ -66,11 +71,17 @@ class MpsSandbox:
         target = self.bin / name
         # A direct interpreter shebang keeps the script name as the process comm
         # ("nvidia-cuda-mps"), as for the real binary.
-        target.write_text(f"#!{sys.executable}\n" + source.read_text(encoding="utf-8"), encoding="utf-8")
+        target.write_text(
+            f"#!{sys.executable}\n" + source.read_text(encoding="utf-8"), encoding="utf-8"
+        )
         target.chmod(0o755)
 
-    def set_gpus(self, gpus: list[tuple[int, str, str]], monkeypatch: pytest.MonkeyPatch | None = None) -> None:
-        (monkeypatch or self.monkeypatch).setenv("FAKE_GPUS", ";".join(f"{i},{u},{n}" for i, u, n in gpus))
+    def set_gpus(
+        self, gpus: list[tuple[int, str, str]], monkeypatch: pytest.MonkeyPatch | None = None
+    ) -> None:
+        (monkeypatch or self.monkeypatch).setenv(
+            "FAKE_GPUS", ";".join(f"{i},{u},{n}" for i, u, n in gpus)
+        )
 
     def default_dirs(self, name: str) -> tuple[Path, Path]:
         return self.tmp / "cumps" / name / "pipe", self.tmp / "cumps" / name / "log"

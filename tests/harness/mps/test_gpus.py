@@ -49,7 +49,9 @@ def test_index_and_uuid_selectors_resolve_to_the_physical_uuid():
         pytest.param(f"{U0},{U1}", TWO, MULTI_GPU_GATE, id="comma-list-of-uuids"),
         pytest.param("0,7", TWO, "unknown GPU index", id="comma-list-with-unknown-entry"),
         pytest.param("MIG-0a1b2c3d-1111-2222-3333-444455556666", ONE, "MIG", id="mig-uuid"),
-        pytest.param("MIG-GPU-0a1b2c3d-1111-2222-3333-444455556666/1/0", ONE, "MIG", id="old-mig-format"),
+        pytest.param(
+            "MIG-GPU-0a1b2c3d-1111-2222-3333-444455556666/1/0", ONE, "MIG", id="old-mig-format"
+        ),
         pytest.param("3", ONE, "unknown GPU index", id="unknown-index"),
         pytest.param(U1, ONE, "no such GPU", id="unknown-uuid"),
         pytest.param("GPU-12", ONE, "neither a GPU index nor a full GPU UUID", id="malformed"),
@@ -75,12 +77,21 @@ def test_no_gpu_is_a_check_failure_not_usage():
 
 
 def test_all_three_topology_modes_are_always_reported():
-    assert [m["mode"] for m in topology_modes_report(0)] == ["single_gpu", "single_task_multi_gpu", "task_per_gpu"]
+    assert [m["mode"] for m in topology_modes_report(0)] == [
+        "single_gpu",
+        "single_task_multi_gpu",
+        "task_per_gpu",
+    ]
 
 
 def test_nvidia_smi_csv_parsing():
-    gpus = parse_nvidia_smi_csv(f"0, {U0.upper().replace('GPU-', 'GPU-')}, NVIDIA H200\n\n1, {U1}, NVIDIA H200, SXM\n")
-    assert [(g.index, g.uuid, g.name) for g in gpus] == [(0, U0, "NVIDIA H200"), (1, U1, "NVIDIA H200, SXM")]
+    gpus = parse_nvidia_smi_csv(
+        f"0, {U0.upper().replace('GPU-', 'GPU-')}, NVIDIA H200\n\n1, {U1}, NVIDIA H200, SXM\n"
+    )
+    assert [(g.index, g.uuid, g.name) for g in gpus] == [
+        (0, U0, "NVIDIA H200"),
+        (1, U1, "NVIDIA H200, SXM"),
+    ]
     with pytest.raises(GpuDiscoveryError):
         parse_nvidia_smi_csv("0, MIG-abc, x\n")
 
@@ -100,4 +111,3 @@ def test_cuda_visible_devices_maps_like_cuda():
     assert visible_device_uuids("1,0", TWO) == [U1, U0]
     assert visible_device_uuids("GPU-9f8e,7", TWO) == [U1]  # stops at the first unknown entry
     assert visible_device_uuids("", TWO) == []
-

@@ -19,24 +19,27 @@ U0 = "GPU-0a1b2c3d-1111-2222-3333-444455556666"
 
 def make_record(**over) -> records.DaemonRecord:
     pid = over.pop("pid", os.getpid())
-    values = dict(
-        name="gpu-test",
-        uid=os.getuid(),
-        host=records.this_host(),
-        topology_mode="single_gpu",
-        gpu_uuids=(U0,),
-        pipe_directory="/tmp/x/pipe",
-        log_directory="/tmp/x/log",
-        pid=pid,
-        process_start_ticks=procfs.start_time_ticks(pid),
-        created_at=records.utc_now(),
-    )
+    values = {
+        "name": "gpu-test",
+        "uid": os.getuid(),
+        "host": records.this_host(),
+        "topology_mode": "single_gpu",
+        "gpu_uuids": (U0,),
+        "pipe_directory": "/tmp/x/pipe",
+        "log_directory": "/tmp/x/log",
+        "pid": pid,
+        "process_start_ticks": procfs.start_time_ticks(pid),
+        "created_at": records.utc_now(),
+    }
     values.update(over)
     return records.DaemonRecord(**values)
 
 
 def test_record_path_follows_xdg_cache_home(isolated_cache):
-    assert records.record_path("gpu-a") == isolated_cache / "g1soak" / "cumps" / "gpu-a" / "daemon.json"
+    assert (
+        records.record_path("gpu-a")
+        == isolated_cache / "g1soak" / "cumps" / "gpu-a" / "daemon.json"
+    )
 
 
 def test_default_name_is_the_full_uuid():
@@ -77,7 +80,9 @@ def test_live_requires_uid_host_pid_and_start_ticks():
 
 def test_pid_reuse_is_detected_by_start_ticks():
     rec = make_record()
-    state, reason = records.classify(dataclasses.replace(rec, process_start_ticks=rec.process_start_ticks + 1))
+    state, reason = records.classify(
+        dataclasses.replace(rec, process_start_ticks=rec.process_start_ticks + 1)
+    )
     assert state == "stale" and "reused" in reason
 
 
@@ -94,7 +99,9 @@ def test_process_started_after_the_record_is_stale():
     assert state == "stale" and "after the record" in reason
 
 
-@pytest.mark.parametrize("change", [{"uid": os.getuid() + 1}, {"host": "elsewhere"}], ids=["uid", "host"])
+@pytest.mark.parametrize(
+    "change", [{"uid": os.getuid() + 1}, {"host": "elsewhere"}], ids=["uid", "host"]
+)
 def test_foreign_records_are_ignored_in_listings(isolated_cache, change):
     records.write_record(make_record(name="mine"))
     records.write_record(make_record(name="theirs", **change))
