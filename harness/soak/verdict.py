@@ -162,7 +162,7 @@ def _check_failed_run(summary: dict[str, Any], findings: _Findings) -> None:
     if "status" not in summary:
         findings.add("run_summary status is missing ($.status), expected 'completed'")
     else:
-        findings.add(f"run_summary status is '{status if isinstance(status, str) else show(status)}', expected 'completed'")
+        findings.add(f"run_summary status is '{status if isinstance(status, str) else show(status)}', expected 'completed' ($.status)")
     violations = _outside(validate_run_summary(summary, completed=False), SHUTDOWN_PATH)
     findings.add_violations(violations, "run_summary schema violation at {path}: {message}", "schema_violation")
     manifest = summary["runtime_manifest"]
