@@ -69,13 +69,23 @@ def _collector_exit_problems(collector: Any) -> list[SchemaViolation]:
     expected = -exitcode
     out: list[SchemaViolation] = []
     if collector.get("signal") != expected or not is_exact_int(collector.get("signal")):
-        out.append(SchemaViolation(f"{path}.signal", f"exitcode {exitcode} implies signal {expected}, got {show(collector.get('signal'))}"))
+        out.append(
+            SchemaViolation(
+                f"{path}.signal",
+                f"exitcode {exitcode} implies signal {expected}, got {show(collector.get('signal'))}",
+            )
+        )
     try:
         name = signal.Signals(expected).name
     except ValueError:
         return out
     if collector.get("signal_name") != name:
-        out.append(SchemaViolation(f"{path}.signal_name", f"exitcode {exitcode} implies signal_name {name!r}, got {show(collector.get('signal_name'))}"))
+        out.append(
+            SchemaViolation(
+                f"{path}.signal_name",
+                f"exitcode {exitcode} implies signal_name {name!r}, got {show(collector.get('signal_name'))}",
+            )
+        )
     return out
 
 
@@ -98,7 +108,12 @@ def shutdown_problems(shutdown: Any, *, completed: bool) -> list[SchemaViolation
     classification = shutdown.get("classification")
     if completed:
         if classification in SHUTDOWN_CLASSIFICATIONS and classification != "normal_completion":
-            out.append(SchemaViolation(f"{SHUTDOWN_PATH}.classification", f"completed run has classification {classification!r}, expected 'normal_completion'"))
+            out.append(
+                SchemaViolation(
+                    f"{SHUTDOWN_PATH}.classification",
+                    f"completed run has classification {classification!r}, expected 'normal_completion'",
+                )
+            )
         cleanup = shutdown.get("cleanup")
         errors = cleanup.get("errors") if isinstance(cleanup, dict) else None
         if isinstance(errors, list) and errors:
@@ -111,7 +126,12 @@ def shutdown_problems(shutdown: Any, *, completed: bool) -> list[SchemaViolation
                 )
             )
     elif classification == "normal_completion":
-        out.append(SchemaViolation(f"{SHUTDOWN_PATH}.classification", "a run that did not complete cannot claim 'normal_completion'"))
+        out.append(
+            SchemaViolation(
+                f"{SHUTDOWN_PATH}.classification",
+                "a run that did not complete cannot claim 'normal_completion'",
+            )
+        )
     return out
 
 
@@ -125,19 +145,56 @@ def _semantic_problems(doc: dict[str, Any], *, completed: bool) -> list[SchemaVi
         if sharing.get("effective") == "mps":
             learner, collector = sharing.get("learner_gpu_uuid"), sharing.get("collector_gpu_uuid")
             if isinstance(learner, str) and isinstance(collector, str) and learner != collector:
-                out.append(SchemaViolation(f"{path}.collector_gpu_uuid", f"under mps learner and collector must share one GPU: {learner!r} != {collector!r}"))
+                out.append(
+                    SchemaViolation(
+                        f"{path}.collector_gpu_uuid",
+                        f"under mps learner and collector must share one GPU: {learner!r} != {collector!r}",
+                    )
+                )
         if completed and sharing.get("configured") == "mps" and sharing.get("effective") != "mps":
-            out.append(SchemaViolation(f"{path}.effective", f"configured 'mps' but effective is {show(sharing.get('effective'))} in a completed run"))
+            out.append(
+                SchemaViolation(
+                    f"{path}.effective",
+                    f"configured 'mps' but effective is {show(sharing.get('effective'))} in a completed run",
+                )
+            )
     if "shutdown" in manifest:
-        out += _collector_exit_problems(manifest["shutdown"].get("collector") if isinstance(manifest["shutdown"], dict) else None)
+        out += _collector_exit_problems(
+            manifest["shutdown"].get("collector")
+            if isinstance(manifest["shutdown"], dict)
+            else None
+        )
     start, end = doc.get("start_time_utc"), doc.get("end_time_utc")
-    if isinstance(start, str) and isinstance(end, str) and len(start) == len(end) == 20 and end < start:
-        out.append(SchemaViolation("$.end_time_utc", f"end_time_utc {end} is before start_time_utc {start}"))
-    tail, window, done = doc.get("tail_iteration_count"), doc.get("tail_window_iterations"), doc.get("completed_iterations")
+    if (
+        isinstance(start, str)
+        and isinstance(end, str)
+        and len(start) == len(end) == 20
+        and end < start
+    ):
+        out.append(
+            SchemaViolation(
+                "$.end_time_utc", f"end_time_utc {end} is before start_time_utc {start}"
+            )
+        )
+    tail, window, done = (
+        doc.get("tail_iteration_count"),
+        doc.get("tail_window_iterations"),
+        doc.get("completed_iterations"),
+    )
     if is_exact_int(tail) and is_exact_int(window) and tail > window:
-        out.append(SchemaViolation("$.tail_iteration_count", f"tail_iteration_count={tail} exceeds tail_window_iterations={window}"))
+        out.append(
+            SchemaViolation(
+                "$.tail_iteration_count",
+                f"tail_iteration_count={tail} exceeds tail_window_iterations={window}",
+            )
+        )
     if is_exact_int(tail) and is_exact_int(done) and tail > done:
-        out.append(SchemaViolation("$.tail_iteration_count", f"tail_iteration_count={tail} exceeds completed_iterations={done}"))
+        out.append(
+            SchemaViolation(
+                "$.tail_iteration_count",
+                f"tail_iteration_count={tail} exceeds completed_iterations={done}",
+            )
+        )
     return out
 
 
@@ -159,7 +216,11 @@ def validate_run_summary(doc: Any, *, completed: bool) -> list[SchemaViolation]:
     if completed and status != "completed":
         out.append(SchemaViolation("$.status", f"expected 'completed', got {show(status)}"))
     if not completed and status == "completed":
-        out.append(SchemaViolation("$.status", "validated as a run that did not complete, but status is 'completed'"))
+        out.append(
+            SchemaViolation(
+                "$.status", "validated as a run that did not complete, but status is 'completed'"
+            )
+        )
     return out + _semantic_problems(doc, completed=completed)
 
 

@@ -60,7 +60,9 @@ ROWS: tuple[MetricRow, ...] = (
     MetricRow("collector_active_steps_per_sec", None, 1.0, "perf/collector_active_steps_per_sec"),
     MetricRow("collector_cycle_ms", None, 1.0, "timing/collector_cycle_ms"),
     *(MetricRow(name, f"Perf/{name}", 1.0, f"timing/{name}") for name in _PERF_ROWS),
-    MetricRow("learner_train_ms", "Perf/learning_time", 1000.0, "timing/learner_train_ms"),  # seconds -> ms
+    MetricRow(
+        "learner_train_ms", "Perf/learning_time", 1000.0, "timing/learner_train_ms"
+    ),  # seconds -> ms
 )
 LEGACY_TAGS = frozenset(row.legacy_tag for row in ROWS)
 
@@ -73,7 +75,9 @@ def _warn(text: str) -> None:
 
 def _listed(tags: Sequence[str]) -> str:
     shown = ", ".join(tags[:MAX_LISTED_TAGS])
-    return shown + (f" (+{len(tags) - MAX_LISTED_TAGS} more)" if len(tags) > MAX_LISTED_TAGS else "")
+    return shown + (
+        f" (+{len(tags) - MAX_LISTED_TAGS} more)" if len(tags) > MAX_LISTED_TAGS else ""
+    )
 
 
 def find_event_file(log_dir: Path) -> Path:
@@ -84,7 +88,9 @@ def find_event_file(log_dir: Path) -> Path:
     if not found:
         raise HarnessError(f"no event file found under {log_dir}")
     if len(found) > 1:
-        raise HarnessError(f"expected exactly one event file under {log_dir}; pass one run directory (found {len(found)})")
+        raise HarnessError(
+            f"expected exactly one event file under {log_dir}; pass one run directory (found {len(found)})"
+        )
     return found[0]
 
 
@@ -98,7 +104,9 @@ def load_summary(run_dir: Path) -> dict[str, Any] | None:
     except (OSError, StrictJsonError) as err:
         raise HarnessError(f"run summary {path} is unreadable: {err}") from err
     if not isinstance(doc, dict):
-        raise HarnessError(f"run summary {path} is not a JSON object (got {type(doc).__name__}); fix or remove it")
+        raise HarnessError(
+            f"run summary {path} is not a JSON object (got {type(doc).__name__}); fix or remove it"
+        )
     return doc
 
 
@@ -115,7 +123,9 @@ def _check_v1_stamp(summary: Mapping[str, Any] | None, run_dir: Path) -> None:
         )
     version = summary["metric_schema_version"]
     if not (is_exact_int(version) and version == 1):
-        raise HarnessError(f"unsupported metric_schema_version {show(version)}; this tool reads the exact int 1")
+        raise HarnessError(
+            f"unsupported metric_schema_version {show(version)}; this tool reads the exact int 1"
+        )
 
 
 def _check_v1_tags(scalars: Mapping[str, list[ScalarEvent]], event_file: Path) -> None:
@@ -127,13 +137,19 @@ def _check_v1_tags(scalars: Mapping[str, list[ScalarEvent]], event_file: Path) -
         )
     unknown = [tag for tag in scalars if not registry.is_registered(tag)]
     if unknown:
-        raise HarnessError(f"unregistered metric tags {_listed(unknown)} in {event_file}; register them in schemas/{REGISTRY_FILE}")
+        raise HarnessError(
+            f"unregistered metric tags {_listed(unknown)} in {event_file}; register them in schemas/{REGISTRY_FILE}"
+        )
     candidates = [row.v1_tag for row in ROWS if row.v1_tag is not None]
     if not any(tag in scalars for tag in candidates):
-        raise HarnessError(f"no canonical metric tag in {event_file}; expected at least one of {_listed(candidates)}")
+        raise HarnessError(
+            f"no canonical metric tag in {event_file}; expected at least one of {_listed(candidates)}"
+        )
 
 
-def _check_legacy(summary: Mapping[str, Any] | None, scalars: Mapping[str, list[ScalarEvent]], event_file: Path) -> None:
+def _check_legacy(
+    summary: Mapping[str, Any] | None, scalars: Mapping[str, list[ScalarEvent]], event_file: Path
+) -> None:
     if summary is not None and "metric_schema_version" in summary:
         raise HarnessError(
             f"--legacy-unversioned cannot read a schema-stamped run summary "
@@ -142,12 +158,18 @@ def _check_legacy(summary: Mapping[str, Any] | None, scalars: Mapping[str, list[
     registry = load_registry()
     canonical = [tag for tag in scalars if registry.is_registered(tag)]
     if canonical:
-        raise HarnessError(f"canonical tags require metric_schema_version: {_listed(canonical)} in {event_file}; drop --legacy-unversioned")
+        raise HarnessError(
+            f"canonical tags require metric_schema_version: {_listed(canonical)} in {event_file}; drop --legacy-unversioned"
+        )
     if not any(tag in LEGACY_TAGS for tag in scalars):
-        raise HarnessError(f"no recognised legacy tag in {event_file}; expected at least one of {_listed(sorted(LEGACY_TAGS))}")
+        raise HarnessError(
+            f"no recognised legacy tag in {event_file}; expected at least one of {_listed(sorted(LEGACY_TAGS))}"
+        )
 
 
-def _row_value(row: MetricRow, scalars: Mapping[str, list[ScalarEvent]], *, last: int, legacy: bool) -> float | None:
+def _row_value(
+    row: MetricRow, scalars: Mapping[str, list[ScalarEvent]], *, last: int, legacy: bool
+) -> float | None:
     tag = row.legacy_tag if legacy else row.v1_tag
     scale = 1.0 if legacy else row.v1_scale
     if tag is None:
@@ -195,11 +217,21 @@ def extract(log_dir: Path, *, last: int = 20, legacy: bool = False) -> dict[str,
 
 @app.command()
 def extract_metrics(
-    log_dir: Annotated[Path, typer.Argument(help="Run directory holding exactly one event file.", show_default=False)],
-    last: Annotated[int, typer.Option("--last", min=1, help="Average the last N values of each tag.")] = 20,
-    json_output: Annotated[bool, typer.Option("--json", help="Print one strict-JSON object {row: number|null}.")] = False,
+    log_dir: Annotated[
+        Path,
+        typer.Argument(help="Run directory holding exactly one event file.", show_default=False),
+    ],
+    last: Annotated[
+        int, typer.Option("--last", min=1, help="Average the last N values of each tag.")
+    ] = 20,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print one strict-JSON object {row: number|null}.")
+    ] = False,
     legacy_unversioned: Annotated[
-        bool, typer.Option("--legacy-unversioned", help="Read an unstamped run with legacy perf/ and timing/ tags.")
+        bool,
+        typer.Option(
+            "--legacy-unversioned", help="Read an unstamped run with legacy perf/ and timing/ tags."
+        ),
     ] = False,
 ) -> None:
     """Print the 13 benchmark rows of one run from its TensorBoard event file."""

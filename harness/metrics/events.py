@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import Any
-from typing import NamedTuple
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import google_crc32c
 from google.protobuf.message import DecodeError
@@ -70,11 +69,15 @@ def iter_records(path: Path) -> Iterator[tuple[int, bytes]]:
     unpack_from, crc32c = struct.unpack_from, google_crc32c.value
     while offset < size:
         if size - offset < 12:
-            raise EventFileError(f"{path}: truncated record header at byte offset {offset} ({size - offset} of 12 bytes present)")
+            raise EventFileError(
+                f"{path}: truncated record header at byte offset {offset} ({size - offset} of 12 bytes present)"
+            )
         length, length_crc = unpack_from("<QI", blob, offset)
         crc = crc32c(blob[offset : offset + 8])
         if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != length_crc:
-            raise EventFileError(f"{path}: corrupt record length (CRC mismatch) at byte offset {offset}")
+            raise EventFileError(
+                f"{path}: corrupt record length (CRC mismatch) at byte offset {offset}"
+            )
         start = offset + 12
         end = start + length
         if end + 4 > size:
@@ -83,8 +86,12 @@ def iter_records(path: Path) -> Iterator[tuple[int, bytes]]:
             )
         payload = blob[start:end]
         crc = crc32c(payload)
-        if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != unpack_from("<I", blob, end)[0]:
-            raise EventFileError(f"{path}: corrupt record data (CRC mismatch) at byte offset {offset}")
+        if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != unpack_from("<I", blob, end)[
+            0
+        ]:
+            raise EventFileError(
+                f"{path}: corrupt record data (CRC mismatch) at byte offset {offset}"
+            )
         yield offset, payload
         offset = end + 4
 
@@ -260,12 +267,16 @@ def read_scalars(path: Path) -> dict[str, list[ScalarEvent]]:
     return scalars
 
 
-def _decode_event_proto(path: Path, offset: int, payload: bytes) -> tuple[int, float, list[tuple[str, float]]]:
+def _decode_event_proto(
+    path: Path, offset: int, payload: bytes
+) -> tuple[int, float, list[tuple[str, float]]]:
     event = event_pb2.Event()
     try:
         event.ParseFromString(payload)
     except DecodeError as err:
-        raise EventFileError(f"{path}: record at byte offset {offset} is not a TensorBoard Event ({err})") from err
+        raise EventFileError(
+            f"{path}: record at byte offset {offset} is not a TensorBoard Event ({err})"
+        ) from err
     items: list[tuple[str, float]] = []
     for value in event.summary.value:
         number = _value_scalar(value)

@@ -29,6 +29,7 @@ __all__ = [
     "is_registered",
     "load_registry",
     "lookup",
+    "registry_markdown_table",
 ]
 
 REGISTRY_FILE = "metric_registry.v1.json"
@@ -81,7 +82,9 @@ class MetricRegistry:
             return spec
         for pattern in self.patterns:
             if pattern.matches(tag):
-                return MetricSpec(tag, pattern.owner, pattern.unit, pattern.aggregation, pattern.description)
+                return MetricSpec(
+                    tag, pattern.owner, pattern.unit, pattern.aggregation, pattern.description
+                )
         return None
 
     def is_registered(self, tag: str) -> bool:
@@ -103,7 +106,9 @@ def load_registry() -> MetricRegistry:
     doc = load_strict(schema_path(REGISTRY_FILE))
     require_valid(doc, REGISTRY_FILE)
     tags = {
-        tag: MetricSpec(tag, entry["owner"], entry["unit"], entry["aggregation"], entry["description"])
+        tag: MetricSpec(
+            tag, entry["owner"], entry["unit"], entry["aggregation"], entry["description"]
+        )
         for tag, entry in doc["tags"].items()
     }
     patterns = tuple(
@@ -119,7 +124,9 @@ def load_registry() -> MetricRegistry:
         )
         for entry in doc["patterns"]
     )
-    return MetricRegistry(doc["metric_schema_version"], tags, patterns, tuple(doc["legacy_prefixes"]))
+    return MetricRegistry(
+        doc["metric_schema_version"], tags, patterns, tuple(doc["legacy_prefixes"])
+    )
 
 
 def lookup(tag: str) -> MetricSpec | None:
@@ -135,3 +142,21 @@ def is_registered(tag: str) -> bool:
 def is_legacy_tag(tag: str) -> bool:
     """True iff ``tag`` uses a legacy prefix (``perf/``, ``timing/``, ``train/``)."""
     return tag.startswith(LEGACY_PREFIXES)
+
+
+def registry_markdown_table(registry: MetricRegistry | None = None) -> str:
+    """The registry as a Markdown table (tags in file order, then the open patterns).
+
+    ``docs/metrics.md`` embeds this block verbatim; a test keeps the two in step.
+    """
+    registry = registry or load_registry()
+    lines = ["| Tag | Owner | Unit | Aggregation | Description |", "|---|---|---|---|---|"]
+    for spec in registry.tags.values():
+        lines.append(
+            f"| `{spec.tag}` | {spec.owner} | {spec.unit} | {spec.aggregation} | {spec.description} |"
+        )
+    for pattern in registry.patterns:
+        lines.append(
+            f"| `{pattern.pattern}` (open) | {pattern.owner} | {pattern.unit} | {pattern.aggregation} | {pattern.description} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -92,12 +92,17 @@ class _Findings:
         if classification is not None and self.classification is None:
             self.classification = classification
 
-    def add_violations(self, violations: Sequence[SchemaViolation], template: str, classification: str) -> None:
+    def add_violations(
+        self, violations: Sequence[SchemaViolation], template: str, classification: str
+    ) -> None:
         for violation in violations[:MAX_SCHEMA_REASONS]:
             path, message = _pinpoint(violation)
             self.add(template.format(path=path, message=message), classification)
         if len(violations) > MAX_SCHEMA_REASONS:
-            self.add(f"... and {len(violations) - MAX_SCHEMA_REASONS} more schema violations", classification)
+            self.add(
+                f"... and {len(violations) - MAX_SCHEMA_REASONS} more schema violations",
+                classification,
+            )
 
 
 def _pinpoint(violation: SchemaViolation) -> tuple[str, str]:
@@ -105,7 +110,9 @@ def _pinpoint(violation: SchemaViolation) -> tuple[str, str]:
     match = _REQUIRED.fullmatch(violation.message)
     if match is None:
         message = violation.message
-        return violation.path, message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
+        return violation.path, message if len(message) <= MAX_MESSAGE else message[
+            : MAX_MESSAGE - 3
+        ] + "..."
     return f"{violation.path}.{match.group(1)}", "is required but missing"
 
 
@@ -116,18 +123,32 @@ def _load_summary(path: Path) -> tuple[dict[str, Any] | None, str | None, str | 
     except FileNotFoundError:
         return None, "trainer did not write run_summary.json", "missing_run_summary"
     except OSError as err:
-        return None, f"run_summary.json is invalid: cannot read {path}: {err.strerror or err}", "invalid_run_summary"
+        return (
+            None,
+            f"run_summary.json is invalid: cannot read {path}: {err.strerror or err}",
+            "invalid_run_summary",
+        )
     try:
         doc = loads_strict(raw.decode("utf-8"))
     except UnicodeDecodeError as err:
-        return None, f"run_summary.json is invalid: not UTF-8 ({err.reason} at byte {err.start})", "invalid_run_summary"
+        return (
+            None,
+            f"run_summary.json is invalid: not UTF-8 ({err.reason} at byte {err.start})",
+            "invalid_run_summary",
+        )
     except StrictJsonError as err:
         return None, f"run_summary.json is invalid: {err}", "invalid_run_summary"
     except RecursionError:
         return None, "run_summary.json is invalid: nesting too deep to parse", "invalid_run_summary"
     if not isinstance(doc, dict):
-        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(doc), "a number")
-        return None, f"run_summary.json is invalid: top-level value at $ is {kind}, expected an object", "invalid_run_summary"
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+            type(doc), "a number"
+        )
+        return (
+            None,
+            f"run_summary.json is invalid: top-level value at $ is {kind}, expected an object",
+            "invalid_run_summary",
+        )
     return doc, None, None
 
 
@@ -136,22 +157,30 @@ def _stamp_problems(summary: dict[str, Any]) -> list[str]:
     out: list[str] = []
     if "metric_schema_version" not in summary:
         out.append("run_summary stamp $.metric_schema_version is missing; expected the exact int 1")
-    elif not (is_exact_int(summary["metric_schema_version"]) and summary["metric_schema_version"] == 1):
-        out.append(f"run_summary stamp $.metric_schema_version={show(summary['metric_schema_version'])} must be the exact int 1")
+    elif not (
+        is_exact_int(summary["metric_schema_version"]) and summary["metric_schema_version"] == 1
+    ):
+        out.append(
+            f"run_summary stamp $.metric_schema_version={show(summary['metric_schema_version'])} must be the exact int 1"
+        )
     manifest = summary.get("runtime_manifest")
     if not isinstance(manifest, dict):
         what = "missing" if "runtime_manifest" not in summary else show(manifest)
         out.append(f"run_summary $.runtime_manifest must be an object, got {what}")
     elif "schema_version" not in manifest:
-        out.append("run_summary stamp $.runtime_manifest.schema_version is missing; expected the exact int 1")
+        out.append(
+            "run_summary stamp $.runtime_manifest.schema_version is missing; expected the exact int 1"
+        )
     elif not (is_exact_int(manifest["schema_version"]) and manifest["schema_version"] == 1):
-        out.append(f"run_summary stamp $.runtime_manifest.schema_version={show(manifest['schema_version'])} must be the exact int 1")
+        out.append(
+            f"run_summary stamp $.runtime_manifest.schema_version={show(manifest['schema_version'])} must be the exact int 1"
+        )
     return out
 
 
 def _outside(violations: list[SchemaViolation], *prefixes: str) -> list[SchemaViolation]:
     def under(path: str, prefix: str) -> bool:
-        return path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "[")
+        return path == prefix or path.startswith((prefix + ".", prefix + "["))
 
     return [v for v in violations if not any(under(v.path, p) for p in prefixes)]
 
@@ -162,17 +191,28 @@ def _check_failed_run(summary: dict[str, Any], findings: _Findings) -> None:
     if "status" not in summary:
         findings.add("run_summary status is missing ($.status), expected 'completed'")
     else:
-        findings.add(f"run_summary status is '{status if isinstance(status, str) else show(status)}', expected 'completed' ($.status)")
+        findings.add(
+            f"run_summary status is '{status if isinstance(status, str) else show(status)}', expected 'completed' ($.status)"
+        )
     violations = _outside(validate_run_summary(summary, completed=False), SHUTDOWN_PATH)
-    findings.add_violations(violations, "run_summary schema violation at {path}: {message}", "schema_violation")
+    findings.add_violations(
+        violations, "run_summary schema violation at {path}: {message}", "schema_violation"
+    )
     manifest = summary["runtime_manifest"]
     shutdown = manifest.get("shutdown")
     if shutdown is None:
-        findings.add(f"shutdown diagnostics are unavailable ({SHUTDOWN_PATH} is missing or null)", "unknown_failure")
+        findings.add(
+            f"shutdown diagnostics are unavailable ({SHUTDOWN_PATH} is missing or null)",
+            "unknown_failure",
+        )
         return
     problems = shutdown_problems(shutdown, completed=False)
     if problems:
-        findings.add_violations(problems, "shutdown contract violated at {path}: {message}", "shutdown_contract_violation")
+        findings.add_violations(
+            problems,
+            "shutdown contract violated at {path}: {message}",
+            "shutdown_contract_violation",
+        )
         return
     text = f"shutdown classification={shutdown['classification']}, owner={shutdown['owner']}, phase={shutdown['phase']}"
     exception = shutdown.get("exception")
@@ -204,7 +244,12 @@ def _check_flight(manifest: dict[str, Any], findings: _Findings) -> None:
 def _replay_ingress_problems(summary: dict[str, Any], ingress: Any) -> list[tuple[str, str]]:
     """§8 step 4.2: every replay-ingress invariant, as (json path, message) pairs."""
     if not isinstance(ingress, dict):
-        return [(RI_PATH, f"expected an object, got {show(ingress) if ingress is not None else 'null or missing'}")]
+        return [
+            (
+                RI_PATH,
+                f"expected an object, got {show(ingress) if ingress is not None else 'null or missing'}",
+            )
+        ]
     out: list[tuple[str, str]] = []
     v: dict[str, int] = {}
     for name in RI_COUNTERS:
@@ -219,14 +264,26 @@ def _replay_ingress_problems(summary: dict[str, Any], ingress: Any) -> list[tupl
     if "backpressure_wait_s" not in ingress:
         out.append((f"{RI_PATH}.backpressure_wait_s", "is missing; expected a finite number >= 0"))
     elif not is_finite_number(wait_s) or wait_s < 0:
-        out.append((f"{RI_PATH}.backpressure_wait_s", f"must be a finite number >= 0, got {show(wait_s)}"))
+        out.append(
+            (f"{RI_PATH}.backpressure_wait_s", f"must be a finite number >= 0, got {show(wait_s)}")
+        )
 
     def check(names: Sequence[str], ok: Callable[..., bool], path_name: str, message: str) -> None:
         if all(n in v for n in names) and not ok(*(v[n] for n in names)):
             out.append((f"{RI_PATH}.{path_name}", message.format(**v)))
 
-    check(["ingress_depth"], lambda d: d > 0, "ingress_depth", "ingress_depth={ingress_depth} must be > 0")
-    check(["ingress_slot_rows"], lambda r: r > 0, "ingress_slot_rows", "ingress_slot_rows={ingress_slot_rows} must be > 0")
+    check(
+        ["ingress_depth"],
+        lambda d: d > 0,
+        "ingress_depth",
+        "ingress_depth={ingress_depth} must be > 0",
+    )
+    check(
+        ["ingress_slot_rows"],
+        lambda r: r > 0,
+        "ingress_slot_rows",
+        "ingress_slot_rows={ingress_slot_rows} must be > 0",
+    )
     check(
         ["release_sequence", "published_sequence"],
         lambda r, p: r <= p,
@@ -240,7 +297,12 @@ def _replay_ingress_problems(summary: dict[str, Any], ingress: Any) -> list[tupl
         "occupancy={occupancy} must equal published_sequence - release_sequence "
         "({published_sequence} - {release_sequence})",
     )
-    check(["occupancy", "ingress_depth"], lambda o, d: o <= d, "occupancy", "occupancy={occupancy} exceeds ingress_depth={ingress_depth}")
+    check(
+        ["occupancy", "ingress_depth"],
+        lambda o, d: o <= d,
+        "occupancy",
+        "occupancy={occupancy} exceeds ingress_depth={ingress_depth}",
+    )
     check(
         ["occupancy", "high_water_occupancy", "ingress_depth"],
         lambda o, h, d: o <= h <= d,
@@ -259,25 +321,57 @@ def _replay_ingress_problems(summary: dict[str, Any], ingress: Any) -> list[tupl
         "closed_returns",
         "closed_returns + stop_returns ({closed_returns} + {stop_returns}) must equal early_returns={early_returns}",
     )
-    check(["occupancy"], lambda o: o == 0, "occupancy", "final occupancy={occupancy}, expected 0 (replay ingress not drained)")
-    check(["dropped_batches"], lambda d: d == 0, "dropped_batches", "dropped_batches={dropped_batches}, expected 0")
-    check(["early_returns"], lambda e: e == 0, "early_returns", "early_returns={early_returns}, expected 0")
-    check(["high_water_occupancy"], lambda h: h > 0, "high_water_occupancy", "high_water_occupancy=0; a completed run must have used the ingress")
+    check(
+        ["occupancy"],
+        lambda o: o == 0,
+        "occupancy",
+        "final occupancy={occupancy}, expected 0 (replay ingress not drained)",
+    )
+    check(
+        ["dropped_batches"],
+        lambda d: d == 0,
+        "dropped_batches",
+        "dropped_batches={dropped_batches}, expected 0",
+    )
+    check(
+        ["early_returns"],
+        lambda e: e == 0,
+        "early_returns",
+        "early_returns={early_returns}, expected 0",
+    )
+    check(
+        ["high_water_occupancy"],
+        lambda h: h > 0,
+        "high_water_occupancy",
+        "high_water_occupancy=0; a completed run must have used the ingress",
+    )
 
     total = summary.get("total_env_steps")
     if not is_exact_int(total) or total <= 0:
-        out.append(("$.total_env_steps", f"must be an exact int > 0 in a completed run, got {show(total)}"))
+        out.append(
+            ("$.total_env_steps", f"must be an exact int > 0 in a completed run, got {show(total)}")
+        )
         return out
     rows = v.get("ingress_slot_rows")
     if not rows:
         return out
     if total % rows:
-        out.append(("$.total_env_steps", f"total_env_steps={total} is not a multiple of ingress_slot_rows={rows}"))
+        out.append(
+            (
+                "$.total_env_steps",
+                f"total_env_steps={total} is not a multiple of ingress_slot_rows={rows}",
+            )
+        )
         return out
     chunks = total // rows
     for name in ("published_sequence", "release_sequence"):
         if name in v and v[name] != chunks:
-            out.append((f"{RI_PATH}.{name}", f"{name}={v[name]} must equal total_env_steps / ingress_slot_rows = {total} / {rows} = {chunks}"))
+            out.append(
+                (
+                    f"{RI_PATH}.{name}",
+                    f"{name}={v[name]} must equal total_env_steps / ingress_slot_rows = {total} / {rows} = {chunks}",
+                )
+            )
     return out
 
 
@@ -288,7 +382,12 @@ def _expected_checkpoints(run_config: dict[str, Any]) -> list[str]:
         return []
     interval, max_iterations = algo.get("save_interval"), algo.get("max_iterations")
     # Only applies when run_config carries both as positive ints (CONTRACTS §1.3 soak-run).
-    if not (is_exact_int(interval) and is_exact_int(max_iterations) and interval > 0 and max_iterations > 0):
+    if not (
+        is_exact_int(interval)
+        and is_exact_int(max_iterations)
+        and interval > 0
+        and max_iterations > 0
+    ):
         return []
     iterations = sorted({*range(interval, max_iterations + 1, interval), max_iterations})
     return [f"model_{k}.pt" for k in iterations]
@@ -315,7 +414,9 @@ def _missing_artifacts(log_dir: Path) -> list[str]:
     elif len(events) > 1:
         missing.append(f"exactly one {EVENT_GLOB} (found {len(events)}: {', '.join(events)})")
     if isinstance(run_config, dict):
-        missing += [name for name in _expected_checkpoints(run_config) if not (log_dir / name).is_file()]
+        missing += [
+            name for name in _expected_checkpoints(run_config) if not (log_dir / name).is_file()
+        ]
     return missing
 
 
@@ -326,19 +427,31 @@ def _check_completed_run(summary: dict[str, Any], log_dir: Path, findings: _Find
     for path, message in _replay_ingress_problems(summary, manifest.get("replay_ingress")):
         findings.add(f"replay_ingress invariant violated at {path}: {message}", "schema_violation")
     violations = _outside(validate_run_summary(summary, completed=True), SHUTDOWN_PATH, RI_PATH)
-    findings.add_violations(violations, "run_summary schema violation at {path}: {message}", "schema_violation")
+    findings.add_violations(
+        violations, "run_summary schema violation at {path}: {message}", "schema_violation"
+    )
     missing = _missing_artifacts(log_dir)
     if missing:
-        findings.add(f"run directory is missing required artifacts: {', '.join(missing)} (in {log_dir})", "schema_violation")
+        findings.add(
+            f"run directory is missing required artifacts: {', '.join(missing)} (in {log_dir})",
+            "schema_violation",
+        )
     shutdown = manifest.get("shutdown")
     if shutdown is None:
-        findings.add(f"completed runtime_manifest is missing shutdown diagnostics ({SHUTDOWN_PATH})", "shutdown_contract_violation")
+        findings.add(
+            f"completed runtime_manifest is missing shutdown diagnostics ({SHUTDOWN_PATH})",
+            "shutdown_contract_violation",
+        )
         return
     problems = shutdown_problems(shutdown, completed=True)
-    findings.add_violations(problems, "shutdown contract violated at {path}: {message}", "shutdown_contract_violation")
+    findings.add_violations(
+        problems, "shutdown contract violated at {path}: {message}", "shutdown_contract_violation"
+    )
 
 
-def _finish(findings: _Findings, summary: dict[str, Any] | None, summary_error: str | None) -> Verdict:
+def _finish(
+    findings: _Findings, summary: dict[str, Any] | None, summary_error: str | None
+) -> Verdict:
     if findings.reasons and findings.classification is None:
         findings.classification = "unknown_failure"  # §8 step 5
     manifest = summary.get("runtime_manifest") if summary is not None else None
@@ -356,7 +469,9 @@ def _finish(findings: _Findings, summary: dict[str, Any] | None, summary_error: 
     )
 
 
-def judge_run_dir(log_dir: Path, *, monitor_reasons: list[str], monitor_classification: str | None) -> Verdict:
+def judge_run_dir(
+    log_dir: Path, *, monitor_reasons: list[str], monitor_classification: str | None
+) -> Verdict:
     """Judge a finished run directory after the monitor's checks (CONTRACTS §8).
 
     Args:
@@ -385,4 +500,3 @@ def judge_run_dir(log_dir: Path, *, monitor_reasons: list[str], monitor_classifi
     else:
         _check_completed_run(summary, log_dir, findings)
     return _finish(findings, summary, None)
-

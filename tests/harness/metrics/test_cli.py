@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,10 +16,19 @@ from harness.metrics.events import iter_records
 from tests.harness.metrics.event_files import write_scalars
 
 ROW_NAMES = [
-    "iter_ms", "steps_per_sec", "collector_active_steps_per_sec", "collector_cycle_ms",
-    "collector_learner_action_wait_ms", "collector_replay_write_ms", "learner_collector_wait_ms",
-    "learner_inference_ms", "learner_replay_batch_wait_ms", "learner_replay_sample_ms",
-    "replay_ingress_h2d_submit_ms", "learner_collector_release_ms", "learner_train_ms",
+    "iter_ms",
+    "steps_per_sec",
+    "collector_active_steps_per_sec",
+    "collector_cycle_ms",
+    "collector_learner_action_wait_ms",
+    "collector_replay_write_ms",
+    "learner_collector_wait_ms",
+    "learner_inference_ms",
+    "learner_replay_batch_wait_ms",
+    "learner_replay_sample_ms",
+    "replay_ingress_h2d_submit_ms",
+    "learner_collector_release_ms",
+    "learner_train_ms",
 ]
 STAMPED = {"status": "completed", "metric_schema_version": 1}
 
@@ -36,7 +46,9 @@ def _error_lines(err: str) -> list[str]:
 def _v1_run(tmp_path, series: dict[str, list[float]], summary: object = STAMPED):
     tmp_path.mkdir(parents=True, exist_ok=True)
     if summary is not None:
-        (tmp_path / "run_summary.json").write_text(summary if isinstance(summary, str) else dumps_strict(summary))
+        (tmp_path / "run_summary.json").write_text(
+            summary if isinstance(summary, str) else dumps_strict(summary)
+        )
     write_scalars(tmp_path, series)
     return tmp_path
 
@@ -46,14 +58,17 @@ def test_rows_are_the_13_contract_rows_in_order() -> None:
 
 
 def test_v1_json_reports_means_of_last_n_with_scales(tmp_path, capsys) -> None:
-    run = _v1_run(tmp_path, {
-        "Perf/iteration_time": [9.0, 0.010, 0.020],  # seconds -> ms
-        "Perf/learning_time": [0.004],
-        "Perf/total_fps": [1.0, 100.0, 200.0],
-        "Perf/learner_inference_ms": [5.0, 1.0, 2.0],
-        "Loss/critic": [0.1, 0.2, 0.3],
-        "reward/track": [1.0, 1.0, 1.0],
-    })
+    run = _v1_run(
+        tmp_path,
+        {
+            "Perf/iteration_time": [9.0, 0.010, 0.020],  # seconds -> ms
+            "Perf/learning_time": [0.004],
+            "Perf/total_fps": [1.0, 100.0, 200.0],
+            "Perf/learner_inference_ms": [5.0, 1.0, 2.0],
+            "Loss/critic": [0.1, 0.2, 0.3],
+            "reward/track": [1.0, 1.0, 1.0],
+        },
+    )
     code, out, err = _run(capsys, str(run), "--last", "2", "--json")
     assert code == 0, err
     rows = loads_strict(out)
@@ -75,7 +90,13 @@ def test_last_defaults_to_20(tmp_path, capsys) -> None:
 
 
 def test_non_finite_value_in_window_is_null_with_warning(tmp_path, capsys) -> None:
-    run = _v1_run(tmp_path, {"Perf/total_fps": [float("nan"), 5.0, float("inf")], "Perf/iteration_time": [float("nan"), 0.5]})
+    run = _v1_run(
+        tmp_path,
+        {
+            "Perf/total_fps": [float("nan"), 5.0, float("inf")],
+            "Perf/iteration_time": [float("nan"), 0.5],
+        },
+    )
     code, out, err = _run(capsys, str(run), "--json", "--last", "1")
     rows = loads_strict(out)  # strict: never NaN
     assert code == 0 and rows["steps_per_sec"] is None and rows["iter_ms"] == pytest.approx(500.0)
@@ -105,7 +126,18 @@ def test_text_mode_prints_row_value_with_3_decimals(tmp_path, capsys) -> None:
         ('{"metric_schema_version": NaN}', "is unreadable"),
         ('{"metric_schema_version": 1, "metric_schema_version": 1}', "is unreadable"),
     ],
-    ids=["no-summary", "no-stamp", "float", "bool", "str", "two", "null", "array", "nan-token", "dup-key"],
+    ids=[
+        "no-summary",
+        "no-stamp",
+        "float",
+        "bool",
+        "str",
+        "two",
+        "null",
+        "array",
+        "nan-token",
+        "dup-key",
+    ],
 )
 def test_v1_mode_rejects_bad_stamps(tmp_path, capsys, summary, message: str) -> None:
     run = _v1_run(tmp_path, {"Perf/total_fps": [1.0]}, summary=summary)
@@ -118,7 +150,10 @@ def test_v1_mode_rejects_bad_stamps(tmp_path, capsys, summary, message: str) -> 
 @pytest.mark.parametrize(
     ("series", "message"),
     [
-        ({"Perf/total_fps": [1.0], "perf/iter_ms": [1.0]}, "must not contain legacy tags: perf/iter_ms"),
+        (
+            {"Perf/total_fps": [1.0], "perf/iter_ms": [1.0]},
+            "must not contain legacy tags: perf/iter_ms",
+        ),
         ({"Perf/total_fps": [1.0], "train/mean_reward": [1.0]}, "must not contain legacy tags"),
         ({"Perf/total_fps": [1.0], "Perf/made_up": [1.0]}, "unregistered metric tags Perf/made_up"),
         ({"Perf/total_fps": [1.0], "reward/mean": [1.0]}, "unregistered metric tags reward/mean"),
@@ -132,24 +167,51 @@ def test_v1_mode_rejects_bad_tag_sets(tmp_path, capsys, series, message: str) ->
 
 
 def test_legacy_mode_reads_legacy_tags_without_scaling(tmp_path, capsys) -> None:
-    write_scalars(tmp_path, {"perf/iter_ms": [10.0, 20.0], "timing/collector_cycle_ms": [3.0],
-                             "perf/collector_active_steps_per_sec": [7.0], "timing/learner_train_ms": [4.0],
-                             "something/else": [1.0]})
+    write_scalars(
+        tmp_path,
+        {
+            "perf/iter_ms": [10.0, 20.0],
+            "timing/collector_cycle_ms": [3.0],
+            "perf/collector_active_steps_per_sec": [7.0],
+            "timing/learner_train_ms": [4.0],
+            "something/else": [1.0],
+        },
+    )
     code, out, err = _run(capsys, str(tmp_path), "--legacy-unversioned", "--json")
     rows = loads_strict(out)
     assert code == 0, err
-    assert (rows["iter_ms"], rows["collector_cycle_ms"], rows["learner_train_ms"]) == (15.0, 3.0, 4.0)
+    assert (rows["iter_ms"], rows["collector_cycle_ms"], rows["learner_train_ms"]) == (
+        15.0,
+        3.0,
+        4.0,
+    )
     assert rows["collector_active_steps_per_sec"] == 7.0 and rows["steps_per_sec"] is None
 
 
 @pytest.mark.parametrize(
     ("summary", "series", "message"),
     [
-        ({"metric_schema_version": 1}, {"perf/iter_ms": [1.0]}, "cannot read a schema-stamped run summary"),
-        ({"metric_schema_version": None}, {"perf/iter_ms": [1.0]}, "cannot read a schema-stamped run summary"),
-        (None, {"perf/iter_ms": [1.0], "Perf/total_fps": [1.0]}, "canonical tags require metric_schema_version"),
+        (
+            {"metric_schema_version": 1},
+            {"perf/iter_ms": [1.0]},
+            "cannot read a schema-stamped run summary",
+        ),
+        (
+            {"metric_schema_version": None},
+            {"perf/iter_ms": [1.0]},
+            "cannot read a schema-stamped run summary",
+        ),
+        (
+            None,
+            {"perf/iter_ms": [1.0], "Perf/total_fps": [1.0]},
+            "canonical tags require metric_schema_version",
+        ),
         (None, {"perf/other": [1.0]}, "no recognised legacy tag"),
-        ({"status": "failed"}, {"Loss/aux_x": [1.0], "perf/iter_ms": [1.0]}, "canonical tags require metric_schema_version"),
+        (
+            {"status": "failed"},
+            {"Loss/aux_x": [1.0], "perf/iter_ms": [1.0]},
+            "canonical tags require metric_schema_version",
+        ),
     ],
     ids=["stamped", "stamped-null", "canonical-tag", "no-legacy-tag", "pattern-tag"],
 )
@@ -175,7 +237,10 @@ def test_several_event_files_are_exit_1(tmp_path, capsys) -> None:
     write_scalars(tmp_path / "nested", {"Perf/total_fps": [1.0]}, name="events.out.tfevents.2.h")
     code, _, err = _run(capsys, str(tmp_path))
     assert code == 1
-    assert f"expected exactly one event file under {tmp_path}; pass one run directory" in _error_lines(err)[0]
+    assert (
+        f"expected exactly one event file under {tmp_path}; pass one run directory"
+        in _error_lines(err)[0]
+    )
 
 
 def test_summary_is_read_beside_the_nested_event_file(tmp_path, capsys) -> None:
@@ -194,7 +259,11 @@ def test_corrupt_event_file_is_exit_1_naming_the_offset(tmp_path, capsys) -> Non
     assert f"truncated record at byte offset {last_offset} " in _error_lines(err)[0]
 
 
-@pytest.mark.parametrize("argv", [["--last", "0"], ["--last", "x"], ["--bogus"], []], ids=["zero", "not-int", "flag", "no-dir"])
+@pytest.mark.parametrize(
+    "argv",
+    [["--last", "0"], ["--last", "x"], ["--bogus"], []],
+    ids=["zero", "not-int", "flag", "no-dir"],
+)
 def test_usage_errors_exit_2_with_one_error_line(tmp_path, capsys, argv: list[str]) -> None:
     args = [str(tmp_path), *argv] if argv else []
     code, _, err = _run(capsys, *args)
@@ -212,13 +281,36 @@ def test_subprocess_prints_one_error_line_and_never_imports_torch(tmp_path) -> N
         "sys.exit(code)\n"
     )
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    ok = subprocess.run([sys.executable, "-c", probe, str(run), "--json"], capture_output=True, text=True, env=env, timeout=60)
+    ok = subprocess.run(
+        [sys.executable, "-c", probe, str(run), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["steps_per_sec"] == 1.0
-    bad = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "missing")], capture_output=True, text=True, env=env, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path / "missing")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
     assert bad.returncode == 2
     assert len([line for line in bad.stderr.splitlines() if line.startswith("error:")]) == 1
     empty = tmp_path / "empty"
     empty.mkdir()
-    none = subprocess.run([sys.executable, "-m", "harness.metrics.cli", str(empty)], capture_output=True, text=True, env=env, timeout=60)
-    assert none.returncode == 1 and none.stderr.splitlines() == [f"error: no event file found under {empty}"]
+    none = subprocess.run(
+        [str(Path(sys.executable).parent / "extract-metrics"), str(empty)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert none.returncode == 1 and none.stderr.splitlines() == [
+        f"error: no event file found under {empty}"
+    ]

@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 from tensorboard.compat.proto import event_pb2, summary_pb2, types_pb2
 
 from harness.metrics.events import EventFileError, _decode_event_proto, iter_records, read_scalars
-from tests.harness.metrics.event_files import frame, scalar_event, tensor_event, write_event_file, write_scalars
+from tests.harness.metrics.event_files import (
+    frame,
+    scalar_event,
+    tensor_event,
+    write_event_file,
+    write_scalars,
+)
 
 
 def test_read_scalars_returns_every_value_in_file_order(tmp_path) -> None:
@@ -25,18 +31,31 @@ def test_read_scalars_returns_every_value_in_file_order(tmp_path) -> None:
 
 @pytest.mark.parametrize(
     ("dtype", "packed", "value"),
-    [(types_pb2.DT_FLOAT, False, 1.5), (types_pb2.DT_DOUBLE, False, 2.25), (types_pb2.DT_DOUBLE, True, -3.5), (types_pb2.DT_FLOAT, True, 0.5)],
+    [
+        (types_pb2.DT_FLOAT, False, 1.5),
+        (types_pb2.DT_DOUBLE, False, 2.25),
+        (types_pb2.DT_DOUBLE, True, -3.5),
+        (types_pb2.DT_FLOAT, True, 0.5),
+    ],
     ids=["float_val", "double_val", "double_packed", "float_packed"],
 )
-def test_read_scalars_decodes_tensor_encoded_scalars(tmp_path, dtype: int, packed: bool, value: float) -> None:
-    path = write_event_file(tmp_path, [tensor_event(7, "Perf/total_fps", value, dtype=dtype, packed=packed)])
+def test_read_scalars_decodes_tensor_encoded_scalars(
+    tmp_path, dtype: int, packed: bool, value: float
+) -> None:
+    path = write_event_file(
+        tmp_path, [tensor_event(7, "Perf/total_fps", value, dtype=dtype, packed=packed)]
+    )
     [event] = read_scalars(path)["Perf/total_fps"]
     assert (event.step, event.value) == (7, value)
 
 
 def test_read_scalars_skips_non_scalar_values(tmp_path) -> None:
-    histo = summary_pb2.Summary.Value(tag="Hist/x", histo=summary_pb2.HistogramProto(min=0.0, max=1.0))
-    payload = event_pb2.Event(step=1, summary=summary_pb2.Summary(value=[histo])).SerializeToString()
+    histo = summary_pb2.Summary.Value(
+        tag="Hist/x", histo=summary_pb2.HistogramProto(min=0.0, max=1.0)
+    )
+    payload = event_pb2.Event(
+        step=1, summary=summary_pb2.Summary(value=[histo])
+    ).SerializeToString()
     path = write_event_file(tmp_path, [payload, scalar_event(2, {"Loss/actor": 1.0})])
     assert list(read_scalars(path)) == ["Loss/actor"]
 
@@ -52,15 +71,26 @@ def test_reads_files_written_by_tensorboards_own_writer(tmp_path) -> None:
 
     writer = EventFileWriter(str(tmp_path))
     for step in range(3):
-        writer.add_event(event_pb2.Event(step=step, wall_time=1.0, summary=summary_pb2.Summary(
-            value=[summary_pb2.Summary.Value(tag="Perf/total_fps", simple_value=10.0 * step)])))
+        writer.add_event(
+            event_pb2.Event(
+                step=step,
+                wall_time=1.0,
+                summary=summary_pb2.Summary(
+                    value=[
+                        summary_pb2.Summary.Value(tag="Perf/total_fps", simple_value=10.0 * step)
+                    ]
+                ),
+            )
+        )
     writer.close()
     [path] = tmp_path.glob("events.out.tfevents.*")
     assert [e.value for e in read_scalars(path)["Perf/total_fps"]] == [0.0, 10.0, 20.0]
 
 
 def _two_record_file(tmp_path):
-    path = write_event_file(tmp_path, [scalar_event(1, {"Loss/actor": 1.0}), scalar_event(2, {"Loss/actor": 2.0})])
+    path = write_event_file(
+        tmp_path, [scalar_event(1, {"Loss/actor": 1.0}), scalar_event(2, {"Loss/actor": 2.0})]
+    )
     offsets = [offset for offset, _ in iter_records(path)]
     return path, path.read_bytes(), offsets
 
@@ -75,7 +105,9 @@ def test_truncated_last_record_is_an_error_naming_its_offset(tmp_path) -> None:
 def test_truncated_header_is_an_error_naming_its_offset(tmp_path) -> None:
     path, blob, _ = _two_record_file(tmp_path)
     path.write_bytes(blob + b"\x05\x00\x00")
-    with pytest.raises(EventFileError, match=rf"truncated record header at byte offset {len(blob)}\b"):
+    with pytest.raises(
+        EventFileError, match=rf"truncated record header at byte offset {len(blob)}\b"
+    ):
         read_scalars(path)
 
 
@@ -84,7 +116,9 @@ def test_corrupt_payload_crc_is_an_error_naming_its_offset(tmp_path) -> None:
     damaged = bytearray(blob)
     damaged[offsets[1] + 14] ^= 0xFF  # a payload byte of the second record
     path.write_bytes(bytes(damaged))
-    with pytest.raises(EventFileError, match=rf"corrupt record data \(CRC mismatch\) at byte offset {offsets[1]}\b"):
+    with pytest.raises(
+        EventFileError, match=rf"corrupt record data \(CRC mismatch\) at byte offset {offsets[1]}\b"
+    ):
         read_scalars(path)
 
 
@@ -93,7 +127,10 @@ def test_corrupt_length_crc_is_an_error_naming_its_offset(tmp_path) -> None:
     damaged = bytearray(blob)
     damaged[offsets[2]] ^= 0x01  # the length field of the third record
     path.write_bytes(bytes(damaged))
-    with pytest.raises(EventFileError, match=rf"corrupt record length \(CRC mismatch\) at byte offset {offsets[2]}\b"):
+    with pytest.raises(
+        EventFileError,
+        match=rf"corrupt record length \(CRC mismatch\) at byte offset {offsets[2]}\b",
+    ):
         read_scalars(path)
 
 
@@ -101,19 +138,28 @@ def test_record_that_is_not_an_event_is_an_error_naming_its_offset(tmp_path) -> 
     path = tmp_path / "events.out.tfevents.1.h"
     good = frame(scalar_event(1, {"Loss/actor": 1.0}))
     path.write_bytes(good + frame(b"\xff\xff\xff\xff"))
-    with pytest.raises(EventFileError, match=rf"byte offset {len(good)} is not a TensorBoard Event"):
+    with pytest.raises(
+        EventFileError, match=rf"byte offset {len(good)} is not a TensorBoard Event"
+    ):
         read_scalars(path)
 
 
 tags = st.sampled_from(["Loss/actor", "Perf/total_fps", "reward/track", "ü/ß"])
-value_lists = st.lists(st.dictionaries(tags, st.floats(allow_nan=False, width=32), min_size=1, max_size=3), max_size=20)
+value_lists = st.lists(
+    st.dictionaries(tags, st.floats(allow_nan=False, width=32), min_size=1, max_size=3), max_size=20
+)
 
 
 @settings(max_examples=60, deadline=None)
-@given(events=value_lists, steps=st.lists(st.integers(-(2**63), 2**63 - 1), min_size=20, max_size=20))
+@given(
+    events=value_lists, steps=st.lists(st.integers(-(2**63), 2**63 - 1), min_size=20, max_size=20)
+)
 def test_fast_decoder_agrees_with_the_compiled_proto(tmp_path_factory, events, steps) -> None:
     run_dir = tmp_path_factory.mktemp("run")
-    path = write_event_file(run_dir, [scalar_event(steps[i], values, wall_time=i + 0.5) for i, values in enumerate(events)])
+    path = write_event_file(
+        run_dir,
+        [scalar_event(steps[i], values, wall_time=i + 0.5) for i, values in enumerate(events)],
+    )
     reference: dict[str, list[tuple[int, float, float]]] = {}
     for offset, payload in iter_records(path):
         step, wall_time, items = _decode_event_proto(path, offset, payload)

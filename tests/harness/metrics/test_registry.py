@@ -7,7 +7,13 @@ import copy
 import pytest
 
 from harness.jsonio import load_strict
-from harness.metrics.registry import LEGACY_PREFIXES, is_legacy_tag, is_registered, load_registry, lookup
+from harness.metrics.registry import (
+    LEGACY_PREFIXES,
+    is_legacy_tag,
+    is_registered,
+    load_registry,
+    lookup,
+)
 from harness.schemas import schema_path, validate
 
 
@@ -17,16 +23,36 @@ def _expand(template: str, names: str) -> list[str]:
 
 # CONTRACTS §5 table, written out by hand so a registry edit cannot silently drop a tag.
 CONTRACT_TAGS = [
-    "Train/iteration", "Train/mean_reward", "Train/mean_episode_length", "Episode/timeout_rate",
-    "Train/reward_scale_std", *_expand("Train/replay_ingress_{}", "depth,occupancy,high_water"),
-    "Train/replay_ingress_backpressure_wait_ms", "Train/replay_ingress_dropped_batches",
-    *_expand("Loss/{}", "critic,actor,entropy,temperature"), "Policy/temperature",
-    "Perf/total_fps", "Perf/iteration_time", "Perf/learning_time",
-    *_expand("Perf/learner_{}_ms", "collector_wait,inference,collector_release,replay_batch_wait,replay_sample,inference_h2d,inference_forward,inference_d2h"),
+    "Train/iteration",
+    "Train/mean_reward",
+    "Train/mean_episode_length",
+    "Episode/timeout_rate",
+    "Train/reward_scale_std",
+    *_expand("Train/replay_ingress_{}", "depth,occupancy,high_water"),
+    "Train/replay_ingress_backpressure_wait_ms",
+    "Train/replay_ingress_dropped_batches",
+    *_expand("Loss/{}", "critic,actor,entropy,temperature"),
+    "Policy/temperature",
+    "Perf/total_fps",
+    "Perf/iteration_time",
+    "Perf/learning_time",
+    *_expand(
+        "Perf/learner_{}_ms",
+        "collector_wait,inference,collector_release,replay_batch_wait,replay_sample,inference_h2d,inference_forward,inference_d2h",
+    ),
     "Perf/replay_ingress_h2d_submit_ms",
-    *_expand("Perf/collector_{}_ms", "inference_request,learner_action_wait,env_step,transition_extract,replay_write,metrics_publish"),
-    *_expand("Perf/collector_env_step_{}_ms", "action_validate,apply_action,action_backend,backend,update_state,reset_done"),
-    *_expand("Perf/collector_inference_{}", "queue_depth,action_backlog,max_action_backlog,in_flight,max_in_flight,publication_lag,max_publication_lag"),
+    *_expand(
+        "Perf/collector_{}_ms",
+        "inference_request,learner_action_wait,env_step,transition_extract,replay_write,metrics_publish",
+    ),
+    *_expand(
+        "Perf/collector_env_step_{}_ms",
+        "action_validate,apply_action,action_backend,backend,update_state,reset_done",
+    ),
+    *_expand(
+        "Perf/collector_inference_{}",
+        "queue_depth,action_backlog,max_action_backlog,in_flight,max_in_flight,publication_lag,max_publication_lag",
+    ),
 ]
 
 
@@ -35,15 +61,29 @@ def test_registry_holds_exactly_the_contract_tags() -> None:
     assert len(CONTRACT_TAGS) == 46
 
 
-@pytest.mark.parametrize("tag", ["reward/track_anchor_pos", "reward/action_rate_l2", "Loss/aux_bc", "Loss/aux_q.norm"])
+@pytest.mark.parametrize(
+    "tag", ["reward/track_anchor_pos", "reward/action_rate_l2", "Loss/aux_bc", "Loss/aux_q.norm"]
+)
 def test_open_patterns_register_matching_tags(tag: str) -> None:
     assert is_registered(tag)
 
 
 @pytest.mark.parametrize(
     "tag",
-    ["reward/mean", "reward/mean_ep100", "reward/", "reward/a/b", "Loss/aux_", "Loss/critic2", "perf/iter_ms",
-     "timing/learner_train_ms", "train/iteration", "Perf/iteration_time_ms", "Train/Iteration", ""],
+    [
+        "reward/mean",
+        "reward/mean_ep100",
+        "reward/",
+        "reward/a/b",
+        "Loss/aux_",
+        "Loss/critic2",
+        "perf/iter_ms",
+        "timing/learner_train_ms",
+        "train/iteration",
+        "Perf/iteration_time_ms",
+        "Train/Iteration",
+        "",
+    ],
 )
 def test_unknown_tags_are_not_registered(tag: str) -> None:
     assert not is_registered(tag)
@@ -65,7 +105,9 @@ def test_logger_owned_tags_are_not_learner_owned() -> None:
     # The learner metric map cannot inject logger-owned tags (CONTRACTS §5).
     for tag in ("Train/iteration", "Perf/total_fps", "Perf/iteration_time", "Perf/learning_time"):
         assert lookup(tag).owner == "logger"
-    assert all(lookup(t).owner == "collector" for t in CONTRACT_TAGS if t.startswith("Perf/collector_"))
+    assert all(
+        lookup(t).owner == "collector" for t in CONTRACT_TAGS if t.startswith("Perf/collector_")
+    )
     assert lookup("Loss/aux_x").owner == "learner" and lookup("reward/x").owner == "collector"
 
 

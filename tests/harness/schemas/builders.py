@@ -71,7 +71,12 @@ def make_manifest() -> dict[str, Any]:
         "inference_ring_capacity": 1,
         "collector_metrics_interval": 100,
         "collector_backend_device": "cuda:0",
-        "inference_flight": {"queue_depth": 0, "publication_lag": 0, "max_in_flight": 1, "max_publication_lag": 1},
+        "inference_flight": {
+            "queue_depth": 0,
+            "publication_lag": 0,
+            "max_in_flight": 1,
+            "max_publication_lag": 1,
+        },
         "replay_ingress": make_replay_ingress(),
         "inference_memory_budget": {"ipc_event_count": 3},
         "backend_diagnostics": {
@@ -79,7 +84,11 @@ def make_manifest() -> dict[str, Any]:
             "backend_type": "mjwarp",
             "diagnostics": {
                 "cuda_graph": {"requested": True, "enabled": True, "disable_reason": None},
-                "selected_reset_sensor_refresh": {"requested": True, "enabled": True, "disable_reason": None},
+                "selected_reset_sensor_refresh": {
+                    "requested": True,
+                    "enabled": True,
+                    "disable_reason": None,
+                },
                 "device_reset_randomization": {
                     "requested": False,
                     "enabled": False,
@@ -148,7 +157,9 @@ def make_completed_summary(log_dir: str = "/tmp/run") -> dict[str, Any]:
     )
 
 
-def make_failed_summary(classification: str = "learner_failure", **shutdown_over: Any) -> dict[str, Any]:
+def make_failed_summary(
+    classification: str = "learner_failure", **shutdown_over: Any
+) -> dict[str, Any]:
     """The minimal failed form of CONTRACTS §4.1 with a valid producer shutdown."""
     over = {
         "classification": classification,
@@ -166,14 +177,27 @@ def make_failed_summary(classification: str = "learner_failure", **shutdown_over
     }
 
 
-def make_run_dir(root: Path, summary: dict[str, Any] | None = None, *, raw_summary: str | None = None) -> Path:
+def make_run_dir(
+    root: Path, summary: dict[str, Any] | None = None, *, raw_summary: str | None = None
+) -> Path:
     """Create a run dir with run_config.json, one event file, all checkpoints and the summary."""
     root.mkdir(parents=True, exist_ok=True)
     write_json_atomic(
         root / "run_config.json",
         {
-            "run": {"algo": "flashsac", "task": "g1_motion_tracking", "sim_backend": "mjwarp", "log_dir": str(root)},
-            "config": {"algo": {"save_interval": SAVE_INTERVAL, "max_iterations": MAX_ITERATIONS, "num_envs": NUM_ENVS}},
+            "run": {
+                "algo": "flashsac",
+                "task": "g1_motion_tracking",
+                "sim_backend": "mjwarp",
+                "log_dir": str(root),
+            },
+            "config": {
+                "algo": {
+                    "save_interval": SAVE_INTERVAL,
+                    "max_iterations": MAX_ITERATIONS,
+                    "num_envs": NUM_ENVS,
+                }
+            },
             "overrides": [],
         },
     )

@@ -62,7 +62,14 @@ def _cps(doc: Doc) -> Doc:
 
 
 def _mps(doc: Doc) -> None:
-    _cps(doc).update(configured="mps", effective="mps", validated=True, control_pipe="/tmp/mps/control", control_pipe_kind="socket", server_pid=42)
+    _cps(doc).update(
+        configured="mps",
+        effective="mps",
+        validated=True,
+        control_pipe="/tmp/mps/control",
+        control_pipe_kind="socket",
+        server_pid=42,
+    )
 
 
 SV, UF, SCV = "schema_violation", "unknown_failure", "shutdown_contract_violation"
@@ -76,11 +83,36 @@ CASES: list[tuple[str, Callable[[Doc], None], str, str]] = [
     ("stamp-missing", _del(_top, "metric_schema_version"), SV, "$.metric_schema_version"),
     ("manifest-array", _set(_top, "runtime_manifest", []), SV, "$.runtime_manifest"),
     ("manifest-version-2", _set(_m, "schema_version", 2), SV, "$.runtime_manifest.schema_version"),
-    ("manifest-version-true", _set(_m, "schema_version", True), SV, "$.runtime_manifest.schema_version"),
-    ("manifest-version-1.0", _set(_m, "schema_version", 1.0), SV, "$.runtime_manifest.schema_version"),
-    ("flight-queue-depth", lambda d: _m(d)["inference_flight"].update(queue_depth=1), UF, "$.runtime_manifest.inference_flight"),
-    ("flight-publication-lag", lambda d: _m(d)["inference_flight"].update(publication_lag=2), UF, "$.runtime_manifest.inference_flight"),
-    ("flight-negative-max", lambda d: _m(d)["inference_flight"].update(max_in_flight=-1), SV, "$.runtime_manifest.inference_flight.max_in_flight"),
+    (
+        "manifest-version-true",
+        _set(_m, "schema_version", True),
+        SV,
+        "$.runtime_manifest.schema_version",
+    ),
+    (
+        "manifest-version-1.0",
+        _set(_m, "schema_version", 1.0),
+        SV,
+        "$.runtime_manifest.schema_version",
+    ),
+    (
+        "flight-queue-depth",
+        lambda d: _m(d)["inference_flight"].update(queue_depth=1),
+        UF,
+        "$.runtime_manifest.inference_flight",
+    ),
+    (
+        "flight-publication-lag",
+        lambda d: _m(d)["inference_flight"].update(publication_lag=2),
+        UF,
+        "$.runtime_manifest.inference_flight",
+    ),
+    (
+        "flight-negative-max",
+        lambda d: _m(d)["inference_flight"].update(max_in_flight=-1),
+        SV,
+        "$.runtime_manifest.inference_flight.max_in_flight",
+    ),
     ("ri-null", _set(_m, "replay_ingress", None), SV, RI),
     ("ri-counter-float", _set(_ri, "ingress_depth", 2.0), SV, f"{RI}.ingress_depth"),
     ("ri-counter-missing", _del(_ri, "stop_returns"), SV, f"{RI}.stop_returns"),
@@ -88,45 +120,165 @@ CASES: list[tuple[str, Callable[[Doc], None], str, str]] = [
     ("ri-wait-str", _set(_ri, "backpressure_wait_s", "0"), SV, f"{RI}.backpressure_wait_s"),
     ("ri-depth-zero", _set(_ri, "ingress_depth", 0), SV, f"{RI}.ingress_depth"),
     ("ri-release-ahead", _set(_ri, "release_sequence", 33), SV, f"{RI}.release_sequence"),
-    ("ri-occupancy-undrained", _many(_set(_ri, "release_sequence", 31), _set(_ri, "occupancy", 1)), SV, f"{RI}.occupancy"),
+    (
+        "ri-occupancy-undrained",
+        _many(_set(_ri, "release_sequence", 31), _set(_ri, "occupancy", 1)),
+        SV,
+        f"{RI}.occupancy",
+    ),
     ("ri-occupancy-mismatch", _set(_ri, "occupancy", 1), SV, f"{RI}.occupancy"),
     ("ri-high-water-zero", _set(_ri, "high_water_occupancy", 0), SV, f"{RI}.high_water_occupancy"),
-    ("ri-high-water-above-depth", _set(_ri, "high_water_occupancy", 3), SV, f"{RI}.high_water_occupancy"),
+    (
+        "ri-high-water-above-depth",
+        _set(_ri, "high_water_occupancy", 3),
+        SV,
+        f"{RI}.high_water_occupancy",
+    ),
     ("ri-early-vs-dropped", _set(_ri, "early_returns", 1), SV, f"{RI}.early_returns"),
-    ("ri-dropped", _many(_set(_ri, "dropped_batches", 1), _set(_ri, "early_returns", 1), _set(_ri, "closed_returns", 1)), SV, f"{RI}.dropped_batches"),
+    (
+        "ri-dropped",
+        _many(
+            _set(_ri, "dropped_batches", 1),
+            _set(_ri, "early_returns", 1),
+            _set(_ri, "closed_returns", 1),
+        ),
+        SV,
+        f"{RI}.dropped_batches",
+    ),
     ("ri-closed-plus-stop", _set(_ri, "closed_returns", 1), SV, f"{RI}.closed_returns"),
     ("steps-not-multiple", _set(_top, "total_env_steps", 2050), SV, "$.total_env_steps"),
     ("steps-zero", _set(_top, "total_env_steps", 0), SV, "$.total_env_steps"),
     ("steps-float", _set(_top, "total_env_steps", 2048.0), SV, "$.total_env_steps"),
     ("steps-vs-chunks", _set(_top, "total_env_steps", 4096), SV, f"{RI}.published_sequence"),
     ("missing-final-mean-reward", _del(_top, "final_mean_reward"), SV, "$.final_mean_reward"),
-    ("missing-ring-capacity", _del(_m, "inference_ring_capacity"), SV, "$.runtime_manifest.inference_ring_capacity"),
+    (
+        "missing-ring-capacity",
+        _del(_m, "inference_ring_capacity"),
+        SV,
+        "$.runtime_manifest.inference_ring_capacity",
+    ),
     ("completed-with-error", _set(_top, "error", "boom"), SV, "$.error"),
     ("bad-timestamp", _set(_top, "start_time_utc", "2026-11-29 10:00:00"), SV, "$.start_time_utc"),
     ("tail-window", _set(_top, "tail_window_iterations", 50), SV, "$.tail_window_iterations"),
     ("iterations-negative", _set(_top, "completed_iterations", -1), SV, "$.completed_iterations"),
-    ("device-empty", _set(_m, "collector_backend_device", ""), SV, "$.runtime_manifest.collector_backend_device"),
-    ("backend-diag-null", _set(_m, "backend_diagnostics", None), SV, "$.runtime_manifest.backend_diagnostics"),
-    ("backend-mjwarp-missing-graph", lambda d: _bd(d)["diagnostics"].pop("cuda_graph"), SV, "$.runtime_manifest.backend_diagnostics.diagnostics.cuda_graph"),
-    ("backend-enabled-with-reason", lambda d: _bd(d)["diagnostics"]["cuda_graph"].update(disable_reason="x"), SV, "$.runtime_manifest.backend_diagnostics.diagnostics.cuda_graph.disable_reason"),
-    ("backend-disabled-empty-reason", lambda d: _bd(d)["diagnostics"]["device_reset_randomization"].update(disable_reason=""), SV, "$.runtime_manifest.backend_diagnostics.diagnostics.device_reset_randomization.disable_reason"),
-    ("backend-unavailable-no-reason", _set(_m, "backend_diagnostics", {"available": False, "backend_type": None}), SV, "$.runtime_manifest.backend_diagnostics.unavailable_reason"),
-    ("mps-not-validated", _many(_mps, _set(_cps, "validated", False)), SV, "$.runtime_manifest.cuda_process_sharing.validated"),
-    ("mps-uuid-mismatch", _many(_mps, _set(_cps, "collector_gpu_uuid", "GPU-other")), SV, "$.runtime_manifest.cuda_process_sharing.collector_gpu_uuid"),
-    ("mps-configured-not-effective", _set(_cps, "configured", "mps"), SV, "$.runtime_manifest.cuda_process_sharing"),
-    ("sharing-missing", _del(_m, "cuda_process_sharing"), SV, "$.runtime_manifest.cuda_process_sharing"),
-    ("sharing-rank-str", _set(_cps, "rank", "0"), SV, "$.runtime_manifest.cuda_process_sharing.rank"),
-    ("shutdown-missing", _del(_m, "shutdown"), SCV, "completed runtime_manifest is missing shutdown diagnostics"),
-    ("shutdown-learner-failure", _set(_sd, "classification", "learner_failure"), SCV, f"{SD}.classification"),
+    (
+        "device-empty",
+        _set(_m, "collector_backend_device", ""),
+        SV,
+        "$.runtime_manifest.collector_backend_device",
+    ),
+    (
+        "backend-diag-null",
+        _set(_m, "backend_diagnostics", None),
+        SV,
+        "$.runtime_manifest.backend_diagnostics",
+    ),
+    (
+        "backend-mjwarp-missing-graph",
+        lambda d: _bd(d)["diagnostics"].pop("cuda_graph"),
+        SV,
+        "$.runtime_manifest.backend_diagnostics.diagnostics.cuda_graph",
+    ),
+    (
+        "backend-enabled-with-reason",
+        lambda d: _bd(d)["diagnostics"]["cuda_graph"].update(disable_reason="x"),
+        SV,
+        "$.runtime_manifest.backend_diagnostics.diagnostics.cuda_graph.disable_reason",
+    ),
+    (
+        "backend-disabled-empty-reason",
+        lambda d: _bd(d)["diagnostics"]["device_reset_randomization"].update(disable_reason=""),
+        SV,
+        "$.runtime_manifest.backend_diagnostics.diagnostics.device_reset_randomization.disable_reason",
+    ),
+    (
+        "backend-unavailable-no-reason",
+        _set(_m, "backend_diagnostics", {"available": False, "backend_type": None}),
+        SV,
+        "$.runtime_manifest.backend_diagnostics.unavailable_reason",
+    ),
+    (
+        "mps-not-validated",
+        _many(_mps, _set(_cps, "validated", False)),
+        SV,
+        "$.runtime_manifest.cuda_process_sharing.validated",
+    ),
+    (
+        "mps-uuid-mismatch",
+        _many(_mps, _set(_cps, "collector_gpu_uuid", "GPU-other")),
+        SV,
+        "$.runtime_manifest.cuda_process_sharing.collector_gpu_uuid",
+    ),
+    (
+        "mps-configured-not-effective",
+        _set(_cps, "configured", "mps"),
+        SV,
+        "$.runtime_manifest.cuda_process_sharing",
+    ),
+    (
+        "sharing-missing",
+        _del(_m, "cuda_process_sharing"),
+        SV,
+        "$.runtime_manifest.cuda_process_sharing",
+    ),
+    (
+        "sharing-rank-str",
+        _set(_cps, "rank", "0"),
+        SV,
+        "$.runtime_manifest.cuda_process_sharing.rank",
+    ),
+    (
+        "shutdown-missing",
+        _del(_m, "shutdown"),
+        SCV,
+        "completed runtime_manifest is missing shutdown diagnostics",
+    ),
+    (
+        "shutdown-learner-failure",
+        _set(_sd, "classification", "learner_failure"),
+        SCV,
+        f"{SD}.classification",
+    ),
     ("shutdown-bogus-class", _set(_sd, "classification", "crashed"), SCV, f"{SD}.classification"),
-    ("shutdown-cleanup-errors", lambda d: _sd(d)["cleanup"]["errors"].append({"type": "OSError", "message": "unlink"}), SCV, f"{SD}.cleanup.errors"),
-    ("shutdown-cleanup-not-list", _set(_sd, "cleanup", {"errors": {}}), SCV, f"{SD}.cleanup.errors"),
+    (
+        "shutdown-cleanup-errors",
+        lambda d: _sd(d)["cleanup"]["errors"].append({"type": "OSError", "message": "unlink"}),
+        SCV,
+        f"{SD}.cleanup.errors",
+    ),
+    (
+        "shutdown-cleanup-not-list",
+        _set(_sd, "cleanup", {"errors": {}}),
+        SCV,
+        f"{SD}.cleanup.errors",
+    ),
     ("shutdown-owner-empty", _set(_sd, "owner", ""), SCV, f"{SD}.owner"),
     ("shutdown-phase-int", _set(_sd, "phase", 3), SCV, f"{SD}.phase"),
     ("shutdown-exception-shape", _set(_sd, "exception", {"type": "E"}), SCV, f"{SD}.exception"),
-    ("shutdown-exception-long", _set(_sd, "exception", {"type": "E", "message": "x" * 16001}), SCV, f"{SD}.exception"),
-    ("shutdown-signal-mismatch", _set(_sd, "collector", {"alive": False, "exitcode": -9, "signal": None, "signal_name": None}), SCV, f"{SD}.collector.signal"),
-    ("shutdown-signal-name", _set(_sd, "collector", {"alive": False, "exitcode": -9, "signal": 9, "signal_name": "SIGTERM"}), SCV, f"{SD}.collector.signal_name"),
+    (
+        "shutdown-exception-long",
+        _set(_sd, "exception", {"type": "E", "message": "x" * 16001}),
+        SCV,
+        f"{SD}.exception",
+    ),
+    (
+        "shutdown-signal-mismatch",
+        _set(
+            _sd, "collector", {"alive": False, "exitcode": -9, "signal": None, "signal_name": None}
+        ),
+        SCV,
+        f"{SD}.collector.signal",
+    ),
+    (
+        "shutdown-signal-name",
+        _set(
+            _sd,
+            "collector",
+            {"alive": False, "exitcode": -9, "signal": 9, "signal_name": "SIGTERM"},
+        ),
+        SCV,
+        f"{SD}.collector.signal_name",
+    ),
     ("status-unknown", _set(_top, "status", "weird"), SV, "$.status"),
 ]
 
@@ -138,16 +290,31 @@ def test_corpus_is_large_enough() -> None:
 
 def test_valid_completed_run_dir_passes(tmp_path) -> None:
     summary = make_completed_summary(str(tmp_path))
-    verdict = judge_run_dir(make_run_dir(tmp_path, summary), monitor_reasons=[], monitor_classification=None)
-    assert (verdict.status, verdict.failure_reason, verdict.failure_classification) == ("passed", None, None)
-    assert verdict.run_summary == summary and verdict.shutdown == summary["runtime_manifest"]["shutdown"]
+    verdict = judge_run_dir(
+        make_run_dir(tmp_path, summary), monitor_reasons=[], monitor_classification=None
+    )
+    assert (verdict.status, verdict.failure_reason, verdict.failure_classification) == (
+        "passed",
+        None,
+        None,
+    )
+    assert (
+        verdict.run_summary == summary
+        and verdict.shutdown == summary["runtime_manifest"]["shutdown"]
+    )
 
 
-@pytest.mark.parametrize(("mutate", "classification", "path"), [pytest.param(*c[1:], id=c[0]) for c in CASES])
-def test_bad_summary_is_rejected_with_classification_and_path(tmp_path, mutate, classification: str, path: str) -> None:
+@pytest.mark.parametrize(
+    ("mutate", "classification", "path"), [pytest.param(*c[1:], id=c[0]) for c in CASES]
+)
+def test_bad_summary_is_rejected_with_classification_and_path(
+    tmp_path, mutate, classification: str, path: str
+) -> None:
     summary = make_completed_summary(str(tmp_path))
     mutate(summary)
-    verdict = judge_run_dir(make_run_dir(tmp_path, summary), monitor_reasons=[], monitor_classification=None)
+    verdict = judge_run_dir(
+        make_run_dir(tmp_path, summary), monitor_reasons=[], monitor_classification=None
+    )
     assert verdict.status == "failed"
     assert verdict.failure_classification == classification, verdict.failure_reason
     assert path in verdict.failure_reason
@@ -157,4 +324,6 @@ def test_schema_alone_accepts_the_valid_summary_and_rejects_manifest_version_2()
     summary = make_completed_summary()
     assert validate(summary, "run_summary.v1.json") == []
     summary["runtime_manifest"]["schema_version"] = 2
-    assert [v.path for v in validate(summary, "run_summary.v1.json")] == ["$.runtime_manifest.schema_version"]
+    assert [v.path for v in validate(summary, "run_summary.v1.json")] == [
+        "$.runtime_manifest.schema_version"
+    ]

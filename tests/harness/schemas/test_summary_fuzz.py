@@ -14,10 +14,40 @@ from harness.run_summary import validate_run_summary
 from harness.soak.verdict import judge_run_dir
 from tests.harness.schemas.builders import make_completed_summary, make_failed_summary, make_run_dir
 
-json_scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12)
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8)
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
 # Values that often sit on a boundary of the contract (exact int vs float/bool, zero, negative, empty).
-tricky = st.sampled_from([0, 1, -1, 1.0, 0.0, True, False, "", "1", None, [], {}, 2**63, 16001 * "x", "normal_completion"])
+tricky = st.sampled_from(
+    [
+        0,
+        1,
+        -1,
+        1.0,
+        0.0,
+        True,
+        False,
+        "",
+        "1",
+        None,
+        [],
+        {},
+        2**63,
+        16001 * "x",
+        "normal_completion",
+    ]
+)
 
 
 def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
@@ -49,7 +79,9 @@ def _apply(doc: Any, path: tuple, op: str, value: Any) -> Any:
     return doc
 
 
-mutation = st.tuples(st.integers(0, 10**6), st.sampled_from(["delete", "replace", "add"]), tricky | json_values)
+mutation = st.tuples(
+    st.integers(0, 10**6), st.sampled_from(["delete", "replace", "add"]), tricky | json_values
+)
 base_docs = st.sampled_from(["completed", "failed"])
 
 
@@ -64,7 +96,11 @@ def _check(verdict, doc: Any) -> None:
         assert "$" in verdict.failure_reason, verdict.failure_reason
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=250,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(base=base_docs, mutations=st.lists(mutation, min_size=0, max_size=4))
 def test_mutated_summaries_never_crash_the_judge(tmp_path_factory, base: str, mutations) -> None:
     run = tmp_path_factory.mktemp("fuzz")
@@ -82,14 +118,33 @@ def test_mutated_summaries_never_crash_the_judge(tmp_path_factory, base: str, mu
     _check(verdict, doc)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(doc=st.dictionaries(st.sampled_from(["status", "metric_schema_version", "runtime_manifest", "total_env_steps", "error", "error_type"]), tricky | json_values, max_size=6))
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    doc=st.dictionaries(
+        st.sampled_from(
+            [
+                "status",
+                "metric_schema_version",
+                "runtime_manifest",
+                "total_env_steps",
+                "error",
+                "error_type",
+            ]
+        ),
+        tricky | json_values,
+        max_size=6,
+    )
+)
 def test_random_objects_never_crash_the_judge(tmp_path_factory, doc: dict) -> None:
     run = make_run_dir(tmp_path_factory.mktemp("rand"), raw_summary=json.dumps(doc))
     _check(judge_run_dir(run, monitor_reasons=[], monitor_classification=None), doc)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(text=st.text(max_size=60) | st.binary(max_size=60).map(lambda b: b.decode("latin-1")))
 def test_random_text_never_crashes_the_judge(tmp_path_factory, text: str) -> None:
     run = make_run_dir(tmp_path_factory.mktemp("text"), raw_summary=text)
@@ -100,5 +155,9 @@ def test_random_text_never_crashes_the_judge(tmp_path_factory, text: str) -> Non
 
 def test_unmutated_completed_summary_passes_the_fuzz_harness(tmp_path) -> None:
     doc = make_completed_summary(str(tmp_path))
-    verdict = judge_run_dir(make_run_dir(tmp_path, raw_summary=json.dumps(doc)), monitor_reasons=[], monitor_classification=None)
+    verdict = judge_run_dir(
+        make_run_dir(tmp_path, raw_summary=json.dumps(doc)),
+        monitor_reasons=[],
+        monitor_classification=None,
+    )
     assert verdict.status == "passed"

@@ -10,7 +10,9 @@ from tests.harness.schemas.builders import make_completed_summary, make_failed_s
 
 
 def _judge(run_dir, reasons=(), classification=None):
-    return judge_run_dir(run_dir, monitor_reasons=list(reasons), monitor_classification=classification)
+    return judge_run_dir(
+        run_dir, monitor_reasons=list(reasons), monitor_classification=classification
+    )
 
 
 def test_missing_summary_is_missing_run_summary(tmp_path) -> None:
@@ -34,10 +36,15 @@ def test_missing_summary_is_missing_run_summary(tmp_path) -> None:
     ],
     ids=["empty", "truncated", "nan", "dup-key", "array", "string", "null", "number"],
 )
-def test_unparseable_or_non_object_summary_is_invalid_run_summary(tmp_path, raw: str, detail: str) -> None:
+def test_unparseable_or_non_object_summary_is_invalid_run_summary(
+    tmp_path, raw: str, detail: str
+) -> None:
     verdict = _judge(make_run_dir(tmp_path, raw_summary=raw))
     assert verdict.failure_classification == "invalid_run_summary"
-    assert verdict.failure_reason.startswith("run_summary.json is invalid: ") and detail in verdict.failure_reason
+    assert (
+        verdict.failure_reason.startswith("run_summary.json is invalid: ")
+        and detail in verdict.failure_reason
+    )
     assert verdict.run_summary is None and verdict.run_summary_error
 
 
@@ -56,7 +63,9 @@ def test_stamp_failure_stops_the_checks(tmp_path) -> None:
     summary["runtime_manifest"]["inference_flight"]["queue_depth"] = 5  # never reached
     verdict = _judge(make_run_dir(tmp_path, summary))
     assert verdict.failure_classification == "schema_violation"
-    assert verdict.reasons == ["run_summary stamp $.metric_schema_version=true must be the exact int 1"]
+    assert verdict.reasons == [
+        "run_summary stamp $.metric_schema_version=true must be the exact int 1"
+    ]
     assert verdict.run_summary == summary
 
 
@@ -69,31 +78,46 @@ def test_stamps_apply_to_failed_runs_too(tmp_path) -> None:
 
 
 def test_failed_run_producer_classification_replaces_the_monitors(tmp_path) -> None:
-    verdict = _judge(make_run_dir(tmp_path, make_failed_summary("collector_failure", owner="collector")),
-                     ["training progress did not change for 300 s"], "timeout/stale_tick")
+    verdict = _judge(
+        make_run_dir(tmp_path, make_failed_summary("collector_failure", owner="collector")),
+        ["training progress did not change for 300 s"],
+        "timeout/stale_tick",
+    )
     assert verdict.failure_classification == "collector_failure"
     assert verdict.monitor_failure_classification == "timeout/stale_tick"
     assert verdict.reasons == [
         "training progress did not change for 300 s",
         "run_summary status is 'failed', expected 'completed' ($.status)",
-        "shutdown classification=collector_failure, owner=collector, phase=training/learner_update, "
-        "exception=RuntimeError: CUDA error: an illegal memory access",
+        (
+            "shutdown classification=collector_failure, owner=collector, phase=training/learner_update, "
+            "exception=RuntimeError: CUDA error: an illegal memory access"
+        ),
     ]
     assert verdict.shutdown["classification"] == "collector_failure"
 
 
 @pytest.mark.parametrize("monitor", ["resource_leak", "external_cancellation", None])
 def test_producer_classification_replaces_any_monitor_classification(tmp_path, monitor) -> None:
-    verdict = _judge(make_run_dir(tmp_path, make_failed_summary("external_cancellation", owner="external")), ["x"], monitor)
+    verdict = _judge(
+        make_run_dir(tmp_path, make_failed_summary("external_cancellation", owner="external")),
+        ["x"],
+        monitor,
+    )
     assert verdict.failure_classification == "external_cancellation"
     assert verdict.monitor_failure_classification == monitor
 
 
 def test_failed_run_message_lists_cleanup_errors_and_omits_null_exception(tmp_path) -> None:
-    summary = make_failed_summary("unknown_failure", exception=None,
-                                  cleanup={"errors": [{"type": "OSError", "message": "a"}, {"type": "E", "message": "b"}]})
+    summary = make_failed_summary(
+        "unknown_failure",
+        exception=None,
+        cleanup={"errors": [{"type": "OSError", "message": "a"}, {"type": "E", "message": "b"}]},
+    )
     verdict = _judge(make_run_dir(tmp_path, summary))
-    assert verdict.reasons[-1] == "shutdown classification=unknown_failure, owner=learner, phase=training/learner_update, cleanup_errors=2"
+    assert (
+        verdict.reasons[-1]
+        == "shutdown classification=unknown_failure, owner=learner, phase=training/learner_update, cleanup_errors=2"
+    )
     assert verdict.failure_classification == "unknown_failure"
 
 
@@ -109,7 +133,9 @@ def test_failed_run_without_shutdown_is_unknown_failure(tmp_path) -> None:
 def test_failed_run_without_shutdown_keeps_an_earlier_monitor_classification(tmp_path) -> None:
     summary = make_failed_summary()
     summary["runtime_manifest"]["shutdown"] = None
-    verdict = _judge(make_run_dir(tmp_path, summary), ["soak cancelled by SIGINT"], "external_cancellation")
+    verdict = _judge(
+        make_run_dir(tmp_path, summary), ["soak cancelled by SIGINT"], "external_cancellation"
+    )
     assert verdict.failure_classification == "external_cancellation"
 
 
@@ -123,12 +149,19 @@ def test_failed_run_claiming_normal_completion_is_a_shutdown_contract_violation(
 
 @pytest.mark.parametrize(
     ("shutdown_over", "path"),
-    [({"owner": ""}, ".owner"), ({"phase": None}, ".phase"), ({"exception": "boom"}, ".exception"),
-     ({"cleanup": {"errors": "none"}}, ".cleanup.errors"), ({"classification": "oops"}, ".classification")],
+    [
+        ({"owner": ""}, ".owner"),
+        ({"phase": None}, ".phase"),
+        ({"exception": "boom"}, ".exception"),
+        ({"cleanup": {"errors": "none"}}, ".cleanup.errors"),
+        ({"classification": "oops"}, ".classification"),
+    ],
     ids=["owner", "phase", "exception", "cleanup", "classification"],
 )
 def test_failed_run_shutdown_shape_breaches(tmp_path, shutdown_over, path: str) -> None:
-    verdict = _judge(make_run_dir(tmp_path, make_failed_summary(**shutdown_over)), [], "timeout/stale_tick")
+    verdict = _judge(
+        make_run_dir(tmp_path, make_failed_summary(**shutdown_over)), [], "timeout/stale_tick"
+    )
     assert verdict.failure_classification == "timeout/stale_tick"  # first set wins; no replacement
     assert f"$.runtime_manifest.shutdown{path}" in verdict.failure_reason
 
@@ -138,17 +171,28 @@ def test_failed_run_schema_violation_then_producer_replaces_it(tmp_path) -> None
     summary["error"] = "x" * 16001
     verdict = _judge(make_run_dir(tmp_path, summary))
     assert "run_summary schema violation at $.error" in verdict.failure_reason
-    assert (verdict.failure_classification, verdict.monitor_failure_classification) == ("learner_failure", "schema_violation")
+    assert (verdict.failure_classification, verdict.monitor_failure_classification) == (
+        "learner_failure",
+        "schema_violation",
+    )
 
 
 def test_collector_died_status_is_reported(tmp_path) -> None:
     summary = make_completed_summary(str(tmp_path))
-    summary.update(status="collector_died", error_type="CollectorDied", error="collector exited with -9")
+    summary.update(
+        status="collector_died", error_type="CollectorDied", error="collector exited with -9"
+    )
     summary["runtime_manifest"]["shutdown"].update(
-        classification="collector_failure", owner="collector", phase="training/wait_for_inference_request",
-        collector={"alive": False, "exitcode": -9, "signal": 9, "signal_name": "SIGKILL"})
+        classification="collector_failure",
+        owner="collector",
+        phase="training/wait_for_inference_request",
+        collector={"alive": False, "exitcode": -9, "signal": 9, "signal_name": "SIGKILL"},
+    )
     verdict = _judge(make_run_dir(tmp_path, summary))
-    assert verdict.reasons[0] == "run_summary status is 'collector_died', expected 'completed' ($.status)"
+    assert (
+        verdict.reasons[0]
+        == "run_summary status is 'collector_died', expected 'completed' ($.status)"
+    )
     assert verdict.failure_classification == "collector_failure"
 
 
@@ -159,16 +203,27 @@ def test_undrained_flight_wins_over_later_schema_findings(tmp_path) -> None:
     del summary["runtime_manifest"]["shutdown"]
     verdict = _judge(make_run_dir(tmp_path, summary))
     assert verdict.failure_classification == "unknown_failure"
-    assert verdict.reasons[0].startswith("final inference flight is not drained (queue_depth=1, publication_lag=0)")
+    assert verdict.reasons[0].startswith(
+        "final inference flight is not drained (queue_depth=1, publication_lag=0)"
+    )
     assert any("replay_ingress.occupancy" in r for r in verdict.reasons)
-    assert verdict.reasons[-1].startswith("completed runtime_manifest is missing shutdown diagnostics")
+    assert verdict.reasons[-1].startswith(
+        "completed runtime_manifest is missing shutdown diagnostics"
+    )
 
 
 def test_monitor_classification_wins_over_summary_findings(tmp_path) -> None:
     summary = make_completed_summary(str(tmp_path))
     summary["runtime_manifest"]["replay_ingress"]["dropped_batches"] = 1
-    verdict = _judge(make_run_dir(tmp_path, summary), ["residual child processes after shutdown: 123"], "resource_leak")
-    assert verdict.failure_classification == "resource_leak" and verdict.monitor_failure_classification is None
+    verdict = _judge(
+        make_run_dir(tmp_path, summary),
+        ["residual child processes after shutdown: 123"],
+        "resource_leak",
+    )
+    assert (
+        verdict.failure_classification == "resource_leak"
+        and verdict.monitor_failure_classification is None
+    )
     assert verdict.reasons[0] == "residual child processes after shutdown: 123"
 
 
@@ -192,10 +247,23 @@ def test_reasons_join_with_semicolons(tmp_path) -> None:
         (lambda d: (d / "run_config.json").write_text("[]"), "run_config.json as a JSON object"),
         (lambda d: (d / "model_20.pt").unlink(), "model_20.pt"),
         (lambda d: (d / "model_30.pt").unlink(), "model_30.pt"),
-        (lambda d: next(d.glob("events.out.tfevents.*")).unlink(), "exactly one events.out.tfevents.* (found none)"),
-        (lambda d: (d / "events.out.tfevents.2.other").write_bytes(b""), "exactly one events.out.tfevents.* (found 2"),
+        (
+            lambda d: next(d.glob("events.out.tfevents.*")).unlink(),
+            "exactly one events.out.tfevents.* (found none)",
+        ),
+        (
+            lambda d: (d / "events.out.tfevents.2.other").write_bytes(b""),
+            "exactly one events.out.tfevents.* (found 2",
+        ),
     ],
-    ids=["no-config", "config-array", "mid-checkpoint", "final-checkpoint", "no-events", "two-events"],
+    ids=[
+        "no-config",
+        "config-array",
+        "mid-checkpoint",
+        "final-checkpoint",
+        "no-events",
+        "two-events",
+    ],
 )
 def test_missing_run_dir_artifacts_are_schema_violations(tmp_path, damage, expected: str) -> None:
     run = make_run_dir(tmp_path, make_completed_summary(str(tmp_path)))
@@ -210,11 +278,18 @@ def test_final_checkpoint_off_the_interval_is_required(tmp_path) -> None:
     from harness.jsonio import write_json_atomic
 
     run = make_run_dir(tmp_path, make_completed_summary(str(tmp_path)))
-    write_json_atomic(run / "run_config.json", {"config": {"algo": {"save_interval": 20, "max_iterations": 30}}})
+    write_json_atomic(
+        run / "run_config.json", {"config": {"algo": {"save_interval": 20, "max_iterations": 30}}}
+    )
     assert _judge(run).status == "passed"  # model_20 and model_30 exist
-    write_json_atomic(run / "run_config.json", {"config": {"algo": {"save_interval": 7, "max_iterations": 30}}})
+    write_json_atomic(
+        run / "run_config.json", {"config": {"algo": {"save_interval": 7, "max_iterations": 30}}}
+    )
     reason = _judge(run).failure_reason
-    assert "model_7.pt, model_14.pt, model_21.pt, model_28.pt" in reason and "model_30.pt" not in reason
+    assert (
+        "model_7.pt, model_14.pt, model_21.pt, model_28.pt" in reason
+        and "model_30.pt" not in reason
+    )
 
 
 def test_checkpoint_check_is_skipped_without_save_interval(tmp_path) -> None:
@@ -223,7 +298,10 @@ def test_checkpoint_check_is_skipped_without_save_interval(tmp_path) -> None:
     run = make_run_dir(tmp_path, make_completed_summary(str(tmp_path)))
     for model in run.glob("model_*.pt"):
         model.unlink()
-    write_json_atomic(run / "run_config.json", {"run": {}, "config": {"algo": {"max_iterations": 30}}, "overrides": []})
+    write_json_atomic(
+        run / "run_config.json",
+        {"run": {}, "config": {"algo": {"max_iterations": 30}}, "overrides": []},
+    )
     assert _judge(run).status == "passed"
 
 
@@ -231,14 +309,23 @@ def test_resource_summary_fields_from_a_completed_summary() -> None:
     fields = resource_summary_fields(make_completed_summary())
     assert list(fields) == list(RESOURCE_SUMMARY_KEYS)
     assert fields == {
-        "ipc_event_count": 3, "max_in_flight": 1, "max_publication_lag": 1, "replay_ingress_depth": 2,
-        "replay_ingress_slot_rows": 64, "replay_ingress_high_water_occupancy": 2, "replay_ingress_final_occupancy": 0,
-        "replay_ingress_backpressure_waits": 3, "replay_ingress_backpressure_wait_s": 0.25,
-        "replay_ingress_early_returns": 0, "replay_ingress_dropped_batches": 0,
+        "ipc_event_count": 3,
+        "max_in_flight": 1,
+        "max_publication_lag": 1,
+        "replay_ingress_depth": 2,
+        "replay_ingress_slot_rows": 64,
+        "replay_ingress_high_water_occupancy": 2,
+        "replay_ingress_final_occupancy": 0,
+        "replay_ingress_backpressure_waits": 3,
+        "replay_ingress_backpressure_wait_s": 0.25,
+        "replay_ingress_early_returns": 0,
+        "replay_ingress_dropped_batches": 0,
     }
 
 
-@pytest.mark.parametrize("summary", [None, [], {"runtime_manifest": 3}, {"runtime_manifest": {"replay_ingress": None}}])
+@pytest.mark.parametrize(
+    "summary", [None, [], {"runtime_manifest": 3}, {"runtime_manifest": {"replay_ingress": None}}]
+)
 def test_resource_summary_fields_are_null_when_missing(summary) -> None:
     assert set(resource_summary_fields(summary).values()) == {None}
 
@@ -248,4 +335,8 @@ def test_resource_summary_fields_null_bools_and_keep_partial_sections() -> None:
     summary["runtime_manifest"]["inference_flight"]["max_in_flight"] = True
     del summary["runtime_manifest"]["inference_memory_budget"]
     fields = resource_summary_fields(summary)
-    assert fields["max_in_flight"] is None and fields["ipc_event_count"] is None and fields["max_publication_lag"] == 1
+    assert (
+        fields["max_in_flight"] is None
+        and fields["ipc_event_count"] is None
+        and fields["max_publication_lag"] == 1
+    )
