@@ -1,0 +1,1 @@
+"""Benchmarks of trainer components (run as ``python -m trainer.bench.<name>``)."""

@@ -1,0 +1,217 @@
+"""Env throughput: full-task control steps/s against the physics-only rate, one process.
+
+``python -m trainer.bench.env_throughput --num-envs 1024,2048,4096 --iters 200 --warmup 50``
+
+For each size the same backend instance is measured twice:
+
+* **full task**: ``G1TrackingEnv.step`` with uniform random actions in (−1, 1) drawn on the
+  device: physics, observations, rewards, terminations, sampler, resets of done rows.
+* **physics only**: ``backend.step(ctrl)`` alone, after restoring the robot state the full-task
+  run started from, with the same timestep, substeps and ``ctrl = q_default + 2·a`` of
+  pre-drawn random actions.
+
+Each phase is warmed up (kernel compile and graph capture stay out of the numbers) and timed
+between two device synchronizations. The table goes to stdout and the numbers to ``--output``
+(strict JSON). The DESIGN.md target on an H200 is >= 350k full-task steps/s at 2048 envs on
+mjwarp and a full-task/physics ratio >= 0.70.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Annotated
+
+import torch
+import typer
+from tabulate import tabulate
+
+from harness.jsonio import write_json_atomic
+from trainer.sim.backend import BACKEND_NAMES, BackendFailure
+from trainer.sim.scene import build_g1_model
+from trainer.task.config import G1TrackingCfg
+from trainer.task.g1_tracking import G1TrackingEnv, make_env
+
+app = typer.Typer(add_completion=False)
+
+TARGET_STEPS_PER_S = 350_000
+TARGET_RATIO = 0.70
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not-installed"
+
+
+def measure(env: G1TrackingEnv, iters: int, warmup: int, seed: int) -> dict[str, float]:
+    """Time the full task, then physics alone from the same starting state."""
+    device, n = env.device, env.num_envs
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    actions = torch.empty(n, env.action_dim, device=device)
+    start_qpos = env.backend.qpos.clone()
+    start_qvel = env.backend.qvel.clone()
+
+    for _ in range(warmup):
+        env.step(torch.rand(actions.shape, generator=gen, device=device, out=actions) * 2 - 1)
+    _sync(device)
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        env.step(torch.rand(actions.shape, generator=gen, device=device, out=actions) * 2 - 1)
+    _sync(device)
+    task_s = time.perf_counter() - t0
+    env.check_health()
+
+    backend = env.backend
+    q_default = env._q_default
+    ctrls = [
+        q_default
+        + env.cfg.action_scale * (torch.rand(actions.shape, generator=gen, device=device) * 2 - 1)
+        for _ in range(min(iters, 64))
+    ]
+    everyone = torch.ones(n, dtype=torch.bool, device=device)
+    backend.reset_rows(everyone, start_qpos, start_qvel)
+    for i in range(warmup):
+        backend.step(ctrls[i % len(ctrls)])
+    backend.reset_rows(everyone, start_qpos, start_qvel)
+    _sync(device)
+    t0 = time.perf_counter()
+    for i in range(iters):
+        backend.step(ctrls[i % len(ctrls)])
+    _sync(device)
+    physics_s = time.perf_counter() - t0
+    full = n * iters / task_s
+    physics = n * iters / physics_s
+    return {
+        "full_task_steps_per_s": full,
+        "physics_only_steps_per_s": physics,
+        "ratio": full / physics,
+        "full_task_step_ms": 1000.0 * task_s / iters,
+        "physics_step_ms": 1000.0 * physics_s / iters,
+    }
+
+
+@app.command()
+def run(
+    num_envs: Annotated[str, typer.Option(help="Comma list of env counts.")] = "1024,2048,4096",
+    iters: Annotated[int, typer.Option(min=1, help="Timed control steps per phase.")] = 200,
+    warmup: Annotated[int, typer.Option(min=0, help="Untimed steps before each phase.")] = 50,
+    sim: Annotated[str, typer.Option(help="Backend: mjwarp or mujoco.")] = "mjwarp",
+    device: Annotated[str, typer.Option(help="Torch device (mjwarp needs cuda).")] = "cuda",
+    motion_file: Annotated[
+        str, typer.Option(help="Motion id or path.")
+    ] = "motions/g1/synthetic_dance.npz",
+    seed: Annotated[int, typer.Option(help="Task and action seed.")] = 7,
+    output: Annotated[Path, typer.Option(help="JSON result path.")] = Path(
+        "artifacts/env_throughput.json"
+    ),
+) -> None:
+    """Measure full-task and physics-only env control steps/s for each size."""
+    if sim not in BACKEND_NAMES:
+        raise typer.BadParameter(f"--sim {sim!r} must be one of {list(BACKEND_NAMES)}")
+    try:
+        sizes = [int(x) for x in num_envs.split(",") if x.strip()]
+    except ValueError as err:
+        raise typer.BadParameter(f"--num-envs {num_envs!r} must be a comma list of ints") from err
+    if not sizes or min(sizes) < 1:
+        raise typer.BadParameter(f"--num-envs {num_envs!r} must list ints >= 1")
+    from trainer.task.motion import load_motion, resolve_motion
+
+    cfg = G1TrackingCfg(motion_file=motion_file)
+    model = build_g1_model(cfg.scene)
+    motion = load_motion(resolve_motion(motion_file, hub_repo=cfg.hub_repo).path, model)
+    torch_device = torch.device(device)
+    rows, results = [], []
+    for n in sizes:
+        t0 = time.perf_counter()
+        env = make_env(
+            cfg,
+            sim_backend=sim,
+            num_envs=n,
+            device=torch_device,
+            seed=seed,
+            motion=motion,
+            model=model,
+        )
+        setup_s = time.perf_counter() - t0
+        res = measure(env, iters, warmup, seed)
+        res.update(num_envs=n, setup_s=setup_s, backend_diagnostics=env.diagnostics())
+        stats = env.backend.transfer_stats()
+        if stats is not None:
+            res["transfer_stats"] = stats
+        health = getattr(env.backend, "health", None)
+        if health is not None:
+            res["backend_health"] = health()
+        results.append(res)
+        rows.append(
+            [
+                n,
+                f"{res['full_task_steps_per_s']:,.0f}",
+                f"{res['physics_only_steps_per_s']:,.0f}",
+                f"{res['ratio']:.2f}",
+                f"{res['full_task_step_ms']:.3f}",
+                f"{res['physics_step_ms']:.3f}",
+            ]
+        )
+        print(f"num_envs={n} done ({setup_s:.1f} s setup)", file=sys.stderr)
+        del env
+    doc = {
+        "benchmark": "env_throughput",
+        "time_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "sim_backend": sim,
+        "device": str(torch_device),
+        "gpu": torch.cuda.get_device_name(torch_device) if torch_device.type == "cuda" else None,
+        "physics_substeps_per_control_step": cfg.scene.decimation,
+        "sim_dt": cfg.scene.sim_dt,
+        "iters": iters,
+        "warmup": warmup,
+        "motion": str(motion.source),
+        "targets": {"full_task_steps_per_s_at_2048": TARGET_STEPS_PER_S, "ratio": TARGET_RATIO},
+        "versions": {k: _version(k) for k in ("torch", "mujoco", "mujoco-warp", "warp-lang")},
+        "python": platform.python_version(),
+        "results": results,
+    }
+    write_json_atomic(output, doc)
+    print(
+        tabulate(
+            rows,
+            headers=[
+                "num_envs",
+                "full task steps/s",
+                "physics steps/s",
+                "ratio",
+                "task ms",
+                "physics ms",
+            ],
+        )
+    )
+
+
+def main() -> int:
+    """Entry point: usage errors exit 2, backend failures exit 1."""
+    import click
+
+    try:
+        app(standalone_mode=False)
+    except click.UsageError as err:
+        print(f"error: {err.format_message()}", file=sys.stderr)
+        return 2
+    except BackendFailure as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
