@@ -427,10 +427,30 @@ def collector_main(spec: CollectorSpec) -> None:
         logger.error("collector failed: %s", "".join(traceback.format_exception(err)))
         block.set(Word.COLLECTOR_STATE, State.FINISHED)
         _close_quietly(collector)
+        collector = None
+        _release_shared(spec)
         sys.stderr.flush()
         os._exit(1)
     block.set(Word.COLLECTOR_STATE, State.FINISHED)
     _close_quietly(collector)
+    _release_shared(spec)
+
+
+def _release_shared(spec: CollectorSpec) -> None:
+    """Drop our references to the learner's IPC tensors before the interpreter exits.
+
+    torch counts CUDA IPC references per block; releasing them here (instead of at
+    interpreter teardown, where destructors may not run) lets the learner free its ring
+    without the "Producer process has been terminated before all shared CUDA tensors
+    released" warning.
+    """
+    import gc
+
+    spec.ring = None  # type: ignore[assignment]
+    spec.ingress = None  # type: ignore[assignment]
+    gc.collect()
+    if spec.device.startswith("cuda"):
+        torch.cuda.synchronize()
 
 
 def _close_quietly(collector: Collector | None) -> None:

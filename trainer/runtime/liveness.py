@@ -2,7 +2,7 @@
 
 Both runtime processes wait on counters in the shared control block (control.py). A wait
 spins for a few microseconds (an iteration is ~10 ms at 100k env steps/s, so a wake-up
-must cost far less than that), then sleeps in growing steps up to 1 ms. Every
+must cost far less than that), then sleeps in growing steps up to 250 µs. Every
 ``check_interval_s`` it also checks:
 
 - its own stop/cancel conditions (``interrupt``), which may raise;
@@ -23,8 +23,8 @@ from harness import procfs
 from trainer.runtime.control import ControlBlock, State, Word
 
 STALE_AFTER_S = 30.0
-SPIN_S = 50e-6
-MAX_SLEEP_S = 1e-3
+SPIN_S = 100e-6
+MAX_SLEEP_S = 250e-6
 CHECK_INTERVAL_S = 0.05
 
 

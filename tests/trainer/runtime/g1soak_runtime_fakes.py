@@ -184,3 +184,131 @@ class FakeLearner:
 
     def state_dict(self) -> dict:
         return {"updates": self.updates}
+
+
+def make_run_context(
+    run_dir, *, training: dict | None = None, algo: dict | None = None, device: str = "cpu"
+):
+    """A real RunContext for a tiny run on ``device`` (env/learner come from hooks)."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from trainer.algo.config import FlashSacCfg
+    from trainer.config.schema import RunContext, SeedInfo, TrainingCfg
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    training_cfg = TrainingCfg(
+        task_name="G1MotionTracking",
+        sim_backend="mujoco",
+        play_only=False,
+        no_play=True,
+        log_dir=str(run_dir),
+        device=device,
+        inference_slot_capacity=1,
+        replay_ingress_depth=2,
+        replay_ingress_slot_rows=None,
+        collector_metrics_interval=1,
+        cuda_process_sharing=None,
+        env_steps_per_sync=1,
+        log_interval=1,
+        motion_hub="skip",
+    )
+    if training:
+        training_cfg = replace(training_cfg, **training)
+    algo_cfg = FlashSacCfg(
+        num_envs=8,
+        max_iterations=6,
+        batch_size=16,
+        learning_starts=2,
+        save_interval=4,
+        replay_buffer_n=16,
+    )
+    if algo:
+        algo_cfg = replace(algo_cfg, **algo)
+    return RunContext(
+        run_dir=run_dir,
+        algo="flashsac",
+        task="g1_motion_tracking",
+        sim_backend="mujoco",
+        training=training_cfg,
+        algo_cfg=algo_cfg,
+        task_cfg=None,
+        learner_device=device,
+        collector_device=device,
+        seed=SeedInfo(configured_seed=1, configured_seed_source="config", effective_seed=1),
+        start_time_utc="2026-11-29T00:00:00Z",
+        motion_id="motions/g1/synthetic_dance.npz",
+        motion_path=Path("/nonexistent.npz"),
+        motion_source="test",
+        motion_sha256="0" * 64,
+        scene_xml=Path("/nonexistent.xml"),
+        config={
+            "algo": {
+                "save_interval": algo_cfg.save_interval,
+                "max_iterations": algo_cfg.max_iterations,
+            }
+        },
+        overrides=(),
+        cuda_process_sharing=None,
+        memory_estimate_bytes=0,
+    )
+
+
+def gpu_sleep_ms(ms: float) -> None:
+    """Occupy the current CUDA stream for about ``ms`` (one spin kernel, no host sync)."""
+    if ms > 0:
+        torch.cuda._sleep(int(ms * 1.98e6))  # H200 SM clock ~1.98 GHz
+
+
+class GpuWorkEnv(FakeEnv):
+    """FakeEnv whose step also keeps the GPU busy for ``gpu_ms`` (stands in for MJWarp)."""
+
+    def __init__(self, num_envs: int, device: str, gpu_ms: float = 0.0, **kwargs) -> None:
+        super().__init__(num_envs, device, **kwargs)
+        self.gpu_ms = gpu_ms
+
+    def step(self, actions: torch.Tensor) -> StepResult:
+        gpu_sleep_ms(self.gpu_ms)
+        return super().step(actions)
+
+
+def make_gpu_env(*, num_envs: int, device: str, **kwargs) -> GpuWorkEnv:
+    return GpuWorkEnv(num_envs, device, **kwargs)
+
+
+class DeviceReplayStandIn:
+    """A device ring that copies committed rows (no host sync), like DeviceReplay.commit."""
+
+    def __init__(self, capacity: int, device: torch.device) -> None:
+        self.rows = torch.zeros(capacity, 930, device=device)
+        self.committed = 0
+
+    def commit(self, rows: torch.Tensor) -> None:
+        n = rows.shape[0]
+        start = self.committed % self.rows.shape[0]
+        self.rows[start : start + n].copy_(rows, non_blocking=True)
+        self.committed += n
+
+
+class GpuWorkLearner(FakeLearner):
+    """FakeLearner with a device replay and an update that keeps the GPU busy ``update_ms``."""
+
+    def __init__(
+        self, num_envs: int, device: torch.device, update_ms: float = 0.0, check_order: bool = False
+    ):
+        super().__init__(num_envs, device)
+        if not check_order:
+            self.replay = DeviceReplayStandIn(num_envs * 64, device)
+        self.update_ms = update_ms
+        self.w = torch.randn(160, 29, device=device) * 0.01
+        self.loss = torch.zeros((), device=device)
+
+    def act(self, obs: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(obs @ self.w)
+
+    def update_cycle(self) -> dict:
+        self.updates += 1
+        gpu_sleep_ms(self.update_ms)
+        self.loss.add_(1.0)
+        return {"Loss/critic": self.loss, "Loss/actor": self.loss * -0.5}

@@ -7,6 +7,7 @@ CUDA is not needed: the torch UUID lookup is injected (``cuda_uuid_of``); everyt
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import time
@@ -148,7 +149,7 @@ def test_stale_record_is_not_selected(sandbox):
     path = records.record_path(rec.name)
     doc = rec.to_json()
     doc["process_start_ticks"] += 7
-    path.write_text(__import__("json").dumps(doc))
+    path.write_text(json.dumps(doc))
     with pytest.raises(MpsPreflightError, match="no live cumps daemon"):
         resolve_cuda_process_sharing(
             "mps", "cuda:0", environ=dict(os.environ), cuda_uuid_of=on(GPU0)
@@ -256,3 +257,62 @@ def test_null_mode_never_raises_on_garbage(sandbox, environ, monkeypatch):
     assert out["validated"] is False and out["effective"] is None
     assert out["rank"] == 0 and isinstance(out["collector_device"], str)
     assert out["learner_gpu_uuid"] is None
+
+
+_REAL_CLIENT = """
+import json, sys
+from trainer.runtime.mps import resolve_cuda_process_sharing
+from harness.mps.probe import probe_pipe
+out = resolve_cuda_process_sharing("mps", "cuda:0")
+import torch
+x = torch.randn(2048, 2048, device="cuda")
+float((x @ x).sum())
+after = probe_pipe(out["pipe_directory"])
+out["server_pids_after_cuda_init"] = after.server_pids
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.gpu
+def test_real_daemon_serves_a_torch_client_and_stops(monkeypatch):
+    """On a CUDA host with nvidia-cuda-mps-control: start, a real MPS client, doctor, stop."""
+    import shutil
+    import sys
+    import tempfile
+
+    if shutil.which("nvidia-cuda-mps-control") is None:
+        pytest.skip("needs nvidia-cuda-mps-control on PATH")
+    root = Path(tempfile.mkdtemp(dir="/tmp", prefix="cmg"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(root / "c"))
+    monkeypatch.setenv("TMPDIR", str(root))
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    for key in ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"):
+        monkeypatch.delenv(key, raising=False)
+    try:
+        assert cli.main(["start"]) == 0
+        (rec,) = records.live_records()
+        print("pipe dir:", sorted(p.name for p in Path(rec.pipe_directory).iterdir()))
+        repo = Path(__file__).resolve().parents[3]
+        env = dict(
+            os.environ, PYTHONPATH=os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])
+        )
+        client = subprocess.run(
+            [sys.executable, "-c", _REAL_CLIENT],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            check=False,
+        )
+        assert client.returncode == 0, client.stderr[-4000:]
+        out = json.loads(client.stdout.strip().splitlines()[-1])
+        print("client record:", out)
+        assert out["effective"] == "mps" and out["validated"] is True
+        assert out["selected_record"] == rec.name and out["learner_gpu_uuid"] == rec.gpu_uuids[0]
+        assert isinstance(out["server_pid"], int)
+        assert cli.main(["doctor"]) == 0
+        print("log dir:", sorted(p.name for p in Path(rec.log_directory).iterdir()))
+    finally:
+        cli.main(["stop", "--all"])
+        assert records.live_records() == []
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,168 @@
+"""run_summary, metrics, progress and checkpoint writers (CONTRACTS §3-§5)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from harness.jsonio import load_strict
+from harness.schemas import validate
+from trainer.rundir.checkpoint import is_checkpoint_iteration, load_checkpoint, save_checkpoint
+from trainer.rundir.metrics import MetricsWriter, UnknownMetricTag, check_learner_tags, tag_entry
+from trainer.rundir.progress import ProgressWriter
+from trainer.rundir.summary import (
+    SummaryInvalid,
+    build_summary,
+    write_failed_summary,
+    write_summary,
+)
+
+SEED = {"configured_seed": 1, "configured_seed_source": "config", "effective_seed": 1}
+RUN = {
+    "algo": "flashsac",
+    "task": "g1_motion_tracking",
+    "sim_backend": "mujoco",
+    "start_time_utc": "2026-11-29T00:00:00Z",
+}
+
+
+def test_preflight_failure_summary_validates_and_names_the_phase(tmp_path):
+    doc = write_failed_summary(
+        tmp_path,
+        log_dir=str(tmp_path),
+        **RUN,
+        **SEED,
+        classification="learner_failure",
+        owner="learner",
+        phase="startup/cuda_preflight",
+        exception=RuntimeError("CUDA is not available; use --sim mujoco"),
+    )
+    on_disk = load_strict(tmp_path / "run_summary.json")
+    assert on_disk == doc
+    assert validate(on_disk, "run_summary.v1.json") == []
+    shutdown = on_disk["runtime_manifest"]["shutdown"]
+    assert (shutdown["classification"], shutdown["owner"], shutdown["phase"]) == (
+        "learner_failure",
+        "learner",
+        "startup/cuda_preflight",
+    )
+    assert shutdown["exception"] == {
+        "type": "RuntimeError",
+        "message": "CUDA is not available; use --sim mujoco",
+    }
+    assert on_disk["status"] == "failed" and on_disk["error_type"] == "RuntimeError"
+    assert on_disk["runtime_manifest"]["cuda_process_sharing"]["effective"] is None
+
+
+def test_failed_summary_with_a_broken_manifest_falls_back_to_the_minimal_form(tmp_path):
+    doc = write_failed_summary(
+        tmp_path,
+        log_dir=str(tmp_path),
+        **RUN,
+        **SEED,
+        classification="collector_failure",
+        owner="collector",
+        phase="training/learner_update",
+        exception=ValueError("x" * 20000),
+        manifest_extra={"replay_ingress": {"occupancy": -1}},
+    )
+    assert validate(doc, "run_summary.v1.json") == []
+    assert set(doc) == {
+        "status",
+        "metric_schema_version",
+        "runtime_manifest",
+        "error_type",
+        "error",
+    }
+    shutdown = doc["runtime_manifest"]["shutdown"]
+    assert shutdown["classification"] == "collector_failure"  # the original failure is kept
+    assert shutdown["cleanup"]["errors"][-1]["type"] == "SummaryInvalid"
+    assert len(doc["error"]) == 16000
+
+
+def test_invalid_completed_summary_is_never_written(tmp_path):
+    doc = build_summary(
+        status="completed",
+        log_dir=str(tmp_path),
+        **RUN,
+        **SEED,
+        wall_time_sec=1.0,
+        completed_iterations=1,
+        total_env_steps=8,
+        runtime_manifest={},
+        completed_fields={},
+    )
+    with pytest.raises(SummaryInvalid, match="run_summary.v1.json"):
+        write_summary(tmp_path, doc)
+    assert not (tmp_path / "run_summary.json").exists()
+
+
+def test_metrics_writer_accepts_registered_and_open_tags_only(tmp_path):
+    writer = MetricsWriter(tmp_path)
+    writer.write(
+        8,
+        {
+            "Train/iteration": 1,
+            "reward/tracking": 0.5,
+            "Loss/aux_l2": 0.1,
+            "Train/mean_reward": None,
+        },
+    )
+    with pytest.raises(UnknownMetricTag, match="perf/steps_per_sec"):
+        writer.write(16, {"perf/steps_per_sec": 1.0})
+    with pytest.raises(UnknownMetricTag):
+        writer.write(16, {"reward/mean": 1.0})  # excluded open-pattern name
+    with pytest.raises(ValueError, match="total env steps"):
+        writer.write(4, {"Train/iteration": 2})
+    writer.close()
+    events = list(tmp_path.glob("events.out.tfevents.*"))
+    assert len(events) == 1
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(events[0]), size_guidance={"scalars": 0})
+    acc.Reload()
+    assert set(acc.Tags()["scalars"]) == {"Train/iteration", "reward/tracking", "Loss/aux_l2"}
+    assert [e.step for e in acc.Scalars("Train/iteration")] == [8]
+
+
+def test_learner_map_cannot_inject_logger_or_collector_tags():
+    check_learner_tags(["Loss/critic", "Policy/temperature", "Loss/aux_q"])
+    for tag in ("Perf/total_fps", "Train/iteration", "Train/mean_reward", "reward/tracking"):
+        with pytest.raises(UnknownMetricTag, match="owned by"):
+            check_learner_tags([tag])
+    assert tag_entry("Perf/iteration_time")["unit"]
+
+
+def test_progress_lines_are_strict_json_with_the_contract_keys(tmp_path):
+    progress = ProgressWriter(tmp_path, interval_s=0.0)
+    progress.write("startup/begin")
+    progress.update(
+        "training/learner_update", iteration=3, total_env_steps=24, env_steps_per_sec=float("nan")
+    )
+    progress.close()
+    lines = [json.loads(line) for line in (tmp_path / "progress.jsonl").read_text().splitlines()]
+    assert [line["phase"] for line in lines] == ["startup/begin", "training/learner_update"]
+    assert set(lines[1]) == {
+        "time_utc",
+        "phase",
+        "iteration",
+        "total_env_steps",
+        "env_steps_per_sec",
+    }
+    assert lines[1]["iteration"] == 3 and lines[1]["env_steps_per_sec"] is None
+
+
+def test_checkpoints_at_multiples_of_save_interval_and_the_final_iteration(tmp_path):
+    saved = [
+        k for k in range(0, 13) if is_checkpoint_iteration(k, save_interval=5, max_iterations=12)
+    ]
+    assert saved == [5, 10, 12]
+    path = save_checkpoint(
+        tmp_path, iteration=5, total_env_steps=40, learner_state={"w": torch.ones(2)}
+    )
+    assert path.name == "model_5.pt"
+    state = load_checkpoint(path)
+    assert state["iteration"] == 5 and torch.equal(state["learner"]["w"], torch.ones(2))
+    assert [p.name for p in tmp_path.iterdir()] == ["model_5.pt"]  # no temp file left
