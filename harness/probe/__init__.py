@@ -1,0 +1,5 @@
+"""``g1-backend-probe``: the parent of the phase-local backend probe (CONTRACTS §10).
+
+The parent validates flags, checks acceptance preconditions, snapshots the GPU and runs one
+``python -m trainer.probe`` child per backend; it never imports torch, mujoco or warp.
+"""
