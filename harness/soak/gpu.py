@@ -10,7 +10,9 @@ namespace the tree's PIDs may be absent from the driver's list.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -133,19 +135,22 @@ class GpuSampler:
                 out.append(GpuProcess(int(proc.pid), name, mib, uuid))
         return out
 
-    def _smi_processes(self) -> list[GpuProcess]:
+    def _run_smi(self, query: list[str]) -> str:
+        """Run nvidia-smi with a 2 s timeout in its own process group (a timeout kills
+        whatever it started, so its pipes close at once); return stdout."""
         assert self._smi is not None
-        argv = [
-            self._smi,
-            "--query-compute-apps=pid,process_name,used_gpu_memory,gpu_uuid",
-            "--format=csv,noheader,nounits",
-        ]
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [self._smi, *query],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         self.helper_pids.add(proc.pid)
         try:
             stdout, stderr = proc.communicate(timeout=NVIDIA_SMI_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
             raise
         finally:
@@ -154,7 +159,17 @@ class GpuSampler:
             raise subprocess.SubprocessError(
                 f"exit {proc.returncode}: {(stderr or stdout).strip()[:200]}"
             )
-        return parse_smi_compute_apps(stdout)
+        return stdout
+
+    def _smi_processes(self) -> list[GpuProcess]:
+        return parse_smi_compute_apps(
+            self._run_smi(
+                [
+                    "--query-compute-apps=pid,process_name,used_gpu_memory,gpu_uuid",
+                    "--format=csv,noheader,nounits",
+                ]
+            )
+        )
 
     def devices(self) -> tuple[list[dict[str, str]], list[str]]:
         """``[{index, uuid, name, driver_version}]`` (strings) and the errors met."""
@@ -211,10 +226,16 @@ def parse_smi_compute_apps(text: str) -> list[GpuProcess]:
         line = line.strip()
         if not line:
             continue
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) < 4:
+        head, _, rest = line.partition(",")
+        parts = rest.rsplit(",", 2)
+        if len(parts) < 3 or not head.strip().isdigit():
             raise ValueError(f"unexpected nvidia-smi line {line!r}")
-        pid_text, name, mem_text, uuid = parts[0], ",".join(parts[1:-2]), parts[-2], parts[-1]
+        pid_text, name, mem_text, uuid = (
+            head.strip(),
+            parts[0].strip(),
+            parts[1].strip(),
+            parts[2].strip(),
+        )
         mib = int(mem_text) if mem_text.isdigit() else None
         out.append(GpuProcess(int(pid_text), name, mib, uuid))
     return out

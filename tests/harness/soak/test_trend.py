@@ -1,0 +1,161 @@
+"""Resource-trend verdicts and their calibration (CONTRACTS §7.3)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.soak.calibrate import CASES, growing_count, leak, step, window_times
+from harness.soak.trend import (
+    DEFAULT_THRESHOLDS,
+    Threshold,
+    TrendThresholdError,
+    analyse_trends,
+    judge_series,
+    parse_threshold_overrides,
+    theil_sen,
+)
+
+TRIALS = 10
+
+
+def test_theil_sen_recovers_a_noisy_slope_inside_its_interval() -> None:
+    t = np.arange(0.0, 100.0)
+    y = 3.0 * t + np.random.default_rng(1).normal(0, 2.0, t.size)
+    est = theil_sen(t, y)
+    assert est.lower <= 3.0 <= est.upper
+    assert est.lower < est.slope < est.upper
+    assert abs(est.slope - 3.0) < 0.1
+
+
+def test_theil_sen_ignores_one_outlier() -> None:
+    t = np.arange(0.0, 50.0)
+    y = np.zeros_like(t)
+    y[25] = 1e9
+    assert theil_sen(t, y).slope == 0.0
+
+
+def test_a_120_mib_per_hour_leak_is_caught_within_a_30_minute_soak() -> None:
+    # 5 s interval, 300 s warm-up: a 25-minute window of 301 samples (docs/soak.md).
+    assert growing_count(leak(120.0), sigma_mib=4.0, trials=TRIALS) == TRIALS
+    assert growing_count(leak(120.0), sigma_mib=1.0, trials=TRIALS) == TRIALS
+
+
+@pytest.mark.parametrize("fraction", [0.1, 0.25, 0.4, 0.5, 0.6, 0.75, 0.9])
+def test_a_one_time_plateau_is_never_a_leak(fraction: float) -> None:
+    for sigma in (1.0, 16.0):
+        assert growing_count(step(fraction), sigma_mib=sigma, trials=TRIALS) == 0
+
+
+def test_a_warmup_ramp_then_flat_is_bounded() -> None:
+    assert (
+        growing_count(CASES["ramp +200 MiB over 10 min, then flat"], sigma_mib=4.0, trials=TRIALS)
+        == 0
+    )
+
+
+def test_a_leak_at_the_limit_is_bounded() -> None:
+    assert growing_count(leak(64.0), sigma_mib=1.0, trials=TRIALS) == 0
+
+
+def test_step_records_growth_but_bounded_halves() -> None:
+    t = window_times()
+    result = judge_series(
+        list(t), list(step(0.5)(t)), DEFAULT_THRESHOLDS["rss_kib"], min_window_s=600
+    )
+    assert result.verdict == "bounded"
+    assert result.growth == 200 * 1024
+    assert result.half_slope_lower_bounds_per_hour == (0.0, 0.0)
+
+
+def test_integer_fd_staircase_leak_is_growing_and_single_fd_step_is_not() -> None:
+    t = list(np.arange(0.0, 1500.0, 5.0))
+    staircase = [40 + int(x // 180) for x in t]  # one FD every 3 minutes
+    single = [40 + (x >= 750) for x in t]
+    limit = DEFAULT_THRESHOLDS["fd_count"]
+    assert judge_series(t, staircase, limit, min_window_s=600).verdict == "growing"
+    assert judge_series(t, single, limit, min_window_s=600).verdict == "bounded"
+
+
+def test_short_or_sparse_windows_are_insufficient_data() -> None:
+    limit = Threshold(0, 1)
+    assert judge_series([0.0, 5.0], [1, 2], limit, min_window_s=0).verdict == "insufficient_data"
+    t = [float(i) for i in range(20)]
+    assert judge_series(t, list(range(20)), limit, min_window_s=600).verdict == "insufficient_data"
+    assert judge_series(t, list(range(20)), limit, min_window_s=10).verdict == "growing"
+
+
+def _sample(elapsed: float, *, bytes_total: int, fds: int = 3, gpu: int | None = None) -> dict:
+    classes = dict.fromkeys(
+        ("pipe", "socket", "memfd", "eventfd", "eventpoll", "nvidia", "shared_memory", "other"), 0
+    )
+    return {
+        "elapsed_s": elapsed,
+        "process": {
+            "process_count": 1,
+            "rss_kib_total": 1000,
+            "fd_count_total": fds,
+            "fd_classes_total": classes,
+            "processes": [],
+        },
+        "gpu": {
+            "process_count": 0,
+            "used_memory_mib_total": gpu or 0,
+            "processes": [],
+            "source": None if gpu is None else "nvml",
+            "errors": [],
+        },
+        "progress": {"file_count": 1, "bytes_total": bytes_total, "max_mtime": None},
+    }
+
+
+def test_window_starts_after_first_progress_plus_warmup_and_gpu_is_unavailable() -> None:
+    samples = [
+        _sample(float(i), bytes_total=0 if i < 10 else 100, fds=3 + max(0, i - 10))
+        for i in range(60)
+    ]
+    report = analyse_trends(
+        samples, thresholds=DEFAULT_THRESHOLDS, mode="enforce", warmup_s=5, min_window_s=10
+    )
+    assert report.window_start_s == 15.0
+    assert report.window_sample_count == 45
+    assert report.series["gpu_memory_mib"].verdict == "unavailable"
+    assert report.series["fd_count"].verdict == "growing"
+    assert report.verdict == "growing"
+    assert report.growing_reasons() == [report.growing_reasons()[0]]
+    assert report.growing_reasons()[0].startswith("fd_count ") and report.growing_reasons()[
+        0
+    ].endswith("> 0/h")
+    doc = report.to_json()
+    assert doc["thresholds"]["rss_kib"] == {"max_slope_per_hour": 65536, "min_growth": 32768}
+
+
+def test_no_progress_means_insufficient_data_not_bounded() -> None:
+    samples = [_sample(float(i), bytes_total=0) for i in range(30)]
+    report = analyse_trends(
+        samples, thresholds=DEFAULT_THRESHOLDS, mode="enforce", warmup_s=0, min_window_s=0
+    )
+    assert report.verdict == "insufficient_data"
+    assert report.window_start_s is None
+
+
+def test_threshold_overrides_parse_and_keep_defaults() -> None:
+    parsed = parse_threshold_overrides(["rss_kib=1000", "fd_count=0.5:3"])
+    assert parsed["rss_kib"] == Threshold(1000, 32768)
+    assert parsed["fd_count"] == Threshold(0.5, 3)
+    assert parsed["eventfd_fds"] == DEFAULT_THRESHOLDS["eventfd_fds"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ("rss_kib", "SERIES=MAX_PER_HOUR"),
+        ("vram=1", "unknown series 'vram'"),
+        ("rss_kib=abc", "is not a number"),
+        ("rss_kib=-1", ">= 0"),
+        ("rss_kib=1:nan", ">= 0"),
+    ],
+)
+def test_bad_threshold_specs_are_rejected(spec: str, fragment: str) -> None:
+    with pytest.raises(TrendThresholdError, match=fragment.replace("(", r"\(")):
+        parse_threshold_overrides([spec])
