@@ -267,6 +267,7 @@ class Collector:
             self._env_step_total_s += t3 - t2
             self._window_ticks += 1
             if (tick + 1) % spec.metrics_interval == 0 or tick + 1 == spec.total_ticks:
+                self.check_backend_health()
                 self.publish_report(tick + 1, episodes)
         block.set(Word.COLLECTOR_DONE, 1)
         block.add(Word.COLLECTOR_PROGRESS)
@@ -339,10 +340,17 @@ class Collector:
         except StopRequested:
             return
 
+    def check_backend_health(self) -> None:
+        """Let the backend raise on contact/constraint overflow (it syncs: once per report)."""
+        check = getattr(getattr(self.env, "backend", None), "check_health", None)
+        if callable(check):
+            check()
+
     def close(self) -> None:
-        close = getattr(self.env, "close", None)
-        if callable(close):
-            close()
+        for owner in (self.env, getattr(self.env, "backend", None)):
+            close = getattr(owner, "close", None)
+            if callable(close):
+                close()
 
 
 def read_report(block: ControlBlock, reward_terms: list[str]) -> dict[str, float] | None:
@@ -359,7 +367,9 @@ def read_report(block: ControlBlock, reward_terms: list[str]) -> dict[str, float
         if int(ints[Word.METRICS_SEQ]) == seq:
             out = {name: float(values[i]) for i, name in enumerate(REPORT_FIELDS)}
             for j, term in enumerate(reward_terms):
-                out[f"reward/{term}"] = float(values[len(REPORT_FIELDS) + j])
+                # The env may key its terms by name or by the full tag (reward/<term>).
+                tag = term if term.startswith("reward/") else f"reward/{term}"
+                out[tag] = float(values[len(REPORT_FIELDS) + j])
             return out
     return None
 
