@@ -291,14 +291,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HarnessError as err:
         print(f"error: {err}", file=sys.stderr)
         code = 1
-    except click.exceptions.NoArgsIsHelpError as err:
-        print(err.format_message(), file=sys.stderr)
-        code = 2
-    except click.UsageError as err:
-        print(f"error: {err.format_message()}", file=sys.stderr)
-        code = 2
-    except click.exceptions.Exit as err:
-        code = int(err.exit_code)
+    except (click.exceptions.Exit, typer.Exit) as err:
+        code = int(getattr(err, "exit_code", 1))
+    except (click.exceptions.Abort, typer.Abort):
+        print("error: aborted", file=sys.stderr)
+        code = 1
+    except (click.ClickException, typer.TyperException) as err:
+        message = err.format_message() if hasattr(err, "format_message") else str(err)
+        print(f"error: {' '.join(message.split())}", file=sys.stderr)
+        code = 2 if int(getattr(err, "exit_code", 2)) == 2 else 1
     if argv is None:
         sys.exit(code)
     return code

@@ -516,6 +516,7 @@ def soak_run(
 
 
 def _run(app: typer.Typer, argv: Sequence[str] | None, prog: str) -> int:
+    """Call the typer app without its standalone handling and map errors to exit codes."""
     try:
         code = app(
             args=list(sys.argv[1:] if argv is None else argv), prog_name=prog, standalone_mode=False
@@ -523,17 +524,15 @@ def _run(app: typer.Typer, argv: Sequence[str] | None, prog: str) -> int:
     except UsageError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except click.exceptions.NoArgsIsHelpError as err:
-        print(err.format_message(), file=sys.stderr)
-        return 2
-    except click.UsageError as err:
-        print(f"error: {err.format_message()}", file=sys.stderr)
-        return 2
-    except click.exceptions.Abort:
+    except (click.exceptions.Exit, typer.Exit) as err:
+        return int(getattr(err, "exit_code", 1))
+    except (click.exceptions.Abort, typer.Abort):
         print("error: aborted", file=sys.stderr)
         return 1
-    except click.exceptions.Exit as err:
-        return int(err.exit_code)
+    except (click.ClickException, typer.TyperException) as err:
+        message = err.format_message() if hasattr(err, "format_message") else str(err)
+        print(f"error: {' '.join(message.split())}", file=sys.stderr)
+        return 2 if int(getattr(err, "exit_code", 2)) == 2 else 1
     return int(code or 0)
 
 

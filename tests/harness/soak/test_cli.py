@@ -1,0 +1,373 @@
+"""``g1-soak`` and ``soak-run`` flags, pre-launch validation and launch argv (CONTRACTS §1.2, §1.3)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.soak import cli, monitor
+from harness.soak.cli import g1_soak_main, soak_run_main
+from harness.soak.trend import DEFAULT_THRESHOLDS, Threshold
+
+CHILDREN = Path(__file__).resolve().parents[2] / "faults" / "children"
+
+
+class Captured:
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+
+@pytest.fixture
+def captured(monkeypatch: pytest.MonkeyPatch) -> Captured:
+    """Replace the monitor with a recorder that returns a passing artifact."""
+    cap = Captured()
+
+    def fake_run_soak(command, *, log_dir, output, cfg, motion_id=None, status_stream=None):  # noqa: ANN001, ANN202
+        cap.calls.append(
+            {
+                "command": command,
+                "log_dir": log_dir,
+                "output": output,
+                "cfg": cfg,
+                "motion_id": motion_id,
+            }
+        )
+        artifact = {
+            "status": "passed",
+            "failure_classification": None,
+            "failure_reason": None,
+            "duration_s": 1.0,
+            "returncode": 0,
+            "monitor": {"sample_interval_s": cfg.sample_interval_s},
+            "resource_summary": dict.fromkeys(
+                [
+                    "sample_count",
+                    "max_process_count",
+                    "max_process_rss_kib",
+                    "max_gpu_used_memory_mib",
+                    "max_eventfd_count",
+                    "max_shared_memory_fd_count",
+                    "residual_process_count",
+                ],
+                0,
+            ),
+            "resource_trends": {
+                "verdict": "bounded",
+                "mode": cfg.trend_mode,
+                "series": {"rss_kib": {"verdict": "bounded", "slope_per_hour": 1.5}},
+            },
+        }
+        return monitor.SoakResult(artifact, output, True, None)
+
+    monkeypatch.setattr(monitor, "run_soak", fake_run_soak)
+    return cap
+
+
+def _paths(tmp_path: Path) -> list[str]:
+    return ["--log-dir", str(tmp_path / "run"), "--output", str(tmp_path / "out.json")]
+
+
+def test_g1_soak_builds_the_interpreter_pinned_argv_with_defaults(
+    tmp_path: Path, captured: Captured, capsys
+) -> None:
+    assert g1_soak_main(_paths(tmp_path)) == 0
+    call = captured.calls[0]
+    assert call["command"] == [
+        sys.executable,
+        "-m",
+        "trainer",
+        "train",
+        "--algo",
+        "flashsac",
+        "--task",
+        "g1_motion_tracking",
+        "--sim",
+        "mjwarp",
+        "algo.num_envs=1024",
+        "algo.max_iterations=65000",
+        "training.no_play=true",
+        f"training.log_dir={tmp_path / 'run'}",
+        "algo.save_interval=10000",
+    ]
+    cfg = call["cfg"]
+    assert (cfg.sample_interval_s, cfg.startup_timeout_s, cfg.stale_progress_s) == (5, 900, 300)
+    assert (cfg.post_shutdown_grace_s, cfg.min_duration_s) == (10, 1800)
+    assert (cfg.trend_mode, cfg.trend_warmup_s, cfg.trend_min_window_s) == ("enforce", 300, 600)
+    assert cfg.trend_thresholds == DEFAULT_THRESHOLDS
+    assert call["motion_id"] == "motions/g1/dance1_subject2_part.npz"
+    out = capsys.readouterr().out
+    assert "passed" in out and f"soak-report {tmp_path / 'out.json'}" in out
+
+
+def test_g1_soak_maps_flags_motion_and_keeps_user_save_interval(
+    tmp_path: Path, captured: Captured
+) -> None:
+    argv = [
+        *_paths(tmp_path),
+        "--sim",
+        "mujoco",
+        "--num-envs",
+        "8",
+        "--iterations",
+        "20",
+        "--motion",
+        "synthetic",
+        "--extra-override",
+        "algo.save_interval=5",
+        "--extra-override",
+        "training.seed=3",
+        "--trend-threshold",
+        "rss_kib=1000:10",
+        "--trend-mode",
+        "report",
+    ]
+    assert g1_soak_main(argv) == 0
+    call = captured.calls[0]
+    assert call["command"][8:] == [
+        "--sim",
+        "mujoco",
+        "algo.num_envs=8",
+        "algo.max_iterations=20",
+        "training.no_play=true",
+        f"training.log_dir={tmp_path / 'run'}",
+        "env.commands.motion.motion_file=motions/g1/synthetic_dance.npz",
+        "algo.save_interval=5",
+        "training.seed=3",
+    ]
+    assert call["motion_id"] == "motions/g1/synthetic_dance.npz"
+    assert call["cfg"].trend_thresholds["rss_kib"] == Threshold(1000, 10)
+    assert call["cfg"].trend_mode == "report"
+
+
+def test_motion_dance_and_path(tmp_path: Path, captured: Captured) -> None:
+    assert g1_soak_main([*_paths(tmp_path), "--motion", "dance"]) == 0
+    assert (
+        "env.commands.motion.motion_file=motions/g1/dance1_subject2_part.npz"
+        in captured.calls[0]["command"]
+    )
+    other = tmp_path / "b"
+    assert g1_soak_main([*_paths(other), "--motion", "/data/clip.npz"]) == 0
+    assert "env.commands.motion.motion_file=/data/clip.npz" in captured.calls[1]["command"]
+
+
+def test_json_output_is_one_strict_object(tmp_path: Path, captured: Captured, capsys) -> None:
+    assert g1_soak_main([*_paths(tmp_path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc) == {"status", "failure_classification", "failure_reason", "artifact", "monitor"}
+    assert doc["status"] == "passed" and doc["artifact"] == str(tmp_path / "out.json")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--num-envs", "x"], "Invalid value for '--num-envs'"),
+        (["--num-envs", "0"], "--num-envs=0 must be an integer > 0"),
+        (["--iterations", "-1"], "--iterations=-1 must be an integer > 0"),
+        (["--min-duration-seconds", "-1"], "--min-duration-seconds=-1 must be a number >= 0"),
+        (["--sample-interval-seconds", "0"], "--sample-interval-seconds=0 must be a number > 0"),
+        (["--startup-timeout-seconds", "0"], "--startup-timeout-seconds=0 must be a number > 0"),
+        (["--stale-progress-seconds", "nan"], "--stale-progress-seconds=nan must be a number > 0"),
+        (
+            ["--post-shutdown-grace-seconds", "-2"],
+            "--post-shutdown-grace-seconds=-2 must be a number >= 0",
+        ),
+        (["--sim", "isaac"], "'isaac' is not one of"),
+        (["--extra-override", "novalue"], "must look like KEY=VALUE"),
+        (
+            ["--extra-override", "algo.num_envs=8"],
+            "'algo.num_envs' is a soak-owned override; use --num-envs/--iterations/--log-dir instead",
+        ),
+        (
+            ["--extra-override", " +training.log_dir =/x"],
+            "'training.log_dir' is a soak-owned override",
+        ),
+        (
+            ["--extra-override", "~training.no_play=false"],
+            "'training.no_play' is a soak-owned override",
+        ),
+        (
+            ["--extra-override", "training.sim_backend=mjwarp"],
+            "'training.sim_backend' is a soak-owned override",
+        ),
+        (["--extra-override", "algo=sac"], "'algo' is a soak-owned override"),
+        (
+            ["--extra-override", "env.tensor_runtime=torch"],
+            "env.tensor_runtime was removed (no alias)",
+        ),
+        (
+            ["--extra-override", "env.tensor_runtime_device=cuda"],
+            "env.tensor_runtime_device was removed (no alias)",
+        ),
+        (["--trend-threshold", "vram=1"], "unknown series 'vram'"),
+        (
+            ["--motion", "synthetic", "--extra-override", "env.commands.motion.motion_file=x.npz"],
+            "pass only --motion",
+        ),
+    ],
+)
+def test_g1_soak_rejects_bad_flags_with_exit_2_before_launch(
+    tmp_path: Path, captured: Captured, capsys, argv: list[str], message: str
+) -> None:
+    assert g1_soak_main([*_paths(tmp_path), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert message in err
+    assert captured.calls == []
+    assert not (tmp_path / "run").exists() and not (tmp_path / "out.json").exists()
+
+
+def test_pre_launch_order_bounds_before_paths_before_overrides_before_thresholds(
+    tmp_path: Path, captured, capsys
+) -> None:
+    bad_all = [
+        "--log-dir",
+        "rel",
+        "--output",
+        str(tmp_path / "o.json"),
+        "--num-envs",
+        "0",
+        "--extra-override",
+        "algo.num_envs=1",
+        "--trend-threshold",
+        "x=1",
+    ]
+    assert g1_soak_main(bad_all) == 2
+    assert "--num-envs=0" in capsys.readouterr().err
+    assert g1_soak_main(bad_all[:4] + bad_all[6:]) == 2
+    assert "--log-dir 'rel' must be an absolute path" in capsys.readouterr().err
+    assert g1_soak_main(_paths(tmp_path) + bad_all[6:]) == 2
+    assert "soak-owned override" in capsys.readouterr().err
+    assert (
+        g1_soak_main(
+            _paths(tmp_path)
+            + ["--extra-override", "env.tensor_runtime=x", "--trend-threshold", "x=1"]
+        )
+        == 2
+    )
+    assert "env.tensor_runtime was removed" in capsys.readouterr().err
+
+
+def test_path_rules(tmp_path: Path, captured: Captured, capsys) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "f").write_text("x")
+    assert g1_soak_main(_paths(tmp_path)) == 2
+    assert "is not empty" in capsys.readouterr().err
+    assert g1_soak_main(["--log-dir", str(tmp_path / "new"), "--output", "out.json"]) == 2
+    assert "--output 'out.json' must be an absolute path" in capsys.readouterr().err
+    (tmp_path / "exists.json").write_text("{}")
+    assert (
+        g1_soak_main(
+            ["--log-dir", str(tmp_path / "new"), "--output", str(tmp_path / "exists.json")]
+        )
+        == 2
+    )
+    assert "already exists" in capsys.readouterr().err
+    assert (
+        g1_soak_main(
+            ["--log-dir", str(tmp_path / "new"), "--output", str(tmp_path / "new" / "a.json")]
+        )
+        == 2
+    )
+    assert "lies inside --log-dir" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert g1_soak_main(["--log-dir", str(empty), "--output", str(tmp_path / "ok.json")]) == 0
+
+
+def test_soak_run_replaces_log_dir_placeholder(tmp_path: Path, captured: Captured) -> None:
+    argv = [
+        *_paths(tmp_path),
+        "--sample-interval-seconds",
+        "1",
+        "--",
+        "python",
+        "t.py",
+        "{log_dir}",
+        "--x={log_dir}",
+    ]
+    assert soak_run_main(argv) == 0
+    call = captured.calls[0]
+    assert call["command"] == ["python", "t.py", str(tmp_path / "run"), "--x={log_dir}"]
+    assert call["cfg"].sample_interval_s == 1
+
+
+def test_soak_run_requires_a_command(tmp_path: Path, captured: Captured, capsys) -> None:
+    assert soak_run_main(_paths(tmp_path)) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_failed_soak_exits_1_and_unwritable_artifact_exits_1(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    def failing(command, **kwargs):  # noqa: ANN001, ANN003, ANN202
+        art = {
+            "status": "failed",
+            "failure_classification": "timeout/startup",
+            "failure_reason": "r",
+            "monitor": {},
+        }
+        return monitor.SoakResult(art, kwargs["output"], False, "OSError: disk full")
+
+    monkeypatch.setattr(monitor, "run_soak", failing)
+    assert soak_run_main([*_paths(tmp_path), "--json", "--", "true"]) == 1
+    captured = capsys.readouterr()
+    assert "could not write the soak artifact" in captured.err
+    assert json.loads(captured.out)["status"] == "failed"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", ["g1-soak", "soak-run"])
+def test_console_scripts_print_one_error_line_and_never_import_torch(
+    tmp_path: Path, script: str
+) -> None:
+    main = {"g1-soak": "g1_soak_main", "soak-run": "soak_run_main"}[script]
+    code = (
+        "import sys\n"
+        f"from harness.soak.cli import {main} as main\n"
+        "import harness.soak.monitor, harness.report.cli\n"
+        "bad = [m for m in ('torch', 'mujoco', 'warp', 'mujoco_warp', 'trainer') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+        f"sys.exit(main(['--log-dir', 'relative', '--output', '{tmp_path / 'o.json'}', '--', 'true'] if '{script}' == 'soak-run' "
+        f"else ['--log-dir', 'relative', '--output', '{tmp_path / 'o.json'}']))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("error:") == 1 and proc.stderr.startswith(
+        "error: --log-dir 'relative'"
+    )
+    assert proc.stdout == ""
+
+
+def test_help_lists_every_monitor_flag() -> None:
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(cli.g1_soak_app, ["--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    for flag in (
+        "--num-envs",
+        "--iterations",
+        "--min-duration-seconds",
+        "--sample-interval-seconds",
+        "--startup-timeout-seconds",
+        "--stale-progress-seconds",
+        "--post-shutdown-grace-seconds",
+        "--sim",
+        "--motion",
+        "--extra-override",
+        "--log-dir",
+        "--output",
+        "--trend-mode",
+        "--trend-threshold",
+        "--trend-warmup-seconds",
+        "--trend-min-window-seconds",
+        "--json",
+    ):
+        assert flag in result.output
