@@ -27,7 +27,7 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> Captured:
     """Replace the monitor with a recorder that returns a passing artifact."""
     cap = Captured()
 
-    def fake_run_soak(command, *, log_dir, output, cfg, motion_id=None, status_stream=None):  # noqa: ANN001, ANN202
+    def fake_run_soak(command, *, log_dir, output, cfg, motion_id=None, status_stream=None):
         cap.calls.append(
             {
                 "command": command,
@@ -305,7 +305,7 @@ def test_soak_run_requires_a_command(tmp_path: Path, captured: Captured, capsys)
 def test_failed_soak_exits_1_and_unwritable_artifact_exits_1(
     tmp_path: Path, monkeypatch, capsys
 ) -> None:
-    def failing(command, **kwargs):  # noqa: ANN001, ANN003, ANN202
+    def failing(command, **kwargs):
         art = {
             "status": "failed",
             "failure_classification": "timeout/startup",
