@@ -1,0 +1,201 @@
+"""The monitor in-process and the 0.3.0 artifact writer (CONTRACTS §7, §9)."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from pathlib import Path
+
+from harness.jsonio import load_strict
+from harness.schemas import validate
+from harness.soak import artifact as artifact_mod
+from harness.soak.context import motion_context, software_context
+from harness.soak.monitor import MonitorCfg, StatusPrinter, run_soak, status_line
+
+FAST = MonitorCfg(
+    sample_interval_s=0.05,
+    startup_timeout_s=5,
+    stale_progress_s=5,
+    post_shutdown_grace_s=0,
+    min_duration_s=0,
+)
+
+# A trainer that reports its environment and process group, writes to both streams.
+ENV_REPORTER = r"""
+import json, os, sys
+log_dir = sys.argv[1]
+print("to stdout"); print("to stderr", file=sys.stderr)
+keys = ("PYTHONUNBUFFERED", "G1SOAK_LOG_DIR", "G1SOAK_RUN_ID")
+info = {k: os.environ.get(k) for k in keys}
+info.update(pid=os.getpid(), pgid=os.getpgid(0), sid=os.getsid(0))
+with open(os.path.join(log_dir, "env.json"), "w") as f:
+    json.dump(info, f)
+"""
+
+
+def test_launch_gives_a_new_session_marker_env_and_console_log(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    result = run_soak(
+        [sys.executable, "-c", ENV_REPORTER, str(run)],
+        log_dir=run,
+        output=tmp_path / "a.json",
+        cfg=FAST,
+        status_stream=None,
+    )
+    info = load_strict(run / "env.json")
+    art = result.artifact
+    assert info["PYTHONUNBUFFERED"] == "1" and info["G1SOAK_LOG_DIR"] == str(run)
+    assert info["G1SOAK_RUN_ID"] == art["monitor"]["soak_id"]
+    assert info["pgid"] == info["pid"] == info["sid"] != os.getpgid(0)
+    console = (run / "soak-console.log").read_text()
+    assert "to stdout" in console and "to stderr" in console
+    assert art["monitor"]["subreaper"] is True
+    # The trainer wrote no summary: the verdict says so, and the artifact still validates.
+    assert art["failure_classification"] == "missing_run_summary"
+    assert validate(load_strict(tmp_path / "a.json"), "soak_artifact.0.3.0.json") == []
+    # progress excludes the console log: only env.json counts.
+    assert art["resource_summary"]["max_progress_bytes"] in (0, (run / "env.json").stat().st_size)
+
+
+def test_unstartable_command_still_writes_a_failed_artifact(tmp_path: Path) -> None:
+    result = run_soak(
+        [str(tmp_path / "no-such-trainer")],
+        log_dir=tmp_path / "run",
+        output=tmp_path / "a.json",
+        cfg=FAST,
+        status_stream=None,
+    )
+    art = load_strict(tmp_path / "a.json")
+    assert result.written and art["status"] == "failed"
+    assert art["failure_classification"] == "monitor_failure"
+    assert "could not start the trainer: FileNotFoundError" in art["failure_reason"]
+    assert art["returncode"] is None and art["samples"] == []
+    assert validate(art, "soak_artifact.0.3.0.json") == []
+
+
+def test_self_validation_failure_is_a_monitor_failure_and_still_written(
+    tmp_path: Path, monkeypatch
+) -> None:
+    real = artifact_mod.assemble_artifact
+
+    def broken(inputs):
+        doc = real(inputs)
+        doc["duration_s"] = "long"
+        return doc
+
+    monkeypatch.setattr(artifact_mod, "assemble_artifact", broken)
+    result = run_soak(
+        ["true"], log_dir=tmp_path / "run", output=tmp_path / "a.json", cfg=FAST, status_stream=None
+    )
+    art = load_strict(tmp_path / "a.json")
+    assert result.written and not result.passed
+    assert art["status"] == "failed"
+    # missing_run_summary came first; the self-validation reason is appended.
+    assert "artifact self-validation failed: $.duration_s" in art["failure_reason"]
+
+
+def test_self_validate_sets_monitor_failure_on_an_otherwise_passing_artifact() -> None:
+    doc = {"status": "passed", "failure_reason": None, "failure_classification": None}
+    artifact_mod.self_validate(doc)
+    assert doc["status"] == "failed" and doc["failure_classification"] == "monitor_failure"
+    assert doc["failure_reason"].startswith(
+        "soak monitor failed: artifact self-validation failed: $"
+    )
+
+
+def test_unwritable_output_is_reported_not_raised(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = run_soak(
+        ["true"], log_dir=tmp_path / "run", output=blocker / "a.json", cfg=FAST, status_stream=None
+    )
+    assert not result.written and result.write_error and not result.passed
+
+
+def _sample() -> dict:
+    classes = dict.fromkeys(
+        ("pipe", "socket", "memfd", "eventfd", "eventpoll", "nvidia", "shared_memory", "other"), 0
+    )
+    classes["eventfd"] = 3
+    return {
+        "elapsed_s": 3725.2,
+        "process": {
+            "process_count": 2,
+            "rss_kib_total": 2 * 1024 * 1024,
+            "fd_count_total": 40,
+            "fd_classes_total": classes,
+            "processes": [],
+        },
+        "gpu": {
+            "process_count": 1,
+            "used_memory_mib_total": 1234,
+            "processes": [],
+            "source": "nvml",
+            "errors": [],
+        },
+        "progress": {
+            "file_count": 3,
+            "bytes_total": 10,
+            "max_mtime": 1.0,
+            "last": {"phase": "training/learner_update", "iteration": 1200, "total_env_steps": 99},
+        },
+    }
+
+
+def test_status_line_shows_elapsed_iteration_rss_gpu_and_fds() -> None:
+    line = status_line(_sample())
+    for part in (
+        "[01:02:05]",
+        "iter 1200",
+        "steps 99",
+        "procs 2",
+        "rss 2.0 GiB",
+        "gpu 1234 MiB",
+        "fds 40",
+        "eventfd 3",
+    ):
+        assert part in line
+
+
+def test_status_printer_plain_lines_off_a_tty() -> None:
+    stream = io.StringIO()
+    printer = StatusPrinter(stream)
+    printer.show("a")
+    printer.show("b")
+    printer.finish()
+    assert stream.getvalue() == "a\nb\n"
+
+
+def test_status_printer_redraws_on_a_tty() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Tty()
+    printer = StatusPrinter(stream)
+    printer.show("a")
+    printer.show("b")
+    printer.finish()
+    assert stream.getvalue() == "\r\x1b[2Ka\r\x1b[2Kb\n"
+
+
+def test_resource_summary_takes_sample_maxima_and_producer_counters() -> None:
+    summary = artifact_mod.resource_summary([_sample()], None, 0)
+    assert summary["max_process_rss_kib"] == 2 * 1024 * 1024
+    assert summary["max_gpu_used_memory_mib"] == 1234 and summary["max_eventfd_count"] == 3
+    assert summary["replay_ingress_depth"] is None and summary["ipc_event_count"] is None
+
+
+def test_context_never_imports_torch_and_hashes_the_motion(tmp_path: Path) -> None:
+    clip = tmp_path / "clip.npz"
+    clip.write_bytes(b"abc")
+    ctx = motion_context(str(clip))
+    assert ctx == {
+        "id": str(clip),
+        "sha256": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+        "source": "path",
+    }
+    assert motion_context("motions/g1/none.npz")["sha256"] is None
+    software = software_context()
+    assert software["python"] and "torch" in software
