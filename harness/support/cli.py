@@ -1,0 +1,134 @@
+"""``support-matrix [--json] [--write] [--check]``: print or maintain the support matrix (§13).
+
+Without flags it prints the evidence level of every algo × task × sim owner and the platform
+facts per backend as tables; ``--json`` prints the same as one strict-JSON object. ``--write``
+rewrites the generated block of ``docs/support_matrix.md``; ``--check`` exits 1 when the
+committed block differs from what the generator produces now (CI runs it through a test).
+Exit codes: 0 printed/written/up to date, 1 stale block or malformed evidence, 2 bad flags.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import click
+import typer
+from tabulate import tabulate
+from typer.exceptions import TyperException
+
+from harness.errors import HarnessError, UsageError
+from harness.jsonio import dumps_strict, write_atomic_text
+from harness.support.matrix import (
+    DOC_PAGE,
+    LEVELS,
+    SupportMatrix,
+    build_matrix,
+    committed_block,
+    render_block,
+    replace_block,
+)
+
+__all__ = ["REPO_ROOT", "app", "main"]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+app = typer.Typer(name="support-matrix", add_completion=False, pretty_exceptions_enable=False)
+
+
+def render_tables(matrix: SupportMatrix) -> str:
+    """The two human tables (levels, platform facts)."""
+    levels = tabulate(
+        [[r.algo, r.task, r.sim, LEVELS[r.level], r.level, r.missing or "-"] for r in matrix.rows],
+        headers=["algo", "task", "sim", "level", "value", "next level needs"],
+        tablefmt="github",
+    )
+    facts = tabulate(
+        [
+            [
+                f["backend"],
+                f["execution"],
+                f["device"],
+                f["reset_randomization"],
+                f["diagnostics_available"],
+            ]
+            for f in matrix.platform_facts
+        ],
+        headers=["backend", "execution", "device", "reset randomization", "diagnostics"],
+        tablefmt="github",
+    )
+    return f"{levels}\n\n{facts}\n"
+
+
+@app.command()
+def support_matrix(
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print one strict-JSON object.")
+    ] = False,
+    write: Annotated[
+        bool, typer.Option("--write", help=f"Rewrite the generated block of {DOC_PAGE}.")
+    ] = False,
+    check: Annotated[
+        bool,
+        typer.Option("--check", help=f"Exit 1 when the committed block of {DOC_PAGE} is stale."),
+    ] = False,
+    root: Annotated[
+        Path, typer.Option("--root", hidden=True, help="Repository root (tests).")
+    ] = REPO_ROOT,
+) -> None:
+    """Evidence level of every algo/task/sim owner and platform facts per backend."""
+    if write and check:
+        raise UsageError("--write and --check exclude each other; run --write, then --check")
+    matrix = build_matrix(root)
+    block = render_block(matrix)
+    page_path = root / DOC_PAGE
+    if write or check:
+        try:
+            page = page_path.read_text(encoding="utf-8")
+        except OSError as err:
+            raise HarnessError(f"cannot read {page_path}: {err.strerror or err}") from err
+        if check:
+            if committed_block(page) != block:
+                raise HarnessError(
+                    f"{DOC_PAGE} generated block is stale (or its markers are missing); "
+                    "run support-matrix --write and commit the result"
+                )
+            sys.stderr.write(f"{DOC_PAGE}: generated block is up to date\n")
+        else:
+            updated = replace_block(page, block)
+            if updated != page:
+                write_atomic_text(page_path, updated)
+                sys.stderr.write(f"{DOC_PAGE}: generated block rewritten\n")
+            else:
+                sys.stderr.write(f"{DOC_PAGE}: generated block already up to date\n")
+    if json_output:
+        sys.stdout.write(dumps_strict(matrix.to_json()))
+    elif not (write or check):
+        sys.stdout.write(render_tables(matrix))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: ``error: ...`` on stderr; exit 0 ok, 1 stale/malformed, 2 usage."""
+    try:
+        code = app(args=argv, prog_name="support-matrix", standalone_mode=False)
+    except (click.exceptions.Exit, typer.Exit) as exc:
+        return int(getattr(exc, "exit_code", 1))
+    except (click.ClickException, TyperException) as err:
+        message = err.format_message() if hasattr(err, "format_message") else str(err)
+        sys.stderr.write(f"error: {' '.join(message.split())}\n")
+        return 2 if int(getattr(err, "exit_code", 2)) == 2 else 1
+    except (click.Abort, KeyboardInterrupt):
+        sys.stderr.write("error: aborted\n")
+        return 1
+    except UsageError as err:
+        sys.stderr.write(f"error: {err}\n")
+        return 2
+    except HarnessError as err:
+        sys.stderr.write(f"error: {err}\n")
+        return 1
+    return code if isinstance(code, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
