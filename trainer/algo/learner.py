@@ -116,6 +116,18 @@ class FlashSacLearner:
         self._fused = fused
         self.lr_steps = torch.zeros(3, dtype=torch.float32, device=self.device)
         """Updates made by each schedule (actor, critic, temperature); skipped steps count."""
+        policy_updates = -(-cfg.updates_per_step // cfg.policy_frequency)
+        self._cycle_steps = torch.tensor(
+            [policy_updates, cfg.updates_per_step, policy_updates],
+            dtype=torch.float32,
+            device=self.device,
+        )
+        self._peak_column = torch.tensor(peaks, dtype=torch.float32, device=self.device).unsqueeze(
+            1
+        )  # [3, 1]
+        self._step_offsets = torch.arange(
+            cfg.updates_per_step, dtype=torch.float32, device=self.device
+        )
 
         self.replay = DeviceReplay(cfg.replay_buffer_n * num_envs, self.layout, self.device)
         self.reward_scaler = RewardScaler(
@@ -305,12 +317,24 @@ class FlashSacLearner:
 
     def _cycle_body(self) -> None:
         critic_losses, actor_losses, entropies, temp_losses = [], [], [], []
+        # lr of every update of this cycle, one small kernel chain: [3, U] (actor, critic, temp)
+        self._lr_table = cosine_lr_tensor(
+            self.lr_steps.unsqueeze(1) + self._step_offsets,
+            peak=self._peak_column,
+            end=self.cfg.lr_end,
+            decay_steps=self.cfg.lr_decay_steps,
+            warmup_steps=self.cfg.lr_warmup_steps,
+        )
+        policy_updates = 0
         for k in range(self.updates_per_step):
             rows = self._batch[k * self.batch_size : (k + 1) * self.batch_size]  # [B, width]
-            critic_loss, critic_ok = self._critic_update(rows, self._noise[k, 0])
+            critic_loss, critic_ok = self._critic_update(rows, self._noise[k, 0], k)
             critic_losses.append(critic_loss)
             if k % self.cfg.policy_frequency == 0:
-                actor_loss, temp_loss, entropy = self._actor_update(rows, self._noise[k, 1])
+                actor_loss, temp_loss, entropy = self._actor_update(
+                    rows, self._noise[k, 1], policy_updates
+                )
+                policy_updates += 1
                 actor_losses.append(actor_loss)
                 temp_losses.append(temp_loss)
                 entropies.append(entropy)
@@ -325,8 +349,9 @@ class FlashSacLearner:
                 self.reward_scaler.var.sqrt(),
             ]
             self._metrics.copy_(torch.stack(metrics))
+            self.lr_steps.add_(self._cycle_steps)  # schedules advance even on skipped steps
 
-    def _critic_update(self, rows: Tensor, eps: Tensor) -> tuple[Tensor, Tensor]:
+    def _critic_update(self, rows: Tensor, eps: Tensor, index: int) -> tuple[Tensor, Tensor]:
         L, B = self.layout, self.batch_size
         cobs, action = rows[:, L.critic_obs], rows[:, L.action]
         with torch.no_grad():
@@ -341,11 +366,12 @@ class FlashSacLearner:
                 0,
             ).t()  # [in, 2B]: [c; c'] with [a; a']
             with self._amp():
-                target_log_probs = self.critic_target.forward_t(
-                    x_t, training=True, track=False
-                )  # [E, K, 2B]
+                # BN statistics over all 2B rows; only the c' half reaches the head
+                next_log_probs = self.critic_target.forward_t(
+                    x_t, training=True, track=False, rows=slice(B, None)
+                )  # [E, B, K]
             target = self._td_target(
-                target_log_probs[:, :, B:].transpose(1, 2),  # [E, B, K]
+                next_log_probs,
                 rows[:, L.reward] * self._inv_scale,
                 losses.bootstrap_mask(rows[:, L.done], rows[:, L.trunc]),
                 self.log_alpha.exp() * next_log_prob,
@@ -353,18 +379,18 @@ class FlashSacLearner:
                 self.cfg.gamma,
             )  # [B, K]
         with self._amp():
-            log_probs = self.critic.forward_t(x_t, training=True)  # [E, K, 2B]
-        loss = losses.critic_loss(target, log_probs[:, :, :B].transpose(1, 2))
-        ok = self._step(_CRITIC, loss)
+            log_probs = self.critic.forward_t(x_t, training=True, rows=slice(0, B))  # [E, B, K]
+        loss = losses.critic_loss(target, log_probs)
+        ok = self._step(_CRITIC, loss, index)
         self.critic_plan.apply()
         return loss.detach(), ok
 
-    def _actor_update(self, rows: Tensor, eps: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def _actor_update(self, rows: Tensor, eps: Tensor, index: int) -> tuple[Tensor, Tensor, Tensor]:
         L, B = self.layout, self.batch_size
         obs_pair = torch.cat([rows[:, L.obs], rows[:, L.next_obs]], 0)  # [2B, obs]
         with self._amp():
-            mu, rho = self.actor(obs_pair, training=True)
-        action, log_prob = losses.squashed_gaussian(mu[:B].float(), rho[:B].float(), eps)
+            mu, rho = self.actor(obs_pair, training=True, rows=B)  # BN over 2B rows, heads on o
+        action, log_prob = losses.squashed_gaussian(mu.float(), rho.float(), eps)
         for p in self._critic_params:
             p.requires_grad_(False)
         try:
@@ -376,28 +402,23 @@ class FlashSacLearner:
         q = losses.expected_q(log_probs, self.support).amin(0)  # [B]
         alpha = self.log_alpha.exp()
         loss = losses.actor_loss(log_prob, q, alpha)
-        self._step(_ACTOR, loss)
+        self._step(_ACTOR, loss, index)
         self.actor_plan.apply()
         temp_loss, entropy = losses.temperature_loss(self.log_alpha, log_prob, self.target_entropy)
-        self._step(_TEMP, temp_loss)
+        self._step(_TEMP, temp_loss, index)
         return loss.detach(), temp_loss.detach(), entropy
 
-    def _step(self, which: int, loss: Tensor) -> Tensor:
-        """Backward + Adam step unless ``loss`` is non-finite; the schedule always advances.
+    def _step(self, which: int, loss: Tensor, index: int) -> Tensor:
+        """Backward + Adam step unless ``loss`` is non-finite (the schedule advances anyway).
 
-        Returns the 0-dim float ``finite`` flag (1 = stepped).
+        ``index`` is this optimizer's update number within the cycle. Returns the 0-dim
+        float ``finite`` flag (1 = stepped).
         """
         opt = self.optimizers[which]
         opt.zero_grad(set_to_none=True)
         loss.backward()
         finite = torch.isfinite(loss.detach()).float()
-        lr = cosine_lr_tensor(
-            self.lr_steps[which],
-            peak=self._peaks[which],
-            end=self.cfg.lr_end,
-            decay_steps=self.cfg.lr_decay_steps,
-            warmup_steps=self.cfg.lr_warmup_steps,
-        )
+        lr = self._lr_table[which, index]
         if self._fused:
             opt.param_groups[0]["lr"].copy_(lr)
             opt.found_inf = 1.0 - finite  # fused Adam skips the step (and its count) on found_inf
@@ -406,7 +427,6 @@ class FlashSacLearner:
             opt.param_groups[0]["lr"] = float(lr)
             if bool(finite):  # CPU: reading a host value is no device sync
                 opt.step()
-        self.lr_steps[which] += 1.0
         return finite
 
     @torch.no_grad()

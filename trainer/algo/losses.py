@@ -94,7 +94,9 @@ def categorical_projection(
     atoms = reward.unsqueeze(-1) + discount * (support - entropy_term.unsqueeze(-1))  # [B, K]
     atoms = torch.minimum(torch.maximum(atoms, v_min), v_max)
     b = ((atoms - v_min) / delta).clamp(0.0, num_atoms - 1.0)
-    lower = b.floor()
+    # Indices from a NaN-free copy (a NaN index would be out of bounds, a device assert on
+    # CUDA); the weights keep the NaN so that the loss turns non-finite and the step is skipped.
+    lower = torch.nan_to_num(b, nan=0.0).floor()
     frac = b - lower  # an integer b puts all the mass on the lower atom
     upper = (lower + 1.0).clamp(max=num_atoms - 1.0)
     target = torch.zeros_like(next_probs)

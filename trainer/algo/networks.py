@@ -42,16 +42,38 @@ class EnsembleLinear(nn.Module):
             return torch.bmm(self.weight, x)
         return torch.baddbmm(self.bias.unsqueeze(-1), self.weight, x)
 
+    def forward_rows(self, x: Tensor) -> Tensor:
+        """``[E, in, B] -> [E, B, out]`` (row-major output, for heads)."""
+        w_t = self.weight.transpose(1, 2)  # [E, in, out]
+        if self.bias is None:
+            return torch.bmm(x.transpose(1, 2), w_t)
+        return torch.baddbmm(self.bias.unsqueeze(1), x.transpose(1, 2), w_t)
+
 
 class EnsembleBatchNorm(nn.Module):
-    """Affine BN with per-member statistics over the row axis of ``[E, d, B]``."""
+    """Affine BN with per-member statistics over the row axis of ``[E, d, B]``.
+
+    ``affine[0]`` is gamma and ``affine[1]`` beta, ``[E, d]`` each: one tensor so that the
+    §2 joint renormalisation of ``[gamma; beta]`` is a single reduction.
+    """
 
     def __init__(self, members: int, dim: int) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.ones(members, dim))
-        self.bias = nn.Parameter(torch.zeros(members, dim))
+        self.affine = nn.Parameter(
+            torch.stack([torch.ones(members, dim), torch.zeros(members, dim)])
+        )
         self.register_buffer("running_mean", torch.zeros(members, dim))
         self.register_buffer("running_var", torch.ones(members, dim))
+
+    @property
+    def weight(self) -> Tensor:
+        """gamma ``[E, d]`` (a view of ``affine``)."""
+        return self.affine[0]
+
+    @property
+    def bias(self) -> Tensor:
+        """beta ``[E, d]`` (a view of ``affine``)."""
+        return self.affine[1]
 
     def forward(self, x: Tensor, training: bool, track: bool = True) -> Tensor:
         members, dim, rows = x.shape
@@ -60,8 +82,8 @@ class EnsembleBatchNorm(nn.Module):
             x.reshape(1, members * dim, rows),  # per-(member, feature) channel
             self.running_mean.view(-1) if use_buffers else None,
             self.running_var.view(-1) if use_buffers else None,
-            self.weight.view(-1),
-            self.bias.view(-1),
+            self.affine[0].view(-1),
+            self.affine[1].view(-1),
             training,
             BN_MOMENTUM,
             BN_EPS,
@@ -125,7 +147,7 @@ def _plan(module: nn.Module) -> RenormPlan:
         if isinstance(sub, EnsembleLinear):
             plan.rows.append(sub.weight.data)
         elif isinstance(sub, EnsembleBatchNorm):
-            plan.affines.append((sub.weight.data, sub.bias.data))
+            plan.affines.append(sub.affine.data)
         elif isinstance(sub, EnsembleRmsNorm):
             plan.gains.append(sub.weight.data)
     return plan
@@ -144,10 +166,17 @@ class Actor(nn.Module):
         self.rho_head = EnsembleLinear(1, hidden_dim, action_dim, bias=True)
         self.renorm_plan().apply()
 
-    def forward(self, obs: Tensor, training: bool) -> tuple[Tensor, Tensor]:
-        """``obs [B, obs_dim]`` -> ``(mu, rho)``, each ``[B, A]`` (matmul precision of the caller)."""
+    def forward(
+        self, obs: Tensor, training: bool, rows: int | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """``obs [B, obs_dim]`` -> ``(mu, rho)``, each ``[rows, A]`` (matmul precision of the caller).
+
+        ``rows`` keeps only the first rows for the heads: BN statistics still see all B rows.
+        """
         h = self.trunk(obs.t(), training)  # [1, d, B]
-        return self.mu_head(h)[0].t(), self.rho_head(h)[0].t()
+        if rows is not None:
+            h = h[:, :, :rows]
+        return self.mu_head.forward_rows(h)[0], self.rho_head.forward_rows(h)[0]
 
     def deterministic(self, obs: Tensor) -> Tensor:
         """``tanh(mu)`` in BN eval mode (evaluation / export)."""
@@ -177,17 +206,24 @@ class Critic(nn.Module):
         self.head = EnsembleLinear(members, hidden_dim, num_atoms, bias=True)
         self.renorm_plan().apply()
 
-    def forward_t(self, x_t: Tensor, training: bool, track: bool = True) -> Tensor:
-        """Feature-major input ``[in, B]`` -> log-probabilities ``[E, K, B]`` (fp32)."""
-        logits = self.head(self.trunk(x_t, training, track))  # [E, K, B]
-        return logits.float().log_softmax(1)
+    def forward_t(
+        self, x_t: Tensor, training: bool, track: bool = True, rows: slice | None = None
+    ) -> Tensor:
+        """Feature-major input ``[in, B]`` -> log-probabilities ``[E, B', K]`` (fp32).
+
+        ``rows`` selects the rows that reach the head (BN statistics still see all B rows).
+        """
+        h = self.trunk(x_t, training, track)  # [E, d, B]
+        if rows is not None:
+            h = h[:, :, rows]
+        return self.head.forward_rows(h).float().log_softmax(-1)
 
     def forward(
         self, critic_obs: Tensor, action: Tensor, training: bool, track: bool = True
     ) -> Tensor:
-        """``[B, Dc]``, ``[B, A]`` -> log-probabilities ``[E, B, K]`` (a transposed view)."""
+        """``[B, Dc]``, ``[B, A]`` -> log-probabilities ``[E, B, K]``."""
         x_t = torch.cat([critic_obs, action.to(critic_obs.dtype)], dim=1).t()
-        return self.forward_t(x_t, training, track).transpose(1, 2)
+        return self.forward_t(x_t, training, track)
 
     def renorm_plan(self) -> RenormPlan:
         return _plan(self)

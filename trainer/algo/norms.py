@@ -15,7 +15,18 @@ import torch
 from torch import Tensor
 
 _EPS_ROW = 1e-8
-_EPS_SQ = 1e-8
+_EPS_HYPOT = 1e-4  # sqrt of the 1e-8 under the square root
+
+
+_EPS_CACHE: dict[torch.device, Tensor] = {}
+
+
+def _eps_hypot(device: torch.device) -> Tensor:
+    # Created on first use (construction, outside any graph capture) and reused.
+    eps = _EPS_CACHE.get(device)
+    if eps is None:
+        eps = _EPS_CACHE[device] = torch.tensor(_EPS_HYPOT, device=device)
+    return eps
 
 
 @torch.no_grad()
@@ -26,21 +37,24 @@ def renormalize_rows_(weight: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def renormalize_affine_(gamma: Tensor, beta: Tensor) -> None:
-    """Scale ``gamma`` and ``beta`` (``[..., d]``) by ``sqrt(d)/sqrt(sum g^2 + sum b^2 + 1e-8)``."""
-    d = gamma.shape[-1]
-    sq = gamma.square().sum(-1, keepdim=True) + beta.square().sum(-1, keepdim=True)
-    factor = (sq + _EPS_SQ).rsqrt_().mul_(math.sqrt(d))
-    gamma.mul_(factor)
-    beta.mul_(factor)
+def renormalize_affine_(affine: Tensor) -> Tensor:
+    """Scale ``affine = [gamma; beta]`` (``[2, ..., d]``) per member to norm sqrt(d).
+
+    The joint factor is ``sqrt(d)/sqrt(sum gamma^2 + sum beta^2 + 1e-8)``.
+    """
+    d = affine.shape[-1]
+    dims = (0, affine.dim() - 1)
+    norm = torch.linalg.vector_norm(affine, dim=dims, keepdim=True)
+    # hypot(n, 1e-4) = sqrt(n^2 + 1e-8), in one kernel
+    return affine.div_(torch.hypot(norm, _eps_hypot(norm.device)).div_(math.sqrt(d)))
 
 
 @torch.no_grad()
 def renormalize_gain_(gain: Tensor) -> Tensor:
     """Scale an RMSNorm gain (``[..., d]``) to norm sqrt(d): ``g * sqrt(d)/sqrt(sum g^2 + 1e-8)``."""
     d = gain.shape[-1]
-    factor = (gain.square().sum(-1, keepdim=True) + _EPS_SQ).rsqrt_().mul_(math.sqrt(d))
-    return gain.mul_(factor)
+    norm = torch.linalg.vector_norm(gain, dim=-1, keepdim=True)
+    return gain.div_(torch.hypot(norm, _eps_hypot(norm.device)).div_(math.sqrt(d)))
 
 
 @dataclass
@@ -49,12 +63,12 @@ class RenormPlan:
 
     Attributes:
         rows: linear weights ``[..., out, in]`` (trunk and heads).
-        affines: ``(gamma, beta)`` pairs of every BN, ``[..., d]`` each.
+        affines: ``[gamma; beta]`` of every BN, ``[2, ..., d]``.
         gains: RMSNorm gains ``[..., d]``.
     """
 
     rows: list[Tensor] = field(default_factory=list)
-    affines: list[tuple[Tensor, Tensor]] = field(default_factory=list)
+    affines: list[Tensor] = field(default_factory=list)
     gains: list[Tensor] = field(default_factory=list)
 
     @torch.no_grad()
@@ -62,7 +76,7 @@ class RenormPlan:
         """Renormalise everything in place (idempotent up to rounding)."""
         for weight in self.rows:
             renormalize_rows_(weight)
-        for gamma, beta in self.affines:
-            renormalize_affine_(gamma, beta)
+        for affine in self.affines:
+            renormalize_affine_(affine)
         for gain in self.gains:
             renormalize_gain_(gain)

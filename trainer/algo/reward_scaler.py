@@ -22,7 +22,7 @@ class RewardScaler:
         self.gamma = float(gamma)
         self.g_max = float(g_max)
         self.device = torch.device(device)
-        f32 = dict(dtype=torch.float32, device=self.device)
+        f32 = {"dtype": torch.float32, "device": self.device}
         self.returns = torch.zeros(num_envs, **f32)  # [N] G
         self.mean = torch.zeros((), **f32)
         self.var = torch.ones((), **f32)

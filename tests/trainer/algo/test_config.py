@@ -9,13 +9,43 @@ import pytest
 from trainer.algo.config import FlashSacCfg, FlashSacConfigError, warmup_ticks
 from trainer.config.errors import ConfigError
 
-SPEC_KEYS = (
-    "num_envs max_iterations batch_size updates_per_step policy_frequency gamma tau n_step actor_lr "
-    "critic_lr temp_lr lr_end lr_warmup_steps lr_decay_steps learning_starts replay_buffer_n "
-    "actor_hidden_dim critic_hidden_dim num_blocks num_atoms critic_min_v critic_max_v temp_initial "
-    "temp_target_sigma target_entropy noise_zeta_mu noise_max_repeat normalize_reward normalized_g_max "
-    "use_amp amp_dtype use_compile use_cuda_graph seed save_interval"
-).split()
+SPEC_KEYS = [
+    "num_envs",
+    "max_iterations",
+    "batch_size",
+    "updates_per_step",
+    "policy_frequency",
+    "gamma",
+    "tau",
+    "n_step",
+    "actor_lr",
+    "critic_lr",
+    "temp_lr",
+    "lr_end",
+    "lr_warmup_steps",
+    "lr_decay_steps",
+    "learning_starts",
+    "replay_buffer_n",
+    "actor_hidden_dim",
+    "critic_hidden_dim",
+    "num_blocks",
+    "num_atoms",
+    "critic_min_v",
+    "critic_max_v",
+    "temp_initial",
+    "temp_target_sigma",
+    "target_entropy",
+    "noise_zeta_mu",
+    "noise_max_repeat",
+    "normalize_reward",
+    "normalized_g_max",
+    "use_amp",
+    "amp_dtype",
+    "use_compile",
+    "use_cuda_graph",
+    "seed",
+    "save_interval",
+]
 
 
 def test_fields_are_exactly_the_spec_keys_and_defaults_validate() -> None:

@@ -114,3 +114,10 @@ def test_actor_and_temperature_losses() -> None:
     assert float(entropy) == pytest.approx(-2.0)
     loss.backward()
     assert float(log_alpha.grad) == pytest.approx(0.01 * (-2.0 + 13.867262), rel=1e-6)
+
+
+def test_projection_of_a_nan_reward_is_nan_not_an_index_error() -> None:
+    target = losses.categorical_projection(
+        P_NEXT[None], torch.tensor([float("nan")]), torch.ones(1), 0.9, torch.zeros(1), SUPPORT
+    )
+    assert bool(torch.isnan(target).any())

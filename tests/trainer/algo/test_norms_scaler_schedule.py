@@ -25,23 +25,22 @@ def test_row_renormalisation_values_and_idempotence() -> None:
 
 
 def test_bn_and_rms_renormalisation_values() -> None:
-    gamma, beta = torch.ones(2), torch.ones(2)
-    norms.renormalize_affine_(gamma, beta)
-    torch.testing.assert_close(gamma, torch.full((2,), 0.707107), atol=1e-6, rtol=0)
-    torch.testing.assert_close(beta, torch.full((2,), 0.707107), atol=1e-6, rtol=0)
+    affine = torch.ones(2, 2)  # [gamma; beta] of a BN with d = 2
+    norms.renormalize_affine_(affine)
+    torch.testing.assert_close(affine, torch.full((2, 2), 0.707107), atol=1e-6, rtol=0)
     gain = torch.full((4,), 3.0)
     norms.renormalize_gain_(gain)
     torch.testing.assert_close(gain, torch.ones(4))
 
 
 def test_per_member_affine_renormalisation_is_independent() -> None:
-    gamma = torch.tensor([[1.0, 1.0], [2.0, 0.0]])
+    gamma = torch.tensor([[1.0, 1.0], [2.0, 0.0]])  # [E=2, d=2]
     beta = torch.tensor([[1.0, 1.0], [0.0, 0.0]])
-    norms.renormalize_affine_(gamma, beta)
-    torch.testing.assert_close(
-        torch.cat([gamma, beta], -1).norm(dim=-1), torch.full((2,), math.sqrt(2))
-    )
-    torch.testing.assert_close(gamma[1], torch.tensor([math.sqrt(2), 0.0]))
+    affine = torch.stack([gamma, beta])  # [2, E, d]
+    norms.renormalize_affine_(affine)
+    joint = torch.cat([affine[0], affine[1]], -1).norm(dim=-1)
+    torch.testing.assert_close(joint, torch.full((2,), math.sqrt(2)))
+    torch.testing.assert_close(affine[0, 1], torch.tensor([math.sqrt(2), 0.0]))
 
 
 # N = 2, gamma = 0.5, g_max = 5 (FLASHSAC.md §9.4): r, done, G, G_max, mu, var, D, r~
@@ -87,7 +86,7 @@ def test_reward_scaler_multi_tick_fold_equals_tick_by_tick_and_round_trips() -> 
 
 
 def test_cosine_schedule_reference_values() -> None:
-    kw = dict(peak=3e-4, end=1.5e-4, decay_steps=500_000)
+    kw = {"peak": 3e-4, "end": 1.5e-4, "decay_steps": 500_000}
     assert cosine_lr(0, **kw) == pytest.approx(3e-4)
     assert cosine_lr(100_000, **kw) == pytest.approx(2.8568e-4, abs=5e-9)
     assert cosine_lr(250_000, **kw) == pytest.approx(2.25e-4)

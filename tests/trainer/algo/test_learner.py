@@ -1,0 +1,196 @@
+"""FlashSacLearner on CPU at tiny sizes (plus GPU graph-vs-eager checks): FLASHSAC.md §3-§6."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from trainer.algo.config import FlashSacCfg
+from trainer.algo.learner import METRIC_NAMES, FlashSacLearner
+from trainer.algo.replay import pack_transitions
+
+OBS, COBS, ACT, N = 6, 7, 3, 8
+
+
+def make_cfg(**over) -> FlashSacCfg:
+    base = {
+        "num_envs": N, "batch_size": 16, "updates_per_step": 4, "replay_buffer_n": 16, "learning_starts": 2,
+        "actor_hidden_dim": 16, "critic_hidden_dim": 16, "num_atoms": 11, "use_compile": False,
+    }  # fmt: skip
+    return FlashSacCfg(**(base | over))
+
+
+def make_learner(device: str = "cpu", **over) -> FlashSacLearner:
+    cfg = make_cfg(**over)
+    return FlashSacLearner(
+        cfg, num_envs=cfg.num_envs, device=device, obs_dim=OBS, critic_obs_dim=COBS, action_dim=ACT
+    )
+
+
+def fill(learner: FlashSacLearner, ticks: int, seed: int = 0) -> None:
+    g = torch.Generator().manual_seed(seed)
+    n, dev = learner.num_envs, learner.device
+    for _ in range(ticks):
+        obs, nxt = torch.randn(n, OBS, generator=g), torch.randn(n, OBS, generator=g)
+        action = torch.rand(n, ACT, generator=g) * 2 - 1
+        rows = pack_transitions(
+            obs, nxt, action, torch.randn(n, generator=g), torch.rand(n, generator=g) < 0.1,
+            torch.rand(n, generator=g) < 0.1, torch.randn(n, COBS, generator=g), torch.randn(n, COBS, generator=g),
+        )  # fmt: skip
+        learner.replay.commit(rows.to(dev))
+
+
+def params(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+def run_cycle(learner: FlashSacLearner, seed: int) -> dict[str, float]:
+    torch.manual_seed(seed)
+    learner.prepare_iteration()
+    return {k: float(v) for k, v in learner.update_cycle().items()}
+
+
+def test_cycles_are_finite_change_parameters_and_keep_norms() -> None:
+    learner = make_learner()
+    fill(learner, 3)
+    actor0, critic0, target0 = (
+        params(learner.actor),
+        params(learner.critic),
+        params(learner.critic_target),
+    )
+    for i in range(3):
+        metrics = run_cycle(learner, i)
+        assert set(metrics) == set(METRIC_NAMES)
+        assert all(math.isfinite(v) for v in metrics.values())
+    assert learner.update_count == 12 and learner.iterations == 3
+    assert learner.lr_steps.tolist() == [
+        6.0,
+        12.0,
+        6.0,
+    ]  # 2 actor/alpha and 4 critic updates per cycle
+    assert not torch.equal(params(learner.actor)["mu_head.weight"], actor0["mu_head.weight"])
+    assert not torch.equal(params(learner.critic)["head.weight"], critic0["head.weight"])
+    target = params(learner.critic_target)
+    assert not torch.equal(target["head.weight"], target0["head.weight"])
+    assert torch.equal(
+        target["trunk.input_bn.running_mean"], target0["trunk.input_bn.running_mean"]
+    )
+    for module in (learner.actor, learner.critic):
+        for weight in module.renorm_plan().rows:
+            torch.testing.assert_close(
+                weight.norm(dim=-1), torch.ones(weight.shape[:-1]), atol=1e-5, rtol=0
+            )
+    assert float(learner.log_alpha.detach()) != pytest.approx(math.log(0.01))
+
+
+def test_eager_and_graph_configs_give_equal_losses_on_cpu() -> None:
+    results = []
+    for graph in (False, True):
+        learner = make_learner(use_cuda_graph=graph)
+        fill(learner, 3)
+        results.append([run_cycle(learner, 7 + i) for i in range(2)])
+        assert learner.cuda_graph_diagnostics()["enabled"] is False
+        assert learner.cuda_graph_diagnostics()["disable_reason"]
+    assert results[0] == results[1]
+
+
+def test_state_dict_round_trip_reproduces_the_next_update_exactly() -> None:
+    a = make_learner()
+    fill(a, 3)
+    for i in range(2):
+        run_cycle(a, i)
+    state = a.state_dict()
+    b = make_learner(seed=99)
+    fill(b, 3)
+    b.load_state_dict(state)
+    b._folded_rows = a._folded_rows  # same replay contents, already folded into the loaded scaler
+    assert run_cycle(a, 5) == run_cycle(b, 5)
+    for key, value in params(a.critic).items():
+        assert torch.equal(value, params(b.critic)[key]), key
+    assert torch.equal(a.log_alpha.detach(), b.log_alpha.detach())
+    assert state["schedulers"] == {"actor": 4, "critic": 8, "temperature": 4}
+    assert state["update_count"] == 8
+
+
+def test_non_finite_critic_loss_skips_the_step_and_the_polyak_but_advances_the_schedule() -> None:
+    learner = make_learner(updates_per_step=1, policy_frequency=2, normalize_reward=False)
+    fill(learner, 3)
+    learner.replay.rows[:, learner.layout.reward] = float("nan")
+    critic0, target0 = params(learner.critic), params(learner.critic_target)
+    metrics = run_cycle(learner, 0)
+    assert math.isnan(metrics["Loss/critic"])
+    for key, value in params(learner.critic).items():
+        if "running" not in key:  # renormalising again only rounds
+            torch.testing.assert_close(value, critic0[key], atol=1e-6, rtol=0)
+    for key, value in params(learner.critic_target).items():
+        assert torch.equal(value, target0[key]), key
+    assert learner.lr_steps.tolist() == [1.0, 1.0, 1.0]
+    assert math.isfinite(metrics["Loss/actor"])
+
+
+def test_prepare_iteration_folds_complete_ticks_once() -> None:
+    learner = make_learner()
+    fill(learner, 3)
+    learner.prepare_iteration()
+    count = float(learner.reward_scaler.count)
+    assert count == pytest.approx(1e-4 + 3 * N)
+    learner.replay.commit(torch.zeros(N // 2, learner.layout.width))  # half a tick waits
+    learner.prepare_iteration()
+    assert float(learner.reward_scaler.count) == pytest.approx(count)
+    assert float(learner._inv_scale) == pytest.approx(1.0 / float(learner.reward_scaler.scale()))
+
+
+def test_act_shapes_bounds_and_validation() -> None:
+    learner = make_learner()
+    obs, done = torch.randn(N, OBS), torch.zeros(N, dtype=torch.bool)
+    action = learner.act(obs, done)
+    assert action.shape == (N, ACT) and bool((action.abs() <= 1).all())
+    assert learner.act_deterministic(obs).shape == (N, ACT)
+    with pytest.raises(ValueError, match="act\\(\\) takes obs"):
+        learner.act(torch.randn(N + 1, OBS), torch.zeros(N + 1, dtype=torch.bool))
+
+
+@pytest.mark.gpu
+def test_graph_matches_eager_within_bf16_tolerance_and_never_syncs() -> None:
+    results = []
+    for graph in (False, True):
+        learner = make_learner(
+            "cuda", use_cuda_graph=graph, batch_size=256, num_envs=64, replay_buffer_n=64
+        )
+        fill(learner, 8)
+        results.append([run_cycle(learner, 3 + i) for i in range(3)])
+        diag = learner.cuda_graph_diagnostics()
+        assert diag["enabled"] is graph, diag
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            learner.prepare_iteration()
+            learner.update_cycle()
+            learner.act(
+                torch.randn(64, OBS, device="cuda"),
+                torch.zeros(64, dtype=torch.bool, device="cuda"),
+            )
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    for eager, graphed in zip(*results, strict=True):
+        for key in eager:
+            assert graphed[key] == pytest.approx(eager[key], rel=2e-2, abs=2e-2), key
+
+
+@pytest.mark.gpu
+def test_parameter_addresses_survive_load_state_dict_on_cuda() -> None:
+    learner = make_learner("cuda", batch_size=128, num_envs=64, replay_buffer_n=16)
+    fill(learner, 4)
+    run_cycle(learner, 0)
+    ptrs = [p.data_ptr() for p in learner.critic.parameters()]
+    learner.load_state_dict(learner.state_dict())
+    assert ptrs == [p.data_ptr() for p in learner.critic.parameters()]
+    assert all(math.isfinite(v) for v in run_cycle(learner, 1).values())
+
+
+def test_config_is_validated_by_the_learner() -> None:
+    with pytest.raises(ValueError, match="algo.n_step=3"):
+        make_learner(n_step=3)
+    assert dataclasses.replace(make_cfg(), use_cuda_graph=False).use_cuda_graph is False
