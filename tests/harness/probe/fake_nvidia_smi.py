@@ -17,7 +17,7 @@ args = sys.argv[1:]
 if len(args) != 2 or args[1] != "--format=csv,noheader,nounits":
     print(f"fake nvidia-smi: unsupported arguments {args}", file=sys.stderr)
     sys.exit(2)
-rows = lambda name: [r for r in os.environ.get(name, "").split(";") if r]  # noqa: E731
+rows = lambda name: [r for r in os.environ.get(name, "").split(";") if r]
 if args[0].startswith("--query-gpu="):
     for row in rows("FAKE_SMI_GPUS"):
         index, uuid, name, driver = row.split(",")
