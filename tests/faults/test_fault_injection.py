@@ -208,7 +208,7 @@ def test_crashing_trainer_is_classified(
         pytest.param(
             "schema_missing_field",
             "schema_violation",
-            "'final_mean_reward' is a required property",
+            "final_mean_reward",
             id="schema-missing-field",
         ),
         pytest.param(
