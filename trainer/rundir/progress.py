@@ -8,7 +8,9 @@ only grows (the soak's byte-size progress signal).
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -40,9 +42,28 @@ class ProgressWriter:
         self.iteration = 0
         self.total_env_steps = 0
         self.env_steps_per_sec: float | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+
+    def start_heartbeat(self, current_phase: Callable[[], str]) -> None:
+        """Also write a line from a background thread whenever ``interval_s`` passed without
+        one, so long compiles or graph captures on the main thread still show progress."""
+
+        def beat() -> None:
+            while not self._stop.wait(min(1.0, self._interval_s)):
+                if time.monotonic() - self._last_line >= self._interval_s:
+                    self.write(current_phase())
+
+        self._heartbeat = threading.Thread(target=beat, name="progress-heartbeat", daemon=True)
+        self._heartbeat.start()
 
     def write(self, phase: str) -> None:
-        """Append one line for ``phase`` with the current counters."""
+        """Append one line for ``phase`` with the current counters (thread-safe)."""
+        with self._lock:
+            self._write_locked(phase)
+
+    def _write_locked(self, phase: str) -> None:
         if self._file is None:
             return
         line = {
@@ -67,6 +88,11 @@ class ProgressWriter:
             self.write(phase)
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        self._stop.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join()
+            self._heartbeat = None
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None

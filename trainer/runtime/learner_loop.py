@@ -787,11 +787,8 @@ class LearnerRuntime:
             )
             owner = owner or ("learner" if classification == "learner_failure" else "unknown")
         collector = tr.best_effort("stop the collector", self.stop_collector_after_failure)
-        if (
-            isinstance(err, CollectorFailure)
-            and collector is not None
-            and collector["alive"] is False
-        ):
+        if isinstance(err, CollectorFailure) and err.error_type == "CollectorDied":
+            # The collector process ended without reporting an exception (crash, signal).
             status = "collector_died"
         else:
             status = "failed"
@@ -857,6 +854,7 @@ class LearnerRuntime:
     def run(self) -> int:
         with self.signals:
             self.progress = ProgressWriter(self.run_dir)
+            self.progress.start_heartbeat(lambda: self.tracker.phase)
             try:
                 self._cycle_events = (
                     (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))

@@ -166,3 +166,17 @@ def test_checkpoints_at_multiples_of_save_interval_and_the_final_iteration(tmp_p
     state = load_checkpoint(path)
     assert state["iteration"] == 5 and torch.equal(state["learner"]["w"], torch.ones(2))
     assert [p.name for p in tmp_path.iterdir()] == ["model_5.pt"]  # no temp file left
+
+
+def test_progress_heartbeat_writes_while_the_main_thread_is_busy(tmp_path):
+    import time
+
+    progress = ProgressWriter(tmp_path, interval_s=0.05)
+    progress.write("startup/begin")
+    progress.start_heartbeat(lambda: "startup/learner_prepare")
+    time.sleep(1.3)  # a long compile on the main thread
+    progress.close()
+    phases = [
+        json.loads(line)["phase"] for line in (tmp_path / "progress.jsonl").read_text().splitlines()
+    ]
+    assert phases[0] == "startup/begin" and "startup/learner_prepare" in phases[1:]

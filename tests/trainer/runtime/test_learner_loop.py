@@ -147,6 +147,7 @@ def test_collector_failures_are_classified(make_ctx, env_kwargs, classification,
         assert summary["status"] == "collector_died"
     else:
         assert shutdown["collector"]["exitcode"] == 1
+        assert summary["status"] == "failed"
     assert [p.cmdline() for p in _children_of_me()] == []
 
 
