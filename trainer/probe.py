@@ -56,8 +56,10 @@ __all__ = [
     "PHASES",
     "SEED",
     "PhaseClock",
+    "ResetMarks",
     "control_step",
     "main",
+    "probe_iteration",
     "reset_stride",
     "run_backend_probe",
     "scheduled_mask",
@@ -193,7 +195,7 @@ class PhaseClock:
 
 
 @dataclass
-class _ResetMarks:
+class ResetMarks:
     """Timestamps taken around ``backend.reset_rows`` by the instance wrapper."""
 
     clock: PhaseClock
@@ -253,6 +255,44 @@ def control_step(env: Any, actions: Any, clock: PhaseClock) -> tuple[dict[str, A
     env.critic_obs.copy_(critic)
     t_update = clock.now()
     return conds, [t_step, t_exchange, t_update]
+
+
+def probe_iteration(
+    env: Any, actions: Any, scheduled: Any, clock: PhaseClock, reset_marks: ResetMarks
+) -> tuple[dict[str, float], Any, Any]:
+    """One measured iteration: control step, reset selection, selected-row reset.
+
+    Args:
+        env: the G1 env (its backend's ``reset_rows`` wrapped by ``reset_marks``).
+        actions: [N, 29] float32 on the env device.
+        scheduled: [N] bool, this iteration's scheduled rows.
+        clock: synchronizing clock.
+        reset_marks: collects the timestamps around ``backend.reset_rows``.
+
+    Returns:
+        ``(phase milliseconds, reset mask [N], clip-end rows [N])``. Terminated rows are not
+        in the mask unless scheduled; an empty mask makes ``env.reset_rows`` a no-op.
+    """
+    reset_marks.marks.clear()
+    t0 = clock.now()
+    conds, (t1, t2, t3) = control_step(env, actions, clock)
+    clip_end = conds["motion_clip_end"]  # [N] rows at their clip's last frame
+    mask = scheduled | clip_end
+    t4 = clock.now()
+    env.reset_rows(mask)
+    t5 = clock.now()
+    b0, b1 = reset_marks.marks if reset_marks.marks else (t5, t5)
+    seconds = {
+        "backend_step_ms": t1 - t0,
+        "state_exchange_ms": t2 - t1,
+        "update_state_ms": t3 - t2,
+        "reset_selection_ms": t4 - t3,
+        "reset_done_ms": b0 - t4,
+        "backend_reset_ms": b1 - b0,
+        "reset_publish_ms": t5 - b1,
+        "iteration_ms": t5 - t0,
+    }
+    return {name: value * 1000.0 for name, value in seconds.items()}, mask, clip_end
 
 
 # ----------------------------------------------------------------------------- the probe
@@ -350,7 +390,7 @@ def run_backend_probe(
     )
     be = env.backend
     clock = PhaseClock(device)
-    reset_marks = _ResetMarks(clock)
+    reset_marks = ResetMarks(clock)
     reset_marks.wrap(be)
 
     rng = np.random.default_rng(SEED)
@@ -375,36 +415,18 @@ def run_backend_probe(
         if it == warmup:
             stats_start = be.transfer_stats()
             wall_start = time.perf_counter()
-        actions = pool[it % pool_size]
-        reset_marks.marks.clear()
-        t0 = clock.now()
-        conds, (t1, t2, t3) = control_step(env, actions, clock)
-        mask = schedule[it % stride] | conds["motion_clip_end"]
-        t4 = clock.now()
-        env.reset_rows(mask)
-        t5 = clock.now()
+        ms, mask, clip_end = probe_iteration(
+            env, pool[it % pool_size], schedule[it % stride], clock, reset_marks
+        )
         if not measured:
             continue
         j = it - warmup
-        if reset_marks.marks:
-            b0, b1 = reset_marks.marks
-        else:  # empty reset: a no-op, the whole reset time is selection-side bookkeeping
-            b0 = b1 = t5
+        if not reset_marks.marks:
             empty_resets += 1
-        ms = {
-            "backend_step_ms": t1 - t0,
-            "state_exchange_ms": t2 - t1,
-            "update_state_ms": t3 - t2,
-            "reset_selection_ms": t4 - t3,
-            "reset_done_ms": b0 - t4,
-            "backend_reset_ms": b1 - b0,
-            "reset_publish_ms": t5 - b1,
-            "iteration_ms": t5 - t0,
-        }
-        for name, seconds in ms.items():
-            samples[name][j] = seconds * 1000.0
+        for name, value in ms.items():
+            samples[name][j] = value
         scheduled_total += int(np.count_nonzero(scheduled_mask(num_envs, it)))
-        clip_end_rows += conds["motion_clip_end"].sum()
+        clip_end_rows += clip_end.sum()
         reset_rows_total += mask.sum()
     measured_wall_s = time.perf_counter() - wall_start
     stats_end = be.transfer_stats()
