@@ -19,6 +19,7 @@ use it, the child before it initialises CUDA.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import shutil
@@ -135,10 +136,8 @@ def _nvml_snapshot() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     except Exception as err:
         raise SnapshotSourceError(f"nvml query failed: {type(err).__name__}: {err}") from err
     finally:
-        try:
+        with contextlib.suppress(Exception):  # shutdown is best effort
             pynvml.nvmlShutdown()
-        except Exception as err:  # noqa: BLE001 - shutdown is best effort
-            del err
 
 
 def _nvml_optional(call: Callable[[], Any]) -> Any:
