@@ -151,7 +151,8 @@ def test_collector_failures_are_classified(make_ctx, env_kwargs, classification,
     assert [p.cmdline() for p in _children_of_me()] == []
 
 
-def test_sigint_to_the_learner_is_external_cancellation(make_ctx):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_to_the_learner_is_external_cancellation(make_ctx, signum):
     ctx = make_ctx(algo={"max_iterations": 100000})
     _, hooks = _hooks(ctx, step_sleep_s=0.002)
 
@@ -163,7 +164,7 @@ def test_sigint_to_the_learner_is_external_cancellation(make_ctx):
                 break
             time.sleep(0.05)
         time.sleep(0.3)
-        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signum)
 
     thread = threading.Thread(target=interrupt_when_training)
     thread.start()

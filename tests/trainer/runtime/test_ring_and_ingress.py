@@ -224,3 +224,48 @@ def test_control_block_survives_pickling_and_shares_memory():
     assert block.get(Word.PUBLISHED_TICK) == 7
     copy.write_error(FailureKind.BACKEND, "BackendError\nboom")
     assert block.read_error() == (FailureKind.BACKEND, "BackendError\nboom")
+
+
+@pytest.mark.parametrize(
+    ("error", "classification"),
+    [
+        pytest.param(StaleTick("x"), "timeout/stale_tick", id="stale"),
+        pytest.param(KeyboardInterrupt(), "external_cancellation", id="keyboard"),
+        pytest.param(ValueError("x"), "learner_failure", id="learner"),
+    ],
+)
+def test_exceptions_map_to_shutdown_classifications(error, classification):
+    from trainer.runtime.shutdown import classify_exception
+
+    assert classify_exception(error) == classification
+
+
+def test_collector_exit_names_the_signal():
+    from trainer.runtime.shutdown import collector_exit
+
+    assert collector_exit(False, -9) == {
+        "alive": False,
+        "exitcode": -9,
+        "signal": 9,
+        "signal_name": "SIGKILL",
+    }
+    assert collector_exit(False, 1)["signal"] is None
+
+
+def test_shutdown_snapshot_failure_becomes_a_cleanup_error_not_a_new_failure():
+    from trainer.runtime.shutdown import ShutdownTracker
+
+    tracker = ShutdownTracker()
+    tracker.enter("startup/collector_start")
+
+    def broken() -> dict:
+        raise OSError("shm gone")
+
+    assert tracker.best_effort("ring snapshot", broken) is None
+    record = tracker.record(classification="collector_failure")
+    assert record["owner"] == "collector" and record["phase"] == "startup/collector_start"
+    assert record["cleanup"]["errors"] == [
+        {"type": "OSError", "message": "ring snapshot: shm gone"}
+    ]
+    with pytest.raises(ValueError, match="unknown shutdown phase"):
+        tracker.enter("training/bogus")
