@@ -43,3 +43,24 @@ def test_device_ring_commits_every_row_in_order_and_drains(make_ctx):
     assert learners[0].replay.committed == summary["total_env_steps"] == (2 + 50) * 8
     verdict = judge_run_dir(ctx.run_dir, monitor_reasons=[], monitor_classification=None)
     assert verdict.status == "passed", verdict.reasons
+
+
+def test_collector_killed_on_the_device_ring_is_a_collector_failure(make_ctx):
+    ctx = make_ctx(device="cuda:0", algo={"max_iterations": 50})
+
+    def learner_factory(ctx, device):
+        return fakes.GpuWorkLearner(ctx.algo_cfg.num_envs, device, update_ms=0.5)
+
+    rc = run_training(
+        ctx,
+        learner_factory=learner_factory,
+        env_factory=fakes.make_gpu_env,
+        env_kwargs={"num_envs": 8, "device": "cuda:0", "gpu_ms": 0.5, "kill_self_at_tick": 10},
+        pack_fn=fakes.pack,
+    )
+    assert rc == 1
+    summary = load_strict(ctx.run_dir / "run_summary.json")
+    shutdown = summary["runtime_manifest"]["shutdown"]
+    assert shutdown["classification"] == "collector_failure"
+    assert shutdown["collector"]["signal_name"] == "SIGKILL"
+    assert summary["status"] == "collector_died"
