@@ -159,3 +159,36 @@ def test_threshold_overrides_parse_and_keep_defaults() -> None:
 def test_bad_threshold_specs_are_rejected(spec: str, fragment: str) -> None:
     with pytest.raises(TrendThresholdError, match=fragment.replace("(", r"\(")):
         parse_threshold_overrides([spec])
+
+
+def _recorded_samples(extra_rss_kib_per_hour: float = 0.0) -> list[dict]:
+    from pathlib import Path
+
+    from harness.jsonio import load_strict
+
+    doc = load_strict(Path(__file__).parent / "data" / "recorded_cpu_soak.json")
+    samples = []
+    for elapsed, rss, fds, eventfd, shm, procs, progress in doc["rows"]:
+        sample = _sample(elapsed, bytes_total=progress, fds=fds)
+        sample["process"]["rss_kib_total"] = rss + int(extra_rss_kib_per_hour * elapsed / 3600.0)
+        sample["process"]["process_count"] = procs
+        sample["process"]["fd_classes_total"].update(eventfd=eventfd, shared_memory=shm)
+        samples.append(sample)
+    return samples
+
+
+@pytest.mark.parametrize("warmup_s", [0, 30, 60])
+def test_recorded_real_soak_with_startup_ramp_is_bounded(warmup_s: float) -> None:
+    # A real CPU trainer: RSS ramps 0 -> 1.8 GiB in ~40 s, then plateaus (docs/soak.md).
+    report = analyse_trends(
+        _recorded_samples(), thresholds=DEFAULT_THRESHOLDS, mode="enforce", warmup_s=warmup_s, min_window_s=60
+    )
+    assert report.verdict == "bounded"
+    assert all(t.verdict in ("bounded", "unavailable") for t in report.series.values())
+
+
+def test_a_leak_added_to_the_recorded_trace_is_caught() -> None:
+    # 4 GiB/h: ~115 MiB over the 3-minute window, enough to pass min_growth on a 4-minute run.
+    leaky = _recorded_samples(extra_rss_kib_per_hour=4 * 1024 * 1024)
+    report = analyse_trends(leaky, thresholds=DEFAULT_THRESHOLDS, mode="enforce", warmup_s=60, min_window_s=60)
+    assert report.series["rss_kib"].verdict == "growing"
