@@ -200,6 +200,15 @@ def check_paths(log_dir: Path, output: Path) -> tuple[Path, Path]:
     return log_dir, output
 
 
+def _make_parent(output: Path) -> None:
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(
+            f"--output {output}: cannot create its directory ({err.strerror or err}); pick a writable path"
+        ) from err
+
+
 def _normalise(path: Path) -> str:
     import os
 
@@ -453,7 +462,7 @@ def g1_soak(
     command = build_g1_command(
         sim=sim.value, num_envs=num_envs, iterations=iterations, log_dir=log_dir, extras=extras
     )
-    output.parent.mkdir(parents=True, exist_ok=True)
+    _make_parent(output)
     result = run_soak(command, log_dir=log_dir, output=output, cfg=cfg, motion_id=motion_id)
     raise typer.Exit(_finish(result, json_out))
 
@@ -510,7 +519,7 @@ def soak_run(
         raise UsageError(
             "no trainer command given; pass it after --, e.g. soak-run ... -- python train.py {log_dir}"
         )
-    output.parent.mkdir(parents=True, exist_ok=True)
+    _make_parent(output)
     result = run_soak(argv, log_dir=log_dir, output=output, cfg=cfg)
     raise typer.Exit(_finish(result, json_out))
 

@@ -394,36 +394,49 @@ class SoakMonitor:
                         f"soak monitor failed: {type(err).__name__}: {err}", "monitor_failure"
                     )
                 self.printer.finish()
-                terminated = False
-                if trainer.poll() is None:
-                    if not self.reasons:
-                        self._fail("soak monitor exited before the trainer", "monitor_failure")
-                    self._terminate(trainer)
-                    terminated = True
-                returncode = launch_mod.wait_returncode(
-                    trainer, timeout_s=self.termination_timeout_s
-                )
-                if exit_t is None:
-                    exit_t = time.monotonic()
-                duration_s = exit_t - t_launch
-                if returncode is not None and returncode != 0 and not self.reasons:
-                    self._fail(f"trainer exited with returncode {returncode}", None)
-                if not terminated and duration_s < self.cfg.min_duration_s:
-                    self._fail(
-                        f"soak completed before min_duration_seconds={_num(self.cfg.min_duration_s)}",
-                        None,
+                try:
+                    terminated = False
+                    if trainer.poll() is None:
+                        if not self.reasons:
+                            self._fail("soak monitor exited before the trainer", "monitor_failure")
+                        self._terminate(trainer)
+                        terminated = True
+                    returncode = launch_mod.wait_returncode(
+                        trainer, timeout_s=self.termination_timeout_s
                     )
-                trends = self._trends()
-                if trends.verdict == "growing" and trends.mode == "enforce":
+                    if exit_t is None:
+                        exit_t = time.monotonic()
+                    duration_s = exit_t - t_launch
+                    if returncode is not None and returncode != 0 and not self.reasons:
+                        self._fail(f"trainer exited with returncode {returncode}", None)
+                    if not terminated and duration_s < self.cfg.min_duration_s:
+                        self._fail(
+                            f"soak completed before min_duration_seconds={_num(self.cfg.min_duration_s)}",
+                            None,
+                        )
+                    trends = self._trends()
+                    if trends.verdict == "growing" and trends.mode == "enforce":
+                        self._fail(
+                            "sustained resource growth: " + ", ".join(trends.growing_reasons()),
+                            "resource_leak",
+                        )
+                    self._sleep_grace(cancel)
+                    residual = self._residuals(tree)
+                    if residual:
+                        pids = ", ".join(str(p["pid"]) for p in residual)
+                        self._fail(
+                            f"residual child processes after shutdown: {pids}", "resource_leak"
+                        )
+                except Exception as err:
+                    LOG.exception("soak monitor failed after the sampling loop")
                     self._fail(
-                        "sustained resource growth: " + ", ".join(trends.growing_reasons()),
-                        "resource_leak",
+                        f"soak monitor failed: {type(err).__name__}: {err}", "monitor_failure"
                     )
-                self._sleep_grace(cancel)
-                residual = self._residuals(tree)
-                if residual:
-                    pids = ", ".join(str(p["pid"]) for p in residual)
-                    self._fail(f"residual child processes after shutdown: {pids}", "resource_leak")
+                    if trainer.poll() is None:
+                        launch_mod.terminate_group(trainer, timeout_s=self.termination_timeout_s)
+                    returncode = trainer.poll()
+                    duration_s = time.monotonic() - t_launch
+                    trends = self._trends_or_empty()
             else:
                 duration_s = time.monotonic() - t_launch
                 trends = self._trends()
@@ -465,6 +478,19 @@ class SoakMonitor:
             warmup_s=self.cfg.trend_warmup_s,
             min_window_s=self.cfg.trend_min_window_s,
         )
+
+    def _trends_or_empty(self) -> TrendReport:
+        try:
+            return self._trends()
+        except Exception:
+            LOG.exception("trend analysis failed")
+            return analyse_trends(
+                [],
+                thresholds=self.cfg.trend_thresholds,
+                mode=self.cfg.trend_mode,
+                warmup_s=self.cfg.trend_warmup_s,
+                min_window_s=self.cfg.trend_min_window_s,
+            )
 
     def _sleep_grace(self, cancel: _Cancellation) -> None:
         deadline = time.monotonic() + self.cfg.post_shutdown_grace_s

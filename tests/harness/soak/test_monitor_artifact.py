@@ -199,3 +199,32 @@ def test_context_never_imports_torch_and_hashes_the_motion(tmp_path: Path) -> No
     assert motion_context("motions/g1/none.npz")["sha256"] is None
     software = software_context()
     assert software["python"] and "torch" in software
+
+
+def test_monitor_exception_terminates_the_trainer_and_is_a_monitor_failure(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from harness.soak import monitor as monitor_mod
+
+    calls = {"n": 0}
+    real = monitor_mod.sample_progress
+
+    def flaky(log_dir):  # noqa: ANN001, ANN202
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("disk vanished")
+        return real(log_dir)
+
+    monkeypatch.setattr(monitor_mod, "sample_progress", flaky)
+    result = run_soak(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        log_dir=tmp_path / "run",
+        output=tmp_path / "a.json",
+        cfg=FAST,
+        status_stream=None,
+    )
+    art = result.artifact
+    assert art["failure_classification"] == "monitor_failure"
+    assert art["failure_reason"].startswith("soak monitor failed: RuntimeError: disk vanished")
+    assert art["monitor"]["termination"] == ["SIGTERM"] and art["returncode"] == -15
+    assert validate(load_strict(tmp_path / "a.json"), "soak_artifact.0.3.0.json") == []
