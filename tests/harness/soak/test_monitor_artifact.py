@@ -209,7 +209,7 @@ def test_monitor_exception_terminates_the_trainer_and_is_a_monitor_failure(
     calls = {"n": 0}
     real = monitor_mod.sample_progress
 
-    def flaky(log_dir):  # noqa: ANN001, ANN202
+    def flaky(log_dir):
         calls["n"] += 1
         if calls["n"] == 3:
             raise RuntimeError("disk vanished")
