@@ -181,7 +181,11 @@ def _recorded_samples(extra_rss_kib_per_hour: float = 0.0) -> list[dict]:
 def test_recorded_real_soak_with_startup_ramp_is_bounded(warmup_s: float) -> None:
     # A real CPU trainer: RSS ramps 0 -> 1.8 GiB in ~40 s, then plateaus (docs/soak.md).
     report = analyse_trends(
-        _recorded_samples(), thresholds=DEFAULT_THRESHOLDS, mode="enforce", warmup_s=warmup_s, min_window_s=60
+        _recorded_samples(),
+        thresholds=DEFAULT_THRESHOLDS,
+        mode="enforce",
+        warmup_s=warmup_s,
+        min_window_s=60,
     )
     assert report.verdict == "bounded"
     assert all(t.verdict in ("bounded", "unavailable") for t in report.series.values())
@@ -190,5 +194,7 @@ def test_recorded_real_soak_with_startup_ramp_is_bounded(warmup_s: float) -> Non
 def test_a_leak_added_to_the_recorded_trace_is_caught() -> None:
     # 4 GiB/h: ~115 MiB over the 3-minute window, enough to pass min_growth on a 4-minute run.
     leaky = _recorded_samples(extra_rss_kib_per_hour=4 * 1024 * 1024)
-    report = analyse_trends(leaky, thresholds=DEFAULT_THRESHOLDS, mode="enforce", warmup_s=60, min_window_s=60)
+    report = analyse_trends(
+        leaky, thresholds=DEFAULT_THRESHOLDS, mode="enforce", warmup_s=60, min_window_s=60
+    )
     assert report.series["rss_kib"].verdict == "growing"
