@@ -424,3 +424,28 @@ def test_escaped_setsid_grandchild_is_a_residual(tmp_path: Path) -> None:
     ):
         time.sleep(0.02)
     assert stat is None or not is_same_process(pid, stat.start_time_ticks)
+
+
+# -- the GPU path on a real CUDA device (skipped without one) ------------------------
+GPU_EXTRA = (*LEAK_TRENDS, "--startup-timeout-seconds", "90")
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_gpu_memory_leak_is_growing(tmp_path: Path) -> None:
+    soak = run_soak(tmp_path, "gpu_alloc.py", "leak", "3.0", extra=GPU_EXTRA)
+    assert_failed(soak, "resource_leak", "gpu_memory_mib ")
+    gpu = [s["gpu"] for s in soak.artifact["samples"]]
+    assert all(g["source"] == "nvml" for g in gpu), gpu[0]
+    assert max(g["used_memory_mib_total"] for g in gpu) >= 1024
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_gpu_one_time_allocation_is_bounded(tmp_path: Path) -> None:
+    soak = run_soak(tmp_path, "gpu_alloc.py", "plateau", "3.0", extra=GPU_EXTRA)
+    assert_valid(soak)
+    assert soak.artifact["status"] == "passed", soak.reason
+    assert soak.artifact["resource_summary"]["max_gpu_used_memory_mib"] >= 1024
+    assert soak.artifact["resource_trends"]["series"]["gpu_memory_mib"]["verdict"] == "bounded"
+    assert soak.artifact["context"]["gpu_devices"]
