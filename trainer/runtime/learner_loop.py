@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import torch
 import torch.multiprocessing as mp
@@ -107,7 +107,7 @@ class _SignalGuard:
         self.signum: int | None = None
         self._previous: dict[int, Any] = {}
 
-    def __enter__(self) -> _SignalGuard:
+    def __enter__(self) -> Self:
         for signum in (signal.SIGINT, signal.SIGTERM):
             self._previous[signum] = signal.signal(signum, self._handle)
         return self
@@ -255,15 +255,16 @@ class LearnerRuntime:
         tr.enter("startup/cuda_preflight")
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
-        if self.collector_device.type == "cuda" and self.device.type == "cuda":
-            if (
-                torch.cuda.get_device_properties(self.device).uuid
-                != torch.cuda.get_device_properties(self.collector_device).uuid
-            ):
-                raise RuntimeError(
-                    f"learner device {self.device} and collector device {self.collector_device} are different GPUs; "
-                    "the runtime needs both on one physical GPU"
-                )
+        if (
+            self.collector_device.type == "cuda"
+            and self.device.type == "cuda"
+            and torch.cuda.get_device_properties(self.device).uuid
+            != torch.cuda.get_device_properties(self.collector_device).uuid
+        ):
+            raise RuntimeError(
+                f"learner device {self.device} and collector device {self.collector_device} are different GPUs; "
+                "the runtime needs both on one physical GPU"
+            )
         tr.enter("startup/replay_resources")
         self.learner = self._learner_factory(self.ctx, self.device)
         tr.enter("startup/inference_resources")
@@ -875,13 +876,7 @@ class LearnerRuntime:
             except BaseException as err:
                 if not isinstance(err, (Exception, KeyboardInterrupt, SystemExit)):
                     raise
-                logger.error(
-                    "run failed in %s: %s: %s",
-                    self.tracker.phase,
-                    type(err).__name__,
-                    err,
-                    exc_info=True,
-                )
+                logger.exception("run failed in %s (%s)", self.tracker.phase, type(err).__name__)
                 try:
                     self.write_failure(err)
                 except Exception as write_err:  # noqa: BLE001 - last resort: say so on stderr

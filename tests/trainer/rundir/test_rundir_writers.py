@@ -155,9 +155,7 @@ def test_progress_lines_are_strict_json_with_the_contract_keys(tmp_path):
 
 
 def test_checkpoints_at_multiples_of_save_interval_and_the_final_iteration(tmp_path):
-    saved = [
-        k for k in range(0, 13) if is_checkpoint_iteration(k, save_interval=5, max_iterations=12)
-    ]
+    saved = [k for k in range(13) if is_checkpoint_iteration(k, save_interval=5, max_iterations=12)]
     assert saved == [5, 10, 12]
     path = save_checkpoint(
         tmp_path, iteration=5, total_env_steps=40, learner_state={"w": torch.ones(2)}

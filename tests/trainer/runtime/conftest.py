@@ -11,7 +11,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))  # spawn passes sys.path to the collector
 
-import g1soak_runtime_fakes as fakes  # noqa: E402
+import g1soak_runtime_fakes as fakes
 
 
 @pytest.fixture

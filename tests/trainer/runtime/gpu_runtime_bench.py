@@ -16,8 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import g1soak_runtime_fakes as fakes  # noqa: E402
-from trainer.runtime.learner_loop import run_training  # noqa: E402
+import g1soak_runtime_fakes as fakes
+
+from trainer.runtime.learner_loop import run_training
 
 
 def bench(

@@ -28,12 +28,12 @@ def _hooks(ctx, learner_box=None, **env_kwargs):
         return learner
 
     hooks_state: dict = {}
-    return hooks_state, dict(
-        learner_factory=learner_factory,
-        env_factory=fakes.make_fake_env,
-        env_kwargs={"num_envs": ctx.algo_cfg.num_envs, "device": "cpu", **env_kwargs},
-        pack_fn=fakes.pack,
-    )
+    return hooks_state, {
+        "learner_factory": learner_factory,
+        "env_factory": fakes.make_fake_env,
+        "env_kwargs": {"num_envs": ctx.algo_cfg.num_envs, "device": "cpu", **env_kwargs},
+        "pack_fn": fakes.pack,
+    }
 
 
 def _write_run_config(ctx) -> None:

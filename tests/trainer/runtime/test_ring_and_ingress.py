@@ -213,7 +213,6 @@ def test_identity_check_detects_a_reused_or_dead_pid():
 
 def test_control_block_survives_pickling_and_shares_memory():
     import pickle
-
     from multiprocessing.reduction import ForkingPickler
 
     import torch.multiprocessing  # noqa: F401 - registers torch's shared-memory reductions
