@@ -246,6 +246,11 @@ class LearnerRuntime:
     def startup(self) -> None:
         tr = self.tracker
         tr.enter("startup/begin")
+        if int(self.training.env_steps_per_sync) != 1:
+            raise ValueError(
+                f"training.env_steps_per_sync={self.training.env_steps_per_sync} is not supported: "
+                "the collector/learner runtime is lock-step; use 1"
+            )
         tr.enter("startup/memory_budget")
         replay_rows = int(self.algo_cfg.replay_buffer_n) * self.num_envs
         self.memory_budget = {

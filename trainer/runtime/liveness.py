@@ -83,6 +83,7 @@ class Waiter:
         what: str,
         *,
         on_idle: Callable[[], bool] | None = None,
+        spin_s: float = SPIN_S,
     ) -> None:
         """Return once ``predicate()`` is true.
 
@@ -91,6 +92,8 @@ class Waiter:
             what: names the awaited event in a StaleTick message.
             on_idle: optional work to do while waiting (the learner commits replay chunks
                 here); returns True when it did something, which restarts the spin.
+            spin_s: how long to spin before sleeping; longer for waits known to be short
+                (the collector's wait for an action is one policy forward).
 
         Raises:
             StaleTick: the peer waited without progress for ``stale_after_s``.
@@ -103,7 +106,7 @@ class Waiter:
         start = time.perf_counter()
         ints[self._my_state] = State.WAITING
         try:
-            spin_until = start + SPIN_S
+            spin_until = start + spin_s
             sleep_s = 10e-6
             next_check = start + CHECK_INTERVAL_S
             peer_progress = int(ints[self._peer_progress])
@@ -113,7 +116,7 @@ class Waiter:
                     return
                 if on_idle is not None and on_idle():
                     now = time.perf_counter()
-                    spin_until = now + SPIN_S
+                    spin_until = now + spin_s
                     sleep_s = 10e-6
                     continue
                 now = time.perf_counter()

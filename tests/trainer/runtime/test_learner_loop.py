@@ -212,3 +212,15 @@ def test_hung_collector_is_not_timed_out_while_busy_but_a_deadlock_is(make_ctx):
     shutdown = _shutdown(ctx.run_dir)
     assert shutdown["classification"] == "collector_failure"
     assert shutdown["collector"]["signal_name"] == "SIGKILL"
+
+
+def test_unsupported_env_steps_per_sync_fails_closed_with_a_summary(make_ctx):
+    ctx = make_ctx(training={"env_steps_per_sync": 2})
+    _, hooks = _hooks(ctx)
+    assert run_training(ctx, **hooks) == 1
+    summary = load_strict(ctx.run_dir / "run_summary.json")
+    assert validate(summary, "run_summary.v1.json") == []
+    shutdown = summary["runtime_manifest"]["shutdown"]
+    assert (shutdown["classification"], shutdown["phase"]) == ("learner_failure", "startup/begin")
+    assert "env_steps_per_sync=2" in shutdown["exception"]["message"]
+    assert shutdown["collector"] is None
