@@ -150,23 +150,17 @@ class StatusPrinter:
         if self.stream is None:
             return
         if self.tty:
-            width = (
-                max(20, os.get_terminal_size(self.stream.fileno()).columns - 1)
-                if self._has_fileno()
-                else 200
-            )
-            self.stream.write("\r\x1b[2K" + line[:width])
+            self.stream.write("\r\x1b[2K" + line[: self._width()])
             self._drawn = True
         else:
             self.stream.write(line + "\n")
         self.stream.flush()
 
-    def _has_fileno(self) -> bool:
+    def _width(self) -> int:
         try:
-            self.stream.fileno()  # type: ignore[union-attr]
-            return True
+            return max(20, os.get_terminal_size(self.stream.fileno()).columns - 1)  # type: ignore[union-attr]
         except (AttributeError, OSError, ValueError):
-            return False
+            return 200
 
     def finish(self) -> None:
         if self.stream is not None and self.tty and self._drawn:
