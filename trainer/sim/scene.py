@@ -204,7 +204,7 @@ class SceneCfg:
     """Physics substeps per control step; ctrl_dt = sim_dt * decimation."""
     nconmax: int = 64
     """MJWarp contact buffer per world (TASK.md §2)."""
-    njmax: int = 320
+    njmax: int = 640
     """MJWarp constraint-row buffer per world; must be >= 4 * nconmax + 58."""
     robot_mjcf: str | None = None
     """Explicit robot MJCF path (``env.scene.robot_mjcf``); None searches the asset roots."""
