@@ -198,6 +198,10 @@ class FlashSacLearner:
             status.disable_reason = "torch.compile is unavailable"
         else:
             self._td_target = torch.compile(_td_target, fullgraph=True, dynamic=False)
+            # Trunks: inductor fuses BN statistics, ReLU, residual adds and casts around the
+            # cuBLAS matmuls (forward and backward); one compiled variant per BN mode.
+            for trunk in (self.actor.trunk, self.critic.trunk, self.critic_target.trunk):
+                trunk.compile(dynamic=False)
             status.enabled = True
 
     def _amp(self) -> contextlib.AbstractContextManager:
@@ -301,6 +305,8 @@ class FlashSacLearner:
         self._compile_status.enabled = False
         self._compile_status.disable_reason = reason
         self._td_target = _td_target
+        for trunk in (self.actor.trunk, self.critic.trunk, self.critic_target.trunk):
+            trunk._compiled_call_impl = None  # back to the eager forward
         log.warning("torch.compile disabled: %s", reason)
 
     def _cycle_state(self) -> list[Tensor]:

@@ -24,10 +24,16 @@ from trainer.algo.norms import RenormPlan
 BN_MOMENTUM = 0.01
 BN_EPS = 1e-5
 RMS_EPS = 1e-6
+_ALIGN = 8  # bf16 elements per 16 bytes
 
 
 class EnsembleLinear(nn.Module):
-    """``E`` bias-free linears ``[E, out, in]`` (orthogonal gain 1), optional separate bias."""
+    """``E`` bias-free linears ``[E, out, in]`` (orthogonal gain 1), optional separate bias.
+
+    bf16 tensor-core GEMMs need 16-byte aligned leading dimensions; sizes such as 318 inputs
+    or 101 atoms fall back to slow kernels. Such dims are zero-padded to a multiple of 8 at
+    call time (the parameters keep their exact shapes; padded rows/columns contribute 0).
+    """
 
     def __init__(self, members: int, in_dim: int, out_dim: int, *, bias: bool = False) -> None:
         super().__init__()
@@ -35,19 +41,32 @@ class EnsembleLinear(nn.Module):
         for member in range(members):
             nn.init.orthogonal_(self.weight.data[member], gain=1.0)
         self.bias = nn.Parameter(torch.zeros(members, out_dim)) if bias else None
+        self.out_dim = out_dim
+        self.pad_in = -in_dim % _ALIGN
+        self.pad_out = -out_dim % _ALIGN
 
     def forward(self, x: Tensor) -> Tensor:
         """``[E, in, B] -> [E, out, B]``."""
+        weight = self.weight
+        if self.pad_in:
+            weight = F.pad(weight, (0, self.pad_in))
+            x = F.pad(x, (0, 0, 0, self.pad_in))
         if self.bias is None:
-            return torch.bmm(self.weight, x)
-        return torch.baddbmm(self.bias.unsqueeze(-1), self.weight, x)
+            return torch.bmm(weight, x)
+        return torch.baddbmm(self.bias.unsqueeze(-1), weight, x)
 
     def forward_rows(self, x: Tensor) -> Tensor:
         """``[E, in, B] -> [E, B, out]`` (row-major output, for heads)."""
-        w_t = self.weight.transpose(1, 2)  # [E, in, out]
-        if self.bias is None:
-            return torch.bmm(x.transpose(1, 2), w_t)
-        return torch.baddbmm(self.bias.unsqueeze(1), x.transpose(1, 2), w_t)
+        weight, bias = self.weight, self.bias
+        if self.pad_out:
+            weight = F.pad(weight, (0, 0, 0, self.pad_out))
+            bias = None if bias is None else F.pad(bias, (0, self.pad_out))
+        w_t = weight.transpose(1, 2)  # [E, in, out]
+        if bias is None:
+            out = torch.bmm(x.transpose(1, 2), w_t)
+        else:
+            out = torch.baddbmm(bias.unsqueeze(1), x.transpose(1, 2), w_t)
+        return out[..., : self.out_dim] if self.pad_out else out
 
 
 class EnsembleBatchNorm(nn.Module):
@@ -115,8 +134,10 @@ class InvertedResidualBlock(nn.Module):
         self.down_bn = EnsembleBatchNorm(members, dim)
 
     def forward(self, h: Tensor, training: bool, track: bool) -> Tensor:
-        x = F.relu(self.up_bn(self.up(h), training, track), inplace=True)
-        x = F.relu(self.down_bn(self.down(x), training, track), inplace=True)
+        # Out-of-place ReLU: in place on the BN output view would make autograd copy the
+        # whole base tensor (CopySlices) in forward and backward.
+        x = F.relu(self.up_bn(self.up(h), training, track))
+        x = F.relu(self.down_bn(self.down(x), training, track))
         return h + x  # fp32 residual stream
 
 

@@ -115,7 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=2048)
     parser.add_argument("--updates", type=int, default=4)
     parser.add_argument("--amp-dtype", choices=["auto", "bf16", "fp32"], default="auto")
-    parser.add_argument("--compile", action="store_true", help="algo.use_compile=true")
+    parser.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="algo.use_compile (default true, as in FLASHSAC.md §8); --no-compile for the plain graph",
+    )
     parser.add_argument("--modes", default="eager,graph")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--profile", action="store_true", help="print a kernel table to stderr")
