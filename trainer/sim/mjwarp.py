@@ -245,6 +245,7 @@ class MjWarpBackend:
         self._key_qpos = torch.as_tensor(host_data.qpos, dtype=torch.float32, device=self.device)
         self._key_ctrl = torch.as_tensor(host_data.ctrl, dtype=torch.float32, device=self.device)
 
+        self._extra_diagnostics: dict[str, DiagnosticEntry] = {}
         self._graph_entry = self._capture_graphs(use_cuda_graph)
         # Leave every world at the keyframe (warm-up/capture ran the sequences once).
         all_rows = torch.ones(num_envs, dtype=torch.bool, device=self.device)
@@ -341,16 +342,54 @@ class MjWarpBackend:
         if self._torch_stream is not None:
             torch.cuda.current_stream(self.device).wait_stream(self._torch_stream)
 
+    # ------------------------------------------------------------------ staged launches
+    @property
+    def torch_stream(self) -> torch.cuda.ExternalStream | None:
+        """Warp's stream as a torch stream (None on Warp's CPU test device).
+
+        :meth:`launch_step` and :meth:`launch_reset` enqueue on this stream without any event
+        wait, so a caller that runs its torch work (or replays its torch CUDA graphs) on it gets
+        one ordered stream: the task env does, see ``G1TrackingEnv.step``.
+        """
+        return self._torch_stream
+
+    @property
+    def reset_staging(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """The reset graph's fixed inputs ``(mask [N] bool, qpos [N, nq], qvel [N, nv],
+        ctrl [N, nu])``; write them in place (``copy_``), then call :meth:`launch_reset`."""
+        return self._mask, self._qpos_in, self._qvel_in, self._ctrl_in
+
+    def launch_step(self) -> None:
+        """Advance with the ``ctrl`` already written into :attr:`ctrl` (replay the step graph).
+
+        No stream waits: the caller must already be on :attr:`torch_stream` (or on the CPU test
+        device), e.g. inside ``torch.cuda.stream(backend.torch_stream)``.
+        """
+        if self._step_graph is not None:
+            self._wp.capture_launch(self._step_graph, stream=self._wp_stream)
+        else:
+            with self._wp.ScopedDevice(self._wp_device):
+                self._launch_step()
+
+    def launch_reset(self) -> None:
+        """Reset the worlds of the staged mask from :attr:`reset_staging` (replay the reset
+        graph); same stream rule as :meth:`launch_step`."""
+        if self._reset_graph is not None:
+            self._wp.capture_launch(self._reset_graph, stream=self._wp_stream)
+        else:
+            with self._wp.ScopedDevice(self._wp_device):
+                self._launch_reset()
+
+    def set_diagnostic(self, name: str, entry: DiagnosticEntry) -> None:
+        """Add a caller-owned entry (the task's ``task_cuda_graph``) to :meth:`diagnostics`."""
+        self._extra_diagnostics[name] = entry
+
     # ------------------------------------------------------------------ SimBackend API
     def step(self, ctrl: Tensor) -> None:
         """Write ``ctrl [N, nu]`` and replay the step graph; no host synchronization."""
         with self._stream_scope():
             self.ctrl.copy_(ctrl)
-            if self._step_graph is not None:
-                self._wp.capture_launch(self._step_graph, stream=self._wp_stream)
-            else:
-                with self._wp.ScopedDevice(self._wp_device):
-                    self._launch_step()
+            self.launch_step()
         self._release_to_caller()
 
     def reset_rows(
@@ -368,11 +407,7 @@ class MjWarpBackend:
                 self._ctrl_in.zero_()
             else:
                 self._ctrl_in.copy_(ctrl)
-            if self._reset_graph is not None:
-                self._wp.capture_launch(self._reset_graph, stream=self._wp_stream)
-            else:
-                with self._wp.ScopedDevice(self._wp_device):
-                    self._launch_reset()
+            self.launch_reset()
         self._release_to_caller()
 
     def health(self) -> dict[str, int]:
@@ -405,8 +440,9 @@ class MjWarpBackend:
         refresh["scope"] = "all_worlds"  # kinematics/sensor kernels take no world mask
         return {
             "available": True,
-            "backend_type": "mujoco_warp",
+            "backend_type": "mjwarp",
             "diagnostics": {
+                **{name: entry.to_json() for name, entry in self._extra_diagnostics.items()},
                 "cuda_graph": self._graph_entry.to_json(),
                 "selected_reset_sensor_refresh": refresh,
                 "device_reset_randomization": DiagnosticEntry(

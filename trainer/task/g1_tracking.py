@@ -21,19 +21,35 @@ empty-mask case needs no host test. On the CPU backend the env checks both direc
 actions raise at once and an all-false done mask skips the reset without drawing. The public
 :meth:`G1TrackingEnv.reset_rows` (tests, probe) returns early on an empty mask on every
 backend, leaving the reset generator untouched (TASK.md §8, §9.5).
+
+CUDA graphs. On mjwarp with a CUDA device the torch part of ``step`` is captured at
+construction as three ``torch.cuda.CUDAGraph`` s over fixed buffers and replayed on Warp's
+stream, interleaved with the backend's two Warp graphs::
+
+    A (actions → ctrl) · Warp step · B (terms, rewards, sampler, k, terminal obs, reset
+    targets staged) · Warp reset · C (post-reset observations, outputs)
+
+All three phases are the same Python methods the eager path runs, so eager and graphed steps
+compute the same kernels. The reset and observation generators are registered with the graphs
+(philox offsets advance on every replay: fresh numbers each step, the same stream as eager).
+Capture failure falls back to eager with the reason in ``diagnostics()["diagnostics"]
+["task_cuda_graph"]``, never silently.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-from trainer.sim.backend import BackendFailure, SimBackend, make_backend
+from trainer.sim.backend import BackendFailure, DiagnosticEntry, SimBackend, make_backend
 from trainer.sim.scene import (
     ANCHOR_BODY_NAME,
     DEFAULT_JOINT_POS,
@@ -62,11 +78,47 @@ __all__ = ["G1TrackingEnv", "StepResult", "make_env"]
 log = logging.getLogger(__name__)
 
 _ROOT = TRACKED_BODY_NAMES.index("pelvis")  # reset root, tracked column 0
+_COND_NAMES = (*term.TERMINATION_NAMES, *term.TRUNCATION_NAMES)
+_NUM_TERMINAL = len(term.TERMINATION_NAMES)
+_SAMPLER_DIAG_NAMES = ("sampler/entropy", "sampler/top1_prob", "sampler/top1_bin_frac")
+_INFO_NAMES = (*(f"Episode_Termination/{k}" for k in _COND_NAMES), *_SAMPLER_DIAG_NAMES)
+_REWARD_TAGS = tuple(f"reward/{k}" for k in REWARD_TERM_NAMES)
+_ALIGN = 16  # byte alignment of each field in the packed output buffer
+_WARMUP_STEPS = 2  # eager steps on the side stream before capture
+
+
+def _output_layout(n: int, actor: int, critic: int) -> tuple[list, int]:
+    """(name, byte offset, dtype, shape) of every ``StepResult`` field in one byte buffer."""
+    fields = (
+        ("obs", torch.float32, (n, actor)),
+        ("critic_obs", torch.float32, (n, critic)),
+        ("terminal_obs", torch.float32, (n, actor)),
+        ("terminal_critic_obs", torch.float32, (n, critic)),
+        ("reward", torch.float32, (n,)),
+        ("episode_return", torch.float32, (n,)),
+        ("episode_length", torch.long, (n,)),
+        ("terminated", torch.bool, (n,)),
+        ("truncated", torch.bool, (n,)),
+        ("done", torch.bool, (n,)),
+        ("reward_terms", torch.float32, (len(REWARD_TERM_NAMES),)),
+        ("info", torch.float32, (len(_INFO_NAMES),)),
+    )
+    layout, offset = [], 0
+    for name, dtype, shape in fields:
+        layout.append((name, offset, dtype, shape))
+        nbytes = math.prod(shape) * dtype.itemsize
+        offset += -(-nbytes // _ALIGN) * _ALIGN
+    return layout, offset
 
 
 @dataclass
 class StepResult:
-    """What one control step returns; every tensor is freshly allocated (safe to keep)."""
+    """What one control step returns.
+
+    By default every tensor is a view of one fresh per-step allocation (safe to keep across
+    steps). With ``G1TrackingEnv(static_outputs=True)`` they are views of the env's fixed output
+    buffer instead, overwritten by the next ``step``: read or copy them before stepping again.
+    """
 
     obs: Tensor
     """[N, 160] after resets: what the policy sees next."""
@@ -104,6 +156,10 @@ class G1TrackingEnv:
         motion: reference clip(s), 14 tracked bodies, 50 fps.
         seed: seeds the reset generator (``seed``) and the observation-noise generator
             (``seed + 1``), both on the backend device.
+        cuda_graph: capture the torch part of ``step`` as CUDA graphs (mjwarp on CUDA only;
+            recorded as ``task_cuda_graph`` in the backend diagnostics).
+        static_outputs: return views of the fixed output buffer from ``step`` instead of a
+            fresh copy (the caller must be done with them before the next ``step``).
     """
 
     actor_obs_dim = obs_terms.ACTOR_OBS_DIM
@@ -118,6 +174,8 @@ class G1TrackingEnv:
         motion: MotionClip,
         *,
         seed: int = 0,
+        cuda_graph: bool = True,
+        static_outputs: bool = False,
     ) -> None:
         expected_fps = round(1.0 / cfg.ctrl_dt)
         if motion.fps != expected_fps:
@@ -128,7 +186,12 @@ class G1TrackingEnv:
         self.num_envs = n = backend.num_envs
         self.device = dev = backend.device
         self.max_episode_steps = cfg.max_episode_steps
+        self.seed = seed
+        self.static_outputs = static_outputs
         self._sync_free = backend.name == "mjwarp"
+        # Backends with staged launches (mjwarp) run the reset inside step as fixed work.
+        self._staged = hasattr(backend, "launch_step") and hasattr(backend, "reset_staging")
+        self._stream = getattr(backend, "torch_stream", None) if self._staged else None
         self._anchor = TRACKED_BODY_NAMES.index(ANCHOR_BODY_NAME)
         self._body_ids = torch.as_tensor(body_ids(model, TRACKED_BODY_NAMES), device=dev)
         self._ee_cols = torch.as_tensor(
@@ -151,6 +214,9 @@ class G1TrackingEnv:
         self._q_default = torch.as_tensor(DEFAULT_JOINT_POS, **f32)
         self._noise_scale = obs_terms.actor_noise_scale(cfg, dev)
         self._weights = cfg.reward_weights()
+        self._weight_vec = torch.as_tensor(
+            [self._weights[k] for k in REWARD_TERM_NAMES], **f32
+        )  # [9] in REWARD_TERM_NAMES order
         self._sigmas = {
             name: float(getattr(cfg, f"sigma_{name}"))
             for name in REWARD_TERM_NAMES
@@ -167,14 +233,24 @@ class G1TrackingEnv:
             **f32,
         )  # [41]
 
-        # Motion table: one device tensor per quantity, 14 tracked columns. [T, ...]
+        # Motion table: one [T, 240] device tensor (joint pos/vel, body pos/quat/lin/ang vel of
+        # the 14 tracked columns) so a reference lookup is one gather.
         self.motion = motion
-        self._m_joint_pos = torch.as_tensor(motion.joint_pos, **f32)
-        self._m_joint_vel = torch.as_tensor(motion.joint_vel, **f32)
-        self._m_body_pos = torch.as_tensor(motion.body_pos_w, **f32)
-        self._m_body_quat = torch.as_tensor(motion.body_quat_w, **f32)
-        self._m_body_lin_vel = torch.as_tensor(motion.body_lin_vel_w, **f32)
-        self._m_body_ang_vel = torch.as_tensor(motion.body_ang_vel_w, **f32)
+        parts = [
+            torch.as_tensor(x, **f32).flatten(1)
+            for x in (
+                motion.joint_pos,
+                motion.joint_vel,
+                motion.body_pos_w,
+                motion.body_quat_w,
+                motion.body_lin_vel_w,
+                motion.body_ang_vel_w,
+            )
+        ]
+        self._m_table = torch.cat(parts, dim=1).contiguous()
+        widths = [p.shape[1] for p in parts]
+        bounds = [sum(widths[:i]) for i in range(len(widths) + 1)]
+        self._m_slices = [slice(bounds[i], bounds[i + 1]) for i in range(len(widths))]
         num_frames = motion.num_frames
         ends = torch.as_tensor(motion.clip_ends, dtype=torch.long)
         clip_of = torch.bucketize(torch.arange(num_frames), ends, right=True)
@@ -195,7 +271,7 @@ class G1TrackingEnv:
         self.obs_generator = torch.Generator(device=dev)
         self.obs_generator.manual_seed(seed + 1)
 
-        # Per-row task state (preallocated; updated in place).
+        # Per-row task state (preallocated; updated in place, never rebound: graphs hold it).
         self.frame = torch.zeros(n, dtype=torch.long, device=dev)
         self.episode_step = torch.zeros(n, dtype=torch.long, device=dev)
         self.actions = torch.zeros(n, 29, **f32)
@@ -206,7 +282,18 @@ class G1TrackingEnv:
         self.obs = torch.zeros(n, self.actor_obs_dim, **f32)
         self.critic_obs = torch.zeros(n, self.critic_obs_dim, **f32)
         self._nonfinite_action_rows = torch.zeros((), dtype=torch.long, device=dev)
+        # Step I/O: the action input and the packed outputs (one byte buffer, typed views).
+        self._act_in = torch.zeros(n, 29, **f32)
+        self._ctrl_out = backend.ctrl if self._staged else torch.zeros(n, 29, **f32)
+        self._layout, nbytes = _output_layout(n, self.actor_obs_dim, self.critic_obs_dim)
+        self._out_buf = torch.zeros(nbytes, dtype=torch.uint8, device=dev)
+        self._out = self._views(self._out_buf)
+        self._graphs: list[torch.cuda.CUDAGraph] | None = None
         self.reset_all()
+        self._graph_entry = self._setup_cuda_graphs(cuda_graph)
+        set_diag = getattr(backend, "set_diagnostic", None)
+        if set_diag is not None:
+            set_diag("task_cuda_graph", self._graph_entry)
 
     # ------------------------------------------------------------------ state gathering
     def robot_state(self) -> TrackedState:
@@ -222,14 +309,16 @@ class G1TrackingEnv:
         )
 
     def reference_state(self, frames: Tensor) -> TrackedState:
-        """The reference at ``frames [N]`` gathered from the device motion table."""
+        """The reference at ``frames [N]`` gathered from the device motion table (one gather)."""
+        row = self._m_table.index_select(0, frames)
+        jp, jv, bp, bq, bl, ba = (row[:, s] for s in self._m_slices)
         return TrackedState(
-            joint_pos=self._m_joint_pos[frames],
-            joint_vel=self._m_joint_vel[frames],
-            body_pos_w=self._m_body_pos[frames],
-            body_quat_w=self._m_body_quat[frames],
-            body_lin_vel_w=self._m_body_lin_vel[frames],
-            body_ang_vel_w=self._m_body_ang_vel[frames],
+            joint_pos=jp,
+            joint_vel=jv,
+            body_pos_w=bp.unflatten(1, (-1, 3)),
+            body_quat_w=bq.unflatten(1, (-1, 4)),
+            body_lin_vel_w=bl.unflatten(1, (-1, 3)),
+            body_ang_vel_w=ba.unflatten(1, (-1, 3)),
         )
 
     # ------------------------------------------------------------------ terms
@@ -280,7 +369,7 @@ class G1TrackingEnv:
         )
         critic = obs_terms.critic_observation(clean, robot, b.pelvis_lin_vel_b, a)
         noise = torch.rand(clean.shape, generator=self.obs_generator, device=self.device)
-        actor = clean + (2.0 * noise - 1.0) * self._noise_scale
+        actor = torch.addcmul(clean, 2.0 * noise - 1.0, self._noise_scale)
         return rel_pos, rel_quat, actor, critic
 
     # ------------------------------------------------------------------ reset
@@ -301,23 +390,35 @@ class G1TrackingEnv:
         qvel = torch.cat((lin_vel, ang_vel_b, ref.joint_vel), dim=-1)
         return qpos, qvel
 
-    def _reset_masked(self, mask: Tensor, frames: Tensor | None = None) -> None:
-        """Reset the rows of ``mask`` as a masked update (fixed random draws, no sync)."""
+    def _prepare_reset(self, mask: Tensor, frames: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Draw start frames and reset targets for all rows (fixed draws) and reset the task
+        state of the ``mask`` rows; returns the backend targets ``(qpos, qvel)``."""
         sampled = self.sampler.sample(self.num_envs, self.reset_generator)
         start = sampled if frames is None else frames
         qpos, qvel = self._reset_targets(start)
-        self.backend.reset_rows(mask, qpos, qvel)
         col = mask[:, None]
         self.frame.copy_(torch.where(mask, start, self.frame))
         self.episode_step.masked_fill_(mask, 0)
         self.episode_return.masked_fill_(mask, 0.0)
         self.actions.masked_fill_(col, 0.0)
         self.prev_actions.masked_fill_(col, 0.0)
+        return qpos, qvel
+
+    def _finish_reset(self, mask: Tensor) -> None:
+        """Observe the (already forwarded) backend and overwrite the ``mask`` rows' relative
+        reference and observations."""
         rel_pos, rel_quat, actor, critic = self._observe(self.robot_state())
+        col = mask[:, None]
         self.rel_body_pos.copy_(torch.where(mask[:, None, None], rel_pos, self.rel_body_pos))
         self.rel_body_quat.copy_(torch.where(mask[:, None, None], rel_quat, self.rel_body_quat))
         self.obs.copy_(torch.where(col, actor, self.obs))
         self.critic_obs.copy_(torch.where(col, critic, self.critic_obs))
+
+    def _reset_masked(self, mask: Tensor, frames: Tensor | None = None) -> None:
+        """Reset the rows of ``mask`` as a masked update (fixed random draws, no sync)."""
+        qpos, qvel = self._prepare_reset(mask, frames)
+        self.backend.reset_rows(mask, qpos, qvel)
+        self._finish_reset(mask)
 
     def reset_rows(self, mask: Tensor, frames: Tensor | None = None) -> None:
         """Reset the selected rows (tests, probe). An empty mask draws nothing and changes
@@ -334,72 +435,216 @@ class G1TrackingEnv:
         self._reset_masked(torch.ones(self.num_envs, dtype=torch.bool, device=self.device))
         return self.obs.clone(), self.critic_obs.clone()
 
-    # ------------------------------------------------------------------ step
-    def _sanitize_actions(self, actions: Tensor) -> Tensor:
-        finite = torch.isfinite(actions).all(-1)  # [N]
-        if not self._sync_free:
-            if not bool(finite.all()):
-                row = int(torch.nonzero(~finite)[0, 0])
-                msg = f"non-finite action in env row {row}; the policy diverged (NaN/Inf)"
-                raise BackendFailure(msg)
-            return actions
-        self._nonfinite_action_rows += (~finite).sum()
-        return torch.where(finite[:, None], actions, torch.zeros_like(actions))
-
-    def step(self, actions: Tensor) -> StepResult:
-        """Advance one control step (TASK.md §1); see the module docstring for sync rules."""
-        actions = self._sanitize_actions(actions.to(self.device, torch.float32))
-        # 1. action history and position targets.
+    # ------------------------------------------------------------------ step phases
+    # The phases read and write only fixed tensors (state, ``_act_in``, ``_out``, backend views
+    # and staging), so each can be replayed as a CUDA graph.
+    def _phase_actions(self) -> None:
+        """Step 1: sanitise the staged actions, action history, position targets → ctrl."""
+        a = self._act_in
+        if self._sync_free:
+            finite = torch.isfinite(a).all(-1)  # [N]
+            self._nonfinite_action_rows += (~finite).sum()
+            a = torch.where(finite[:, None], a, 0.0)
         self.prev_actions.copy_(self.actions)
-        self.actions.copy_(actions)
+        self.actions.copy_(a)
         applied = self.prev_actions if self.cfg.simulate_action_latency else self.actions
-        ctrl = self._q_default + self.cfg.action_scale * applied
-        # 2.-3. physics, episode clock.
-        self.backend.step(ctrl)
+        torch.add(self._q_default, applied, alpha=self.cfg.action_scale, out=self._ctrl_out)
+
+    def _phase_terms(self) -> None:
+        """Steps 3-7: clock, terminations, rewards, sampler, k, terminal observations."""
+        o = self._out
         self.episode_step += 1
-        # 4. terminations, then rewards, at frame k.
         robot = self.robot_state()
         ref = self.reference_state(self.frame)
-        conds = self.termination_terms(ref, robot)
-        terminal = conds["anchor_pos"] | conds["anchor_ori"] | conds["ee_body_pos"]
-        truncation = conds["time_out"] | conds["motion_clip_end"]
+        conds_d = self.termination_terms(ref, robot)
+        conds = torch.stack([conds_d[k] for k in _COND_NAMES], dim=-1)  # [N, 5] bool
+        terminal = conds[:, :_NUM_TERMINAL].any(-1)
+        truncation = conds[:, _NUM_TERMINAL:].any(-1)
         terminated, truncated, done = term.split_done(terminal, truncation)
-        values = self.reward_terms(ref, robot)
-        weighted = {name: self._weights[name] * values[name] for name in REWARD_TERM_NAMES}
-        reward = self.cfg.ctrl_dt * torch.stack(list(weighted.values())).sum(0)  # [N]
+        values_d = self.reward_terms(ref, robot)
+        values = torch.stack([values_d[k] for k in REWARD_TERM_NAMES], dim=-1)  # [N, 9]
+        weighted = values * self._weight_vec
+        reward = weighted.sum(-1) * self.cfg.ctrl_dt  # [N]
         self.episode_return += reward
-        # 5. sampler statistics at frame k.
         self.sampler.update(terminated, self.frame)
-        # 6. advance k for rows that continue.
         self.frame += (~done).long()
-        # 7. relative reference and observations (terminal observations of done rows).
         rel_pos, rel_quat, actor, critic = self._observe(robot)
         self.rel_body_pos.copy_(rel_pos)
         self.rel_body_quat.copy_(rel_quat)
         self.obs.copy_(actor)
         self.critic_obs.copy_(critic)
-        terminal_obs, terminal_critic = actor, critic
-        episode_return = self.episode_return.clone()
-        episode_length = self.episode_step.clone()
-        # 8. reset done rows (fixed-cost masked update on the sync-free path).
-        if self._sync_free or bool(done.any()):
-            self._reset_masked(done)
-        info = {f"Episode_Termination/{k}": v.float().mean() for k, v in conds.items()}
-        info.update(self.sampler.diagnostics())
+        o["terminal_obs"].copy_(actor)
+        o["terminal_critic_obs"].copy_(critic)
+        o["reward"].copy_(reward)
+        o["terminated"].copy_(terminated)
+        o["truncated"].copy_(truncated)
+        o["done"].copy_(done)
+        o["episode_return"].copy_(self.episode_return)
+        o["episode_length"].copy_(self.episode_step)
+        o["reward_terms"].copy_(weighted.mean(0))
+        diag = self.sampler.diagnostics()
+        info = o["info"]
+        info[: len(_COND_NAMES)].copy_(conds.float().mean(0))
+        info[len(_COND_NAMES) :].copy_(torch.stack([diag[k] for k in _SAMPLER_DIAG_NAMES]))
+
+    def _phase_stage_reset(self) -> None:
+        """Step 8, first half (staged backends): reset targets for every row into the
+        backend's staging buffers and the task state of done rows (fixed draws)."""
+        done = self._out["done"]
+        qpos, qvel = self._prepare_reset(done)
+        mask_in, qpos_in, qvel_in, ctrl_in = self.backend.reset_staging
+        mask_in.copy_(done)
+        qpos_in.copy_(qpos)
+        qvel_in.copy_(qvel)
+        ctrl_in.zero_()
+
+    def _phase_finish(self) -> None:
+        """Step 8, second half: observations of the reset rows and the obs outputs."""
+        self._finish_reset(self._out["done"])
+        self._out["obs"].copy_(self.obs)
+        self._out["critic_obs"].copy_(self.critic_obs)
+
+    def _phase_b(self) -> None:
+        self._phase_terms()
+        self._phase_stage_reset()
+
+    # ------------------------------------------------------------------ step
+    @contextmanager
+    def _on_backend_stream(self) -> Iterator[None]:
+        """Run the block on the backend's stream, ordered after and before the caller's."""
+        if self._stream is None:
+            yield
+            return
+        caller = torch.cuda.current_stream(self.device)
+        self._stream.wait_stream(caller)
+        with torch.cuda.stream(self._stream):
+            yield
+        caller.wait_stream(self._stream)
+
+    def _run_staged(self) -> None:
+        """One step on a staged backend: graphs when captured, else the same phases eagerly."""
+        b = self.backend
+        if self._graphs is not None:
+            g_a, g_b, g_c = self._graphs
+            g_a.replay()
+            b.launch_step()
+            g_b.replay()
+            b.launch_reset()
+            g_c.replay()
+            return
+        self._phase_actions()
+        b.launch_step()
+        self._phase_b()
+        b.launch_reset()
+        self._phase_finish()
+
+    def step(self, actions: Tensor) -> StepResult:
+        """Advance one control step (TASK.md §1); see the module docstring for sync rules."""
+        self._act_in.copy_(actions)
+        if self._staged:
+            with self._on_backend_stream():
+                self._run_staged()
+        else:
+            finite = torch.isfinite(self._act_in).all(-1)
+            if not bool(finite.all()):
+                row = int(torch.nonzero(~finite)[0, 0])
+                msg = f"non-finite action in env row {row}; the policy diverged (NaN/Inf)"
+                raise BackendFailure(msg)
+            self._phase_actions()
+            self.backend.step(self._ctrl_out)
+            self._phase_terms()
+            done = self._out["done"]
+            if bool(done.any()):
+                self._reset_masked(done)
+            self._out["obs"].copy_(self.obs)
+            self._out["critic_obs"].copy_(self.critic_obs)
+        return self._result()
+
+    def _views(self, buf: Tensor) -> dict[str, Tensor]:
+        return {
+            name: buf[off : off + math.prod(shape) * dtype.itemsize].view(dtype).view(shape)
+            for name, off, dtype, shape in self._layout
+        }
+
+    def _result(self) -> StepResult:
+        v = self._views(self._out_buf if self.static_outputs else self._out_buf.clone())
         return StepResult(
-            obs=self.obs.clone(),
-            critic_obs=self.critic_obs.clone(),
-            terminal_obs=terminal_obs,
-            terminal_critic_obs=terminal_critic,
-            reward=reward,
-            terminated=terminated,
-            truncated=truncated,
-            done=done,
-            reward_terms={f"reward/{k}": v.mean() for k, v in weighted.items()},
-            episode_return=episode_return,
-            episode_length=episode_length,
-            info=info,
+            obs=v["obs"],
+            critic_obs=v["critic_obs"],
+            terminal_obs=v["terminal_obs"],
+            terminal_critic_obs=v["terminal_critic_obs"],
+            reward=v["reward"],
+            terminated=v["terminated"],
+            truncated=v["truncated"],
+            done=v["done"],
+            reward_terms=dict(zip(_REWARD_TAGS, v["reward_terms"].unbind(0), strict=True)),
+            episode_return=v["episode_return"],
+            episode_length=v["episode_length"],
+            info=dict(zip(_INFO_NAMES, v["info"].unbind(0), strict=True)),
         )
+
+    # ------------------------------------------------------------------ CUDA graphs
+    def _setup_cuda_graphs(self, requested: bool) -> DiagnosticEntry:
+        """Warm up, capture phases A/B/C and restore the post-``reset_all`` state."""
+        if not requested:
+            return DiagnosticEntry(False, False, "cuda_graph=False was requested")
+        if self.device.type != "cuda":
+            return DiagnosticEntry(
+                True, False, f"torch device is {self.device.type}; CUDA graphs need CUDA"
+            )
+        if not self._staged or self._stream is None:
+            return DiagnosticEntry(
+                True,
+                False,
+                f"sim backend {self.backend.name!r} has no staged device launches "
+                "(only mjwarp on CUDA can be interleaved with torch graphs)",
+            )
+        failures = self.sampler.failures.clone()
+        try:
+            self._graphs = self._capture()
+            entry = DiagnosticEntry(True, True, None)
+        except Exception as err:  # noqa: BLE001 - recorded and logged, then eager
+            self._graphs = None
+            reason = f"torch CUDA graph capture failed: {type(err).__name__}: {err}"
+            log.warning("task_cuda_graph disabled, stepping eagerly: %s", reason)
+            entry = DiagnosticEntry(True, False, reason)
+        # Warm-up steps moved the state and the generators: start over from the same seed, so
+        # a graphed env begins exactly where an eager one does.
+        self.sampler.failures.copy_(failures)
+        self._nonfinite_action_rows.zero_()
+        self.reset_generator.manual_seed(self.seed)
+        self.obs_generator.manual_seed(self.seed + 1)
+        self.reset_all()
+        return entry
+
+    def _capture(self) -> list[torch.cuda.CUDAGraph]:
+        self._act_in.zero_()
+        with self._on_backend_stream():
+            for _ in range(_WARMUP_STEPS):  # eager, on the backend's (side) stream
+                self._run_staged()
+        torch.cuda.synchronize(self.device)
+        phases: tuple[Callable[[], None], ...] = (
+            self._phase_actions,
+            self._phase_b,
+            self._phase_finish,
+        )
+        graphs = []
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # a finalizer freeing a Warp array must not land inside a capture
+        try:
+            for phase in phases:
+                graph = torch.cuda.CUDAGraph()
+                graph.register_generator_state(self.reset_generator)
+                graph.register_generator_state(self.obs_generator)
+                with torch.cuda.graph(
+                    graph, stream=self._stream, capture_error_mode="thread_local"
+                ):
+                    phase()
+                graphs.append(graph)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        return graphs
 
     # ------------------------------------------------------------------ cold path
     def check_health(self) -> None:
@@ -411,8 +656,14 @@ class G1TrackingEnv:
         self.backend.check_health()
 
     def diagnostics(self) -> dict:
-        """``backend_diagnostics`` of the backend (CONTRACTS §4.3)."""
+        """``backend_diagnostics`` of the backend (CONTRACTS §4.3); on mjwarp it carries the
+        ``task_cuda_graph`` entry of this env."""
         return self.backend.diagnostics()
+
+    @property
+    def task_cuda_graph(self) -> DiagnosticEntry:
+        """Whether the torch part of ``step`` runs as CUDA graphs, and why not."""
+        return self._graph_entry
 
 
 def make_env(
@@ -425,6 +676,8 @@ def make_env(
     motion: MotionClip | None = None,
     model: mujoco.MjModel | None = None,
     backend_options: dict | None = None,
+    cuda_graph: bool = True,
+    static_outputs: bool = False,
 ) -> G1TrackingEnv:
     """Build the scene, resolve and load the motion, create the backend and the env.
 
@@ -437,6 +690,8 @@ def make_env(
         motion: an already loaded clip (skips resolution); otherwise ``task_cfg.motion_file``.
         model: an already built scene; otherwise ``build_g1_model(task_cfg.scene)``.
         backend_options: extra keyword arguments for the backend constructor.
+        cuda_graph: capture the torch part of ``step`` as CUDA graphs (mjwarp on CUDA).
+        static_outputs: ``step`` returns views of a fixed buffer instead of fresh copies.
     """
     model = build_g1_model(task_cfg.scene) if model is None else model
     if motion is None:
@@ -452,4 +707,12 @@ def make_env(
     if not math.isclose(model.opt.timestep * backend.decimation, task_cfg.ctrl_dt):
         msg = f"model timestep {model.opt.timestep} x decimation != ctrl_dt {task_cfg.ctrl_dt}"
         raise ValueError(msg)
-    return G1TrackingEnv(task_cfg, backend, model, motion, seed=seed)
+    return G1TrackingEnv(
+        task_cfg,
+        backend,
+        model,
+        motion,
+        seed=seed,
+        cuda_graph=cuda_graph,
+        static_outputs=static_outputs,
+    )
