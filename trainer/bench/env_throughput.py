@@ -5,7 +5,9 @@
 For each size the same backend instance is measured twice:
 
 * **full task**: ``G1TrackingEnv.step`` with uniform random actions in (−1, 1) drawn on the
-  device: physics, observations, rewards, terminations, sampler, resets of done rows.
+  device: physics, observations, rewards, terminations, sampler, resets of done rows. The
+  ``task graph`` column (and ``task_cuda_graph`` in the JSON) says whether the torch part ran
+  as CUDA graphs; a requested but disabled graph prints its reason to stderr.
 * **physics only**: ``backend.step(ctrl)`` alone, after restoring the robot state the full-task
   run started from, with the same timestep, substeps and ``ctrl = q_default + 2·a`` of
   pre-drawn random actions.
@@ -146,7 +148,15 @@ def run(
         )
         setup_s = time.perf_counter() - t0
         res = measure(env, iters, warmup, seed)
-        res.update(num_envs=n, setup_s=setup_s, backend_diagnostics=env.diagnostics())
+        graph = env.task_cuda_graph
+        res.update(
+            num_envs=n,
+            setup_s=setup_s,
+            task_cuda_graph=graph.to_json(),
+            backend_diagnostics=env.diagnostics(),
+        )
+        if graph.requested and not graph.enabled:
+            print(f"num_envs={n}: task CUDA graph off: {graph.disable_reason}", file=sys.stderr)
         stats = env.backend.transfer_stats()
         if stats is not None:
             res["transfer_stats"] = stats
@@ -162,6 +172,7 @@ def run(
                 f"{res['ratio']:.2f}",
                 f"{res['full_task_step_ms']:.3f}",
                 f"{res['physics_step_ms']:.3f}",
+                "on" if graph.enabled else "off",
             ]
         )
         print(f"num_envs={n} done ({setup_s:.1f} s setup)", file=sys.stderr)
@@ -193,6 +204,7 @@ def run(
                 "ratio",
                 "task ms",
                 "physics ms",
+                "task graph",
             ],
         )
     )

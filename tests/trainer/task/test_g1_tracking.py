@@ -44,7 +44,9 @@ def clip(model, tmp_path_factory):
 
 @pytest.fixture
 def make(model, clip):
-    def factory(num_envs: int = NUM_ENVS, seed: int = 0, **over) -> G1TrackingEnv:
+    def factory(
+        num_envs: int = NUM_ENVS, seed: int = 0, static_outputs: bool = False, **over
+    ) -> G1TrackingEnv:
         cfg = dataclasses.replace(G1TrackingCfg(), **over)
         return make_env(
             cfg,
@@ -55,6 +57,7 @@ def make(model, clip):
             motion=clip,
             model=model,
             backend_options={"num_threads": 2},
+            static_outputs=static_outputs,
         )
 
     return factory
@@ -235,3 +238,112 @@ def test_action_latency_applies_the_previous_action(make):
     env.step(a)
     assert torch.allclose(env.backend.ctrl, (q_default + 0.2).expand(NUM_ENVS, -1))
     assert torch.equal(env.obs[:, 131:], a)
+
+
+def test_static_outputs_are_views_of_one_buffer_and_copies_by_default(make):
+    env = make()
+    a = env.step(torch.zeros(NUM_ENVS, 29))
+    kept = a.obs.clone()
+    env.step(torch.full((NUM_ENVS, 29), 0.3))
+    assert torch.equal(a.obs, kept)  # default: a fresh copy per step
+    static = make(static_outputs=True)
+    r = static.step(torch.zeros(NUM_ENVS, 29))
+    assert r.obs.data_ptr() == static._out["obs"].data_ptr()
+    assert torch.equal(r.obs, static.obs)
+    diag = static.diagnostics()
+    assert diag["available"] is False  # CPU backend: unavailable form, no task graph entry
+    assert static.task_cuda_graph.enabled is False
+
+
+def _warp_cpu_env(model, clip, num_envs: int, **kwargs) -> G1TrackingEnv:
+    pytest.importorskip("mujoco_warp")
+    from trainer.sim.mjwarp import MjWarpBackend
+
+    backend = MjWarpBackend(
+        model, num_envs, torch.device("cpu"), warp_device="cpu", _allow_cpu_for_tests=True
+    )
+    return G1TrackingEnv(G1TrackingCfg(), backend, model, clip, seed=1, **kwargs)
+
+
+@pytest.mark.slow
+def test_staged_mjwarp_step_resets_done_rows_inside_step_with_fixed_draws(model, clip):
+    """The graph phases (A, Warp step, B, Warp reset, C) run eagerly on Warp's CPU device."""
+    env = _warp_cpu_env(model, clip, 4)
+    entry = env.diagnostics()["diagnostics"]["task_cuda_graph"]
+    assert entry == {
+        "requested": True,
+        "enabled": False,
+        "disable_reason": "torch device is cpu; CUDA graphs need CUDA",
+    }
+    assert env.diagnostics()["backend_type"] == "mjwarp"
+    env.episode_step[:2] = env.max_episode_steps - 2
+    gen = torch.Generator().manual_seed(0)
+    results = []
+    for _ in range(3):
+        state = env.reset_generator.get_state().clone()
+        results.append(env.step(torch.rand(4, 29, generator=gen) * 0.2 - 0.1))
+        assert not torch.equal(state, env.reset_generator.get_state())  # fixed draw every step
+    first, second, third = results
+    assert not first.done.any()
+    assert second.done.tolist() == [True, True, False, False]
+    assert second.truncated[:2].all() and (second.episode_length[:2] == env.max_episode_steps).all()
+    assert (env.episode_step == torch.tensor([1, 1, 3, 3])).all()
+    assert torch.equal(second.obs[2:], second.terminal_obs[2:])
+    assert (second.obs[:2] != second.terminal_obs[:2]).any(-1).all()
+    assert torch.equal(second.obs[:2, 131:], torch.zeros(2, 29))  # actions zeroed on reset
+    total = 0.02 * torch.stack(list(third.reward_terms.values())).sum()
+    assert torch.allclose(total, third.reward.mean(), atol=1e-6)
+
+
+def _gpu_pair(model, clip, num_envs: int):
+    kw = {"sim_backend": "mjwarp", "num_envs": num_envs, "device": "cuda", "seed": 11}
+    kw.update(motion=clip, model=model)
+    eager = make_env(G1TrackingCfg(), cuda_graph=False, **kw)
+    graphed = make_env(G1TrackingCfg(), **kw)
+    return eager, graphed
+
+
+@pytest.mark.gpu
+def test_cuda_graph_step_matches_eager_and_never_syncs(model, clip):
+    """Graphed and eager steps from the same seed and state agree; the graphed loop runs under
+    ``set_sync_debug_mode("error")``. Random numbers (reset and observation noise) must match
+    to float rounding: both paths draw the same philox offsets. Physics-derived values get a
+    small tolerance because MJWarp's contact ordering (atomics) is not bitwise reproducible
+    between two separate Data instances; exact agreement is reported when it happens."""
+    n, steps = 64, 6
+    eager, graphed = _gpu_pair(model, clip, n)
+    entry = graphed.diagnostics()["diagnostics"]["task_cuda_graph"]
+    assert entry["enabled"] is True, entry["disable_reason"]
+    assert eager.diagnostics()["diagnostics"]["task_cuda_graph"]["enabled"] is False
+    for env in (eager, graphed):  # half the rows time out at step 2: resets inside the graphs
+        env.episode_step[: n // 2] = env.max_episode_steps - 2
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    acts = [torch.rand(n, 29, generator=gen, device="cuda") * 0.4 - 0.2 for _ in range(steps)]
+    noisy = slice(67, 131)  # base_lin_vel .. joint_vel carry noise in the actor obs only
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        res_g = [graphed.step(a) for a in acts]
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    res_e = [eager.step(a) for a in acts]
+    torch.cuda.synchronize()
+    for t, (g, e) in enumerate(zip(res_g, res_e, strict=True)):
+        for name in ("done", "terminated", "truncated", "episode_length"):
+            assert torch.equal(getattr(g, name), getattr(e, name)), (t, name)
+        noise_g = g.obs[:, noisy] - g.critic_obs[:, noisy]
+        noise_e = e.obs[:, noisy] - e.critic_obs[:, noisy]
+        assert torch.allclose(noise_g, noise_e, atol=1e-4), (t, (noise_g - noise_e).abs().max())
+        for name in ("obs", "critic_obs", "terminal_critic_obs", "reward", "episode_return"):
+            diff = (getattr(g, name) - getattr(e, name)).abs().max().item()
+            assert diff < 2e-2, (t, name, diff)
+    assert res_g[1].done[: n // 2].all() and not res_g[1].done[n // 2 :].any()
+    # Fresh noise on every replay: consecutive steps draw different observation noise.
+    n0 = res_g[2].obs[:, noisy] - res_g[2].critic_obs[:, noisy]
+    n1 = res_g[3].obs[:, noisy] - res_g[3].critic_obs[:, noisy]
+    assert not torch.allclose(n0, n1)
+    # Reset targets drawn inside graph B equal the eager draws (same frames, same noise).
+    assert torch.equal(graphed.frame, eager.frame)
+    assert torch.allclose(graphed.backend.qpos, eager.backend.qpos, atol=2e-2)
+    graphed.check_health()
+    eager.check_health()
