@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+from harness.cli_app import error
 from harness.errors import HarnessError
 from harness.jsonio import load_strict, write_atomic_text
 from harness.schemas import SCHEMA_DIR
@@ -199,8 +200,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse with the house error format: one ``error: ...`` line, exit 2."""
 
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"error: {message}; pass --write or --check\n")
-        raise SystemExit(2)
+        raise SystemExit(error(f"{message}; pass --write or --check", 2))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -223,8 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run(write=args.write, check=args.check)
     except HarnessError as err:
-        sys.stderr.write(f"error: {err}\n")
-        return 1
+        return error(str(err))
     return 0
 
 

@@ -19,11 +19,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Literal
 
-import click
 import typer
 from tabulate import tabulate
-from typer.exceptions import TyperException
 
+from harness.cli_app import run_app
 from harness.errors import UsageError
 from harness.jsonio import dumps_strict
 from trainer.assets import PACKAGE_ASSET_ROOT, AssetError, cache_root, sha256_file
@@ -199,29 +198,18 @@ def pull(
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: ``error: ...`` on stderr; exit 0 assets ready, 1 failed, 2 usage."""
-    try:
-        app(args=argv, prog_name="g1-pull-assets", standalone_mode=False)
-    except (click.exceptions.Exit, typer.Exit) as exc:
-        return int(getattr(exc, "exit_code", 1))
-    except (click.ClickException, TyperException) as err:
-        message = err.format_message() if hasattr(err, "format_message") else str(err)
-        sys.stderr.write(f"error: {' '.join(message.split())}\n")
-        return 2 if int(getattr(err, "exit_code", 2)) == 2 else 1
-    except (click.Abort, KeyboardInterrupt):
-        sys.stderr.write("error: aborted\n")
-        return 1
-    except UsageError as err:
-        sys.stderr.write(f"error: {err}\n")
-        return 2
-    except (AssetError, MotionError) as err:
-        sys.stderr.write(f"error: {err}\n")
-        return 1
-    except OSError as err:
-        sys.stderr.write(
-            f"error: cannot write the asset cache: {err}; pass a writable --asset-dir\n"
-        )
-        return 1
-    return 0
+    return run_app(
+        app,
+        argv,
+        prog="g1-pull-assets",
+        failures={
+            AssetError: str,
+            MotionError: str,
+            OSError: lambda err: (
+                f"cannot write the asset cache: {err}; pass a writable --asset-dir"
+            ),
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from typing import Annotated, Any
 
 import typer
 
+from harness.cli_app import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error, run_app
 from trainer.config.checks import check_semantics, resolve_log_dir
 from trainer.config.errors import ConfigError
 from trainer.config.loader import LoadedConfig, load_config
@@ -51,22 +52,10 @@ from trainer.rundir.run_config import build_run_config, create_run_dir, write_ru
 
 logger = logging.getLogger(__name__)
 
-EXIT_OK = 0
-"""The run completed."""
-EXIT_FAILED = 1
-"""Preflight, training or the startup failed, or the run was cancelled."""
-EXIT_USAGE = 2
-"""Usage or configuration error found before anything was written."""
 
 FLAGS_TOGETHER = "--algo, --task and --sim must be given together"
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-
-
-def _error(message: str) -> None:
-    """Print the one ``error:`` line of a failure to stderr."""
-    line = " ".join(str(message).splitlines()) or "unknown error"
-    typer.echo(f"error: {line}", err=True)
 
 
 def _utc_stamp(moment: dt.datetime) -> str:
@@ -285,7 +274,7 @@ def run_train(
                 argv=argv,
             )
     except ConfigError as err:
-        _error(str(err))
+        error(str(err))
         return EXIT_USAGE
     except PreflightError as err:
         state.phase = err.phase
@@ -295,7 +284,7 @@ def run_train(
             owner="learner",
             exc={"type": err.error_type, "message": str(err)},
         )
-        _error(f"preflight failed ({err.phase}): {err}")
+        error(f"preflight failed ({err.phase}): {err}")
         return EXIT_FAILED
     except _StartupCancelled as cancel:
         message = f"received {cancel} before training started"
@@ -305,7 +294,7 @@ def run_train(
             owner="external",
             exc={"type": "ExternalCancellation", "message": message},
         )
-        _error(f"cancelled: {message}")
+        error(f"cancelled: {message}")
         return EXIT_FAILED
     except OSError as err:  # step 6: the run dir or run_config.json cannot be written
         _record_failure(
@@ -314,7 +303,7 @@ def run_train(
             owner="learner",
             exc={"type": type(err).__name__, "message": str(err)},
         )
-        _error(f"cannot set up the run directory {state.run_dir or ''}: {err}")
+        error(f"cannot set up the run directory {state.run_dir or ''}: {err}")
         return EXIT_FAILED
     from trainer.runtime.learner_loop import run_training
 
@@ -362,19 +351,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit code: 0 completed, 1 failed or cancelled, 2 usage/config error.
     """
-    args = list(sys.argv[1:] if argv is None else argv)
-    try:
-        result = app(args=args, prog_name="train", standalone_mode=False)
-    except typer.TyperException as err:  # typer's (vendored) click errors; usage errors are 2
-        if getattr(err, "exit_code", EXIT_FAILED) == EXIT_USAGE:
-            _error(f"{err.format_message()} (see train --help)")
-            return EXIT_USAGE
-        _error(err.format_message())
-        return EXIT_FAILED
-    except typer.Abort:
-        _error("cancelled")
-        return EXIT_FAILED
-    if isinstance(result, int) and not isinstance(result, bool):
-        # 130 is click's KeyboardInterrupt exit: a cancellation is a failed run (exit 1).
-        return result if result in (EXIT_OK, EXIT_FAILED, EXIT_USAGE) else EXIT_FAILED
-    return EXIT_OK
+    return run_app(app, argv, prog="train", usage_suffix=" (see train --help)")

@@ -47,8 +47,8 @@ from typing import Annotated, Any
 import click
 import numpy as np
 import typer
-from typer.exceptions import TyperException
 
+from harness.cli_app import error, run_app
 from harness.jsonio import write_json_atomic
 from harness.probe import gpu_snapshot
 
@@ -554,14 +554,12 @@ def probe_child(
         )
     except ProbeFailure as err:
         write_json_atomic(single_result, _failed(backend, str(err), snapshot))
-        sys.stderr.write(f"error: {err}\n")
-        raise typer.Exit(code=1) from None
+        raise typer.Exit(code=error(str(err))) from None
     except Exception as err:  # noqa: BLE001 - isolation: record any backend crash, keep the traceback
         traceback.print_exc(file=sys.stderr)
         reason = f"{type(err).__name__}: {' '.join(str(err).split())}"
         write_json_atomic(single_result, _failed(backend, reason, snapshot))
-        sys.stderr.write(f"error: {reason}\n")
-        raise typer.Exit(code=1) from None
+        raise typer.Exit(code=error(reason)) from None
     write_json_atomic(single_result, result)
     if not quiet:
         sys.stdout.write(
@@ -577,18 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
         format=f"probe[{os.getpid()}] %(levelname)s %(name)s: %(message)s",
     )
-    try:
-        code = app(args=argv, prog_name="python -m trainer.probe", standalone_mode=False)
-    except (click.exceptions.Exit, typer.Exit) as exc:
-        return int(getattr(exc, "exit_code", 1))
-    except (click.ClickException, TyperException) as err:
-        message = err.format_message() if hasattr(err, "format_message") else str(err)
-        sys.stderr.write(f"error: {' '.join(message.split())}\n")
-        return 2
-    except (click.Abort, KeyboardInterrupt):
-        sys.stderr.write("error: aborted\n")
-        return 1
-    return code if isinstance(code, int) else 0
+    return run_app(app, argv, prog="python -m trainer.probe")
 
 
 if __name__ == "__main__":

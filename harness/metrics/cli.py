@@ -17,13 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
-from typer.exceptions import TyperException
 
+from harness.cli_app import run_app
 from harness.errors import HarnessError, StrictJsonError, UsageError
 from harness.jsonio import dumps_strict, load_strict
-from harness.metrics.events import EventFileError, ScalarEvent, read_scalars
+from harness.metrics.events import ScalarEvent, read_scalars
 from harness.metrics.registry import REGISTRY_FILE, load_registry
 from harness.run_summary import is_exact_int, show
 
@@ -246,24 +245,7 @@ def extract_metrics(
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: ``error: ...`` on stderr; exit 0 printed, 1 check failed, 2 usage."""
-    try:
-        app(args=argv, prog_name="extract-metrics", standalone_mode=False)
-    except (click.exceptions.Exit, typer.Exit) as exc:
-        return int(getattr(exc, "exit_code", 1))
-    except (click.ClickException, TyperException) as err:
-        message = err.format_message() if hasattr(err, "format_message") else str(err)
-        sys.stderr.write(f"error: {' '.join(message.split())}\n")
-        return 2 if int(getattr(err, "exit_code", 2)) == 2 else 1
-    except (click.Abort, typer.Abort, KeyboardInterrupt):
-        sys.stderr.write("error: aborted\n")
-        return 1
-    except UsageError as err:
-        sys.stderr.write(f"error: {err}\n")
-        return 2
-    except (HarnessError, EventFileError) as err:
-        sys.stderr.write(f"error: {err}\n")
-        return 1
-    return 0
+    return run_app(app, argv, prog="extract-metrics")
 
 
 if __name__ == "__main__":

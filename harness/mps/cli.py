@@ -13,11 +13,10 @@ import shlex
 import sys
 from typing import Annotated, Any
 
-import click
 import typer
 from tabulate import tabulate
-from typer.exceptions import TyperException
 
+from harness.cli_app import run_app
 from harness.errors import HarnessError, UsageError
 from harness.jsonio import dumps_strict
 from harness.mps import daemon, records
@@ -414,28 +413,13 @@ def _print_error(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: run the app and map failures to ``error: ...`` and exit 0/1/2."""
-    try:
-        result = app(args=argv, prog_name="cumps", standalone_mode=False)
-    except (click.exceptions.Exit, typer.Exit) as exc:
-        return int(getattr(exc, "exit_code", 1))
-    except (click.ClickException, TyperException) as err:
-        # typer vendors its own click: its usage errors are TyperExceptions with exit_code 2.
-        message = err.format_message() if hasattr(err, "format_message") else str(err)
-        _print_error(message.strip() or "missing command; see `cumps --help`")
-        return 2 if int(getattr(err, "exit_code", 2)) == 2 else 1
-    except (click.Abort, typer.Abort, KeyboardInterrupt):
-        _print_error("aborted")
-        return 1
-    except UsageError as err:
-        _print_error(str(err))
-        return 2
-    except HarnessError as err:
-        _print_error(str(err))
-        return 1
-    except OSError as err:
-        _print_error(f"{type(err).__name__}: {err}")
-        return 1
-    return result if isinstance(result, int) else 0
+    return run_app(
+        app,
+        argv,
+        prog="cumps",
+        failures={OSError: lambda err: f"{type(err).__name__}: {err}"},
+        printer=_print_error,
+    )
 
 
 if __name__ == "__main__":

@@ -22,11 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 from tabulate import tabulate
-from typer.exceptions import TyperException
 
+from harness.cli_app import run_app
 from harness.errors import HarnessError, StrictJsonError, UsageError
 from harness.jsonio import dumps_strict, load_strict
 from harness.probe import gpu_snapshot as gpus
@@ -395,26 +394,8 @@ _ARGS: list[str] = []
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: ``error: ...`` on stderr; exit 0 passed, 1 failed, 2 usage."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    _ARGS[:] = args
-    try:
-        code = app(args=args, prog_name="g1-backend-probe", standalone_mode=False)
-    except (click.exceptions.Exit, typer.Exit) as exc:
-        return int(getattr(exc, "exit_code", 1))
-    except (click.ClickException, TyperException) as err:
-        message = err.format_message() if hasattr(err, "format_message") else str(err)
-        sys.stderr.write(f"error: {' '.join(message.split())}\n")
-        return 2 if int(getattr(err, "exit_code", 2)) == 2 else 1
-    except (click.Abort, typer.Abort, KeyboardInterrupt):
-        sys.stderr.write("error: aborted\n")
-        return 1
-    except UsageError as err:
-        sys.stderr.write(f"error: {err}\n")
-        return 2
-    except HarnessError as err:
-        sys.stderr.write(f"error: {err}\n")
-        return 1
-    return code if isinstance(code, int) else 0
+    _ARGS[:] = list(sys.argv[1:] if argv is None else argv)
+    return run_app(app, argv, prog="g1-backend-probe")
 
 
 if __name__ == "__main__":

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import base64
 import html
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 
+from harness.cli_app import run_app
 from harness.errors import HarnessError, StrictJsonError
 from harness.jsonio import load_strict, write_atomic_text
 from harness.schemas import validate
@@ -281,25 +280,4 @@ def soak_report(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``soak-report``."""
-    try:
-        app(
-            args=list(sys.argv[1:] if argv is None else argv),
-            prog_name="soak-report",
-            standalone_mode=False,
-        )
-        code = 0
-    except HarnessError as err:
-        print(f"error: {err}", file=sys.stderr)
-        code = 1
-    except (click.exceptions.Exit, typer.Exit) as err:
-        code = int(getattr(err, "exit_code", 1))
-    except (click.exceptions.Abort, typer.Abort):
-        print("error: aborted", file=sys.stderr)
-        code = 1
-    except (click.ClickException, typer.TyperException) as err:
-        message = err.format_message() if hasattr(err, "format_message") else str(err)
-        print(f"error: {' '.join(message.split())}", file=sys.stderr)
-        code = 2 if int(getattr(err, "exit_code", 2)) == 2 else 1
-    if argv is None:
-        sys.exit(code)
-    return code
+    return run_app(app, argv, prog="soak-report")

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 from tabulate import tabulate
 
+from harness.cli_app import run_app
 from harness.errors import UsageError
 from harness.jsonio import dumps_strict
 from harness.soak.trend import SERIES, TrendThresholdError, parse_threshold_overrides
@@ -421,15 +421,16 @@ def g1_soak(
         raise UsageError(f"--num-envs={num_envs} must be an integer > 0")
     if iterations <= 0:
         raise UsageError(f"--iterations={iterations} must be an integer > 0")
-    check_monitor_bounds(
-        sample=sample_interval_seconds,
-        startup=startup_timeout_seconds,
-        stale=stale_progress_seconds,
-        grace=post_shutdown_grace_seconds,
-        min_duration=min_duration_seconds,
-        warmup=trend_warmup_seconds,
-        window=trend_min_window_seconds,
-    )
+    timing = {
+        "sample": sample_interval_seconds,
+        "startup": startup_timeout_seconds,
+        "stale": stale_progress_seconds,
+        "grace": post_shutdown_grace_seconds,
+        "min_duration": min_duration_seconds,
+        "warmup": trend_warmup_seconds,
+        "window": trend_min_window_seconds,
+    }
+    check_monitor_bounds(**timing)
     log_dir, output = check_paths(log_dir, output)
     user = list(extra_override or [])
     check_overrides(user)
@@ -442,17 +443,7 @@ def g1_soak(
         motion_id = next(
             (o.split("=", 1)[1] for o in user if override_key(o) == MOTION_KEY), motion_id
         )
-    cfg = _monitor_cfg(
-        sample=sample_interval_seconds,
-        startup=startup_timeout_seconds,
-        stale=stale_progress_seconds,
-        grace=post_shutdown_grace_seconds,
-        min_duration=min_duration_seconds,
-        mode=trend_mode,
-        thresholds=trend_threshold,
-        warmup=trend_warmup_seconds,
-        window=trend_min_window_seconds,
-    )
+    cfg = _monitor_cfg(mode=trend_mode, thresholds=trend_threshold, **timing)
     extras: list[str] = []
     if not any(override_key(o) == "algo.save_interval" for o in user):
         extras.append(DEFAULT_SAVE_INTERVAL_OVERRIDE)
@@ -493,27 +484,18 @@ def soak_run(
     """Soak any trainer command that honours the run-directory contract (CONTRACTS §1.3)."""
     from harness.soak.monitor import run_soak
 
-    check_monitor_bounds(
-        sample=sample_interval_seconds,
-        startup=startup_timeout_seconds,
-        stale=stale_progress_seconds,
-        grace=post_shutdown_grace_seconds,
-        min_duration=min_duration_seconds,
-        warmup=trend_warmup_seconds,
-        window=trend_min_window_seconds,
-    )
+    timing = {
+        "sample": sample_interval_seconds,
+        "startup": startup_timeout_seconds,
+        "stale": stale_progress_seconds,
+        "grace": post_shutdown_grace_seconds,
+        "min_duration": min_duration_seconds,
+        "warmup": trend_warmup_seconds,
+        "window": trend_min_window_seconds,
+    }
+    check_monitor_bounds(**timing)
     log_dir, output = check_paths(log_dir, output)
-    cfg = _monitor_cfg(
-        sample=sample_interval_seconds,
-        startup=startup_timeout_seconds,
-        stale=stale_progress_seconds,
-        grace=post_shutdown_grace_seconds,
-        min_duration=min_duration_seconds,
-        mode=trend_mode,
-        thresholds=trend_threshold,
-        warmup=trend_warmup_seconds,
-        window=trend_min_window_seconds,
-    )
+    cfg = _monitor_cfg(mode=trend_mode, thresholds=trend_threshold, **timing)
     argv = [str(log_dir) if arg == "{log_dir}" else arg for arg in command]
     if not argv:
         raise UsageError(
@@ -524,38 +506,11 @@ def soak_run(
     raise typer.Exit(_finish(result, json_out))
 
 
-def _run(app: typer.Typer, argv: Sequence[str] | None, prog: str) -> int:
-    """Call the typer app without its standalone handling and map errors to exit codes."""
-    try:
-        code = app(
-            args=list(sys.argv[1:] if argv is None else argv), prog_name=prog, standalone_mode=False
-        )
-    except UsageError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except (click.exceptions.Exit, typer.Exit) as err:
-        return int(getattr(err, "exit_code", 1))
-    except (click.exceptions.Abort, typer.Abort):
-        print("error: aborted", file=sys.stderr)
-        return 1
-    except (click.ClickException, typer.TyperException) as err:
-        message = err.format_message() if hasattr(err, "format_message") else str(err)
-        print(f"error: {' '.join(message.split())}", file=sys.stderr)
-        return 2 if int(getattr(err, "exit_code", 2)) == 2 else 1
-    return int(code or 0)
-
-
 def g1_soak_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``g1-soak``."""
-    code = _run(g1_soak_app, argv, "g1-soak")
-    if argv is None:
-        sys.exit(code)
-    return code
+    return run_app(g1_soak_app, argv, prog="g1-soak")
 
 
 def soak_run_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``soak-run``."""
-    code = _run(soak_run_app, argv, "soak-run")
-    if argv is None:
-        sys.exit(code)
-    return code
+    return run_app(soak_run_app, argv, prog="soak-run")

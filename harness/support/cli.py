@@ -13,11 +13,10 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 from tabulate import tabulate
-from typer.exceptions import TyperException
 
+from harness.cli_app import run_app
 from harness.errors import HarnessError, UsageError
 from harness.jsonio import dumps_strict, write_atomic_text
 from harness.support.matrix import (
@@ -110,24 +109,7 @@ def support_matrix(
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: ``error: ...`` on stderr; exit 0 ok, 1 stale/malformed, 2 usage."""
-    try:
-        code = app(args=argv, prog_name="support-matrix", standalone_mode=False)
-    except (click.exceptions.Exit, typer.Exit) as exc:
-        return int(getattr(exc, "exit_code", 1))
-    except (click.ClickException, TyperException) as err:
-        message = err.format_message() if hasattr(err, "format_message") else str(err)
-        sys.stderr.write(f"error: {' '.join(message.split())}\n")
-        return 2 if int(getattr(err, "exit_code", 2)) == 2 else 1
-    except (click.Abort, KeyboardInterrupt):
-        sys.stderr.write("error: aborted\n")
-        return 1
-    except UsageError as err:
-        sys.stderr.write(f"error: {err}\n")
-        return 2
-    except HarnessError as err:
-        sys.stderr.write(f"error: {err}\n")
-        return 1
-    return code if isinstance(code, int) else 0
+    return run_app(app, argv, prog="support-matrix")
 
 
 if __name__ == "__main__":
