@@ -51,6 +51,7 @@ import typer
 from harness.cli_app import error, run_app
 from harness.jsonio import write_json_atomic
 from harness.probe import gpu_snapshot
+from harness.probe.result import BACKENDS, PHASES
 
 __all__ = [
     "PHASES",
@@ -73,17 +74,6 @@ SEED = 7
 ACTION_POOL_MAX = 64
 """At most this many distinct action batches are drawn; iterations cycle through them."""
 ALGO, TASK = "flashsac", "g1_motion_tracking"
-BACKENDS = ("mjwarp", "mujoco")
-PHASES = (
-    "backend_step_ms",
-    "state_exchange_ms",
-    "update_state_ms",
-    "reset_selection_ms",
-    "reset_done_ms",
-    "backend_reset_ms",
-    "reset_publish_ms",
-    "iteration_ms",
-)
 PHASE_BOUNDARIES = {
     "backend_step_ms": "action history + position targets + backend.step (mujoco: ctrl d2h, CPU physics, state h2d)",
     "state_exchange_ms": "env.robot_state() + env.reference_state(frame): backend views -> task state",
@@ -216,21 +206,12 @@ def control_step(env: Any, actions: Any, clock: PhaseClock) -> tuple[dict[str, A
     """TASK.md §1 steps 1–7 on ``env`` without the done reset (step 8); returns the termination
     conditions and the timestamps ``[t_step_end, t_exchange_end, t_update_end]``.
 
-    It makes the same calls as ``G1TrackingEnv.step`` up to step 7 (checked by a test), so the
-    probe's task work equals training's except for which rows get reset.
+    It calls the env's own step pieces (``apply_actions``, ``backend.step``, the episode clock,
+    ``robot_state``/``reference_state``, ``update_state``), so the probe's task work equals
+    training's except for which rows get reset (a test checks it against ``env.step``).
     """
-    import torch
-
-    from trainer.task import terminations as term
-    from trainer.task.config import REWARD_TERM_NAMES
-
-    cfg, backend = env.cfg, env.backend
     # 1.-3. action history, position targets, physics, episode clock.
-    env.prev_actions.copy_(env.actions)
-    env.actions.copy_(actions)
-    applied = env.prev_actions if cfg.simulate_action_latency else env.actions
-    ctrl = env._q_default + cfg.action_scale * applied  # [N, 29]
-    backend.step(ctrl)
+    env.backend.step(env.apply_actions(actions))
     env.episode_step += 1
     t_step = clock.now()
     # state exchange: backend views -> tracked state, reference at frame k.
@@ -238,21 +219,7 @@ def control_step(env: Any, actions: Any, clock: PhaseClock) -> tuple[dict[str, A
     ref = env.reference_state(env.frame)
     t_exchange = clock.now()
     # 4.-7. terminations, rewards, sampler, frame advance, observations.
-    conds = env.termination_terms(ref, robot)
-    terminal = conds["anchor_pos"] | conds["anchor_ori"] | conds["ee_body_pos"]
-    truncation = conds["time_out"] | conds["motion_clip_end"]
-    terminated, _, done = term.split_done(terminal, truncation)
-    values = env.reward_terms(ref, robot)
-    weights = cfg.reward_weights()
-    reward = cfg.ctrl_dt * torch.stack([weights[n] * values[n] for n in REWARD_TERM_NAMES]).sum(0)
-    env.episode_return += reward
-    env.sampler.update(terminated, env.frame)
-    env.frame += (~done).long()
-    rel_pos, rel_quat, actor, critic = env._observe(robot)
-    env.rel_body_pos.copy_(rel_pos)
-    env.rel_body_quat.copy_(rel_quat)
-    env.obs.copy_(actor)
-    env.critic_obs.copy_(critic)
+    conds = env.update_state(robot, ref)
     t_update = clock.now()
     return conds, [t_step, t_exchange, t_update]
 

@@ -29,21 +29,17 @@ from harness.cli_app import run_app
 from harness.errors import HarnessError, StrictJsonError, UsageError
 from harness.jsonio import dumps_strict, load_strict
 from harness.probe import gpu_snapshot as gpus
-from harness.probe.result import build_document, failed_result, finalize, write_document
+from harness.probe.result import (
+    BACKENDS,
+    PHASES,
+    build_document,
+    failed_result,
+    finalize,
+    write_document,
+)
 
 __all__ = ["BACKENDS", "PHASES", "app", "main", "parse_backends", "run_probe"]
 
-BACKENDS = ("mjwarp", "mujoco")
-PHASES = (
-    "backend_step_ms",
-    "state_exchange_ms",
-    "update_state_ms",
-    "reset_selection_ms",
-    "reset_done_ms",
-    "backend_reset_ms",
-    "reset_publish_ms",
-    "iteration_ms",
-)
 CHILD_MODULE = "trainer.probe"
 STDERR_TAIL_LINES = 20
 

@@ -27,7 +27,9 @@ from harness.probe.gpu_snapshot import environment_record, probed_gpu_uuid
 from harness.schemas import validate
 
 __all__ = [
+    "BACKENDS",
     "EXCLUDED_COMPONENTS",
+    "PHASES",
     "PROBE_SCHEMA",
     "SCHEMA_VERSION",
     "build_document",
@@ -39,6 +41,19 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = "0.3.0"
+BACKENDS = ("mjwarp", "mujoco")
+"""The backends a probe can run, in the order they are reported."""
+PHASES = (
+    "backend_step_ms",
+    "state_exchange_ms",
+    "update_state_ms",
+    "reset_selection_ms",
+    "reset_done_ms",
+    "backend_reset_ms",
+    "reset_publish_ms",
+    "iteration_ms",
+)
+"""The timed phases of one probe iteration (each backend result's ``phases`` keys)."""
 PROBE_SCHEMA = "backend_probe.0.3.0.json"
 EXCLUDED_COMPONENTS = (
     "inference_ipc",

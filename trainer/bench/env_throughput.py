@@ -76,10 +76,9 @@ def measure(env: G1TrackingEnv, iters: int, warmup: int, seed: int) -> dict[str,
     env.check_health()
 
     backend = env.backend
-    q_default = env._q_default
+    # The env's own action -> position-target map (its action history is not used again).
     ctrls = [
-        q_default
-        + env.cfg.action_scale * (torch.rand(actions.shape, generator=gen, device=device) * 2 - 1)
+        env.apply_actions(torch.rand(actions.shape, generator=gen, device=device) * 2 - 1)
         for _ in range(min(iters, 64))
     ]
     everyone = torch.ones(n, dtype=torch.bool, device=device)

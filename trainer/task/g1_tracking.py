@@ -445,17 +445,42 @@ class G1TrackingEnv:
             finite = torch.isfinite(a).all(-1)  # [N]
             self._nonfinite_action_rows += (~finite).sum()
             a = torch.where(finite[:, None], a, 0.0)
-        self.prev_actions.copy_(self.actions)
-        self.actions.copy_(a)
-        applied = self.prev_actions if self.cfg.simulate_action_latency else self.actions
-        torch.add(self._q_default, applied, alpha=self.cfg.action_scale, out=self._ctrl_out)
+        self.apply_actions(a, out=self._ctrl_out)
 
     def _phase_terms(self) -> None:
         """Steps 3-7: clock, terminations, rewards, sampler, k, terminal observations."""
-        o = self._out
         self.episode_step += 1
-        robot = self.robot_state()
-        ref = self.reference_state(self.frame)
+        self.update_state(self.robot_state(), self.reference_state(self.frame))
+
+    def apply_actions(self, actions: Tensor, out: Tensor | None = None) -> Tensor:
+        """Steps 1-2: shift the action history and return the joint position targets.
+
+        Args:
+            actions: [N, 29] the policy's actions (used as given: no finiteness check).
+            out: optional [N, 29] buffer for the targets (``step`` passes its fixed one).
+
+        Returns:
+            ctrl [N, 29] = default joint positions + action_scale * applied action, where the
+            applied action is the previous one under ``simulate_action_latency``.
+        """
+        self.prev_actions.copy_(self.actions)
+        self.actions.copy_(actions)
+        applied = self.prev_actions if self.cfg.simulate_action_latency else self.actions
+        return torch.add(self._q_default, applied, alpha=self.cfg.action_scale, out=out)
+
+    def update_state(self, robot: TrackedState, ref: TrackedState) -> dict[str, Tensor]:
+        """Steps 4-7 after physics and the episode clock, for every row: terminations,
+        rewards, sampler update, frame advance, observations (into the env state and the step
+        outputs). Done rows are *not* reset here (``step`` does that; the probe does not).
+
+        Args:
+            robot: the tracked robot state read from the backend after physics.
+            ref: the reference state at the current frame k.
+
+        Returns:
+            The termination conditions by name, each [N] bool.
+        """
+        o = self._out
         conds_d = self.termination_terms(ref, robot)
         conds = torch.stack([conds_d[k] for k in _COND_NAMES], dim=-1)  # [N, 5] bool
         terminal = conds[:, :_NUM_TERMINAL].any(-1)
@@ -486,6 +511,7 @@ class G1TrackingEnv:
         info = o["info"]
         info[: len(_COND_NAMES)].copy_(conds.float().mean(0))
         info[len(_COND_NAMES) :].copy_(torch.stack([diag[k] for k in _SAMPLER_DIAG_NAMES]))
+        return conds_d
 
     def _phase_stage_reset(self) -> None:
         """Step 8, first half (staged backends): reset targets for every row into the
