@@ -4,6 +4,7 @@ reset), phase bookkeeping and the host-bridge counters on the CPU mujoco backend
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
@@ -11,41 +12,14 @@ import pytest
 import torch
 
 from trainer import probe
-from trainer.sim.scene import SceneCfg, build_g1_model
-from trainer.task.config import G1TrackingCfg
-from trainer.task.g1_tracking import make_env
-from trainer.task.motion import generate_synthetic_dance, load_motion
 
 NUM_ENVS = 4
 
 
-@pytest.fixture(scope="module")
-def model():
-    return build_g1_model(SceneCfg())
-
-
-@pytest.fixture(scope="module")
-def clip(model, tmp_path_factory):
-    path = tmp_path_factory.mktemp("motion") / "synthetic_dance.npz"
-    np.savez(path, **generate_synthetic_dance(model))
-    return load_motion(path, model)
-
-
 @pytest.fixture
-def make(model, clip):
-    def factory(seed: int = probe.SEED):
-        return make_env(
-            G1TrackingCfg(),
-            sim_backend="mujoco",
-            num_envs=NUM_ENVS,
-            device="cpu",
-            seed=seed,
-            motion=clip,
-            model=model,
-            backend_options={"num_threads": 1},
-        )
-
-    return factory
+def make(make_g1_env):
+    """Envs built like the probe's (seed 7, one physics thread)."""
+    return functools.partial(make_g1_env, seed=probe.SEED, num_threads=1)
 
 
 def _actions(seed: int = 0) -> torch.Tensor:
@@ -116,13 +90,13 @@ def test_control_step_equals_the_env_step_before_resets(make) -> None:
 
 
 def test_probe_iteration_resets_scheduled_and_clip_end_rows_but_not_terminated_rows(
-    make, clip, monkeypatch
+    make, g1_clip, monkeypatch
 ) -> None:
     env = make()
     clock = probe.PhaseClock(torch.device("cpu"))
     marks = probe.ResetMarks(clock)
     marks.wrap(env.backend)
-    last = int(clip.clip_ends[0]) - 1
+    last = int(g1_clip.clip_ends[0]) - 1
     env.frame[1] = last  # row 1 sits on its clip's last frame -> clip end
     before_steps = env.episode_step.clone()
     terms = env.termination_terms

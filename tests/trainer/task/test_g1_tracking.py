@@ -3,17 +3,12 @@ of TASK.md §9 (kinematic replay, zero-noise reset, empty mask, selected rows on
 
 from __future__ import annotations
 
-import dataclasses
-
-import numpy as np
 import pytest
 import torch
 
-from trainer.sim.scene import SceneCfg, build_g1_model
 from trainer.task.config import REWARD_TERM_NAMES, G1TrackingCfg
 from trainer.task.g1_tracking import G1TrackingEnv, make_env
 from trainer.task.math import quat_apply_inverse
-from trainer.task.motion import generate_synthetic_dance, load_motion
 
 NUM_ENVS = 4
 EXP_TERMS = REWARD_TERM_NAMES[:6]
@@ -30,41 +25,8 @@ NOISELESS = {
 }
 
 
-@pytest.fixture(scope="module")
-def model():
-    return build_g1_model(SceneCfg())
-
-
-@pytest.fixture(scope="module")
-def clip(model, tmp_path_factory):
-    path = tmp_path_factory.mktemp("motion") / "synthetic_dance.npz"
-    np.savez(path, **generate_synthetic_dance(model))
-    return load_motion(path, model)
-
-
-@pytest.fixture
-def make(model, clip):
-    def factory(
-        num_envs: int = NUM_ENVS, seed: int = 0, static_outputs: bool = False, **over
-    ) -> G1TrackingEnv:
-        cfg = dataclasses.replace(G1TrackingCfg(), **over)
-        return make_env(
-            cfg,
-            sim_backend="mujoco",
-            num_envs=num_envs,
-            device="cpu",
-            seed=seed,
-            motion=clip,
-            model=model,
-            backend_options={"num_threads": 2},
-            static_outputs=static_outputs,
-        )
-
-    return factory
-
-
-def test_reset_and_step_return_160_289_29_shapes(make):
-    env = make()
+def test_reset_and_step_return_160_289_29_shapes(make_g1_env):
+    env = make_g1_env()
     obs, critic = env.reset_all()
     assert obs.shape == (NUM_ENVS, 160) and critic.shape == (NUM_ENVS, 289)
     assert env.action_dim == 29
@@ -77,9 +39,9 @@ def test_reset_and_step_return_160_289_29_shapes(make):
     assert set(res.reward_terms) == {f"reward/{n}" for n in REWARD_TERM_NAMES}
 
 
-def test_kinematic_replay_gives_perfect_tracking_terms(make, clip):
-    env = make(**NOISELESS)
-    frames = torch.tensor([0, 137, 260, clip.num_frames - 3])
+def test_kinematic_replay_gives_perfect_tracking_terms(make_g1_env, g1_clip):
+    env = make_g1_env(**NOISELESS)
+    frames = torch.tensor([0, 137, 260, g1_clip.num_frames - 3])
     for k in range(3):
         env.reset_rows(torch.ones(NUM_ENVS, dtype=torch.bool), frames + k)
         robot = env.robot_state()
@@ -95,29 +57,31 @@ def test_kinematic_replay_gives_perfect_tracking_terms(make, clip):
         assert torch.allclose(env.obs[:, 61:67], rot6_identity, atol=1e-5)
 
 
-def test_zero_noise_reset_reproduces_the_frame_including_body_frame_angular_velocity(make, clip):
-    env = make(**NOISELESS)
+def test_zero_noise_reset_reproduces_the_frame_including_body_frame_angular_velocity(
+    make_g1_env, g1_clip
+):
+    env = make_g1_env(**NOISELESS)
     f = torch.tensor([3, 50, 200, 411])
     env.reset_rows(torch.ones(NUM_ENVS, dtype=torch.bool), f)
     qpos, qvel = env.backend.qpos, env.backend.qvel
-    pelvis_pos = torch.as_tensor(clip.body_pos_w[f.numpy(), 0])
-    pelvis_quat = torch.as_tensor(clip.body_quat_w[f.numpy(), 0])
-    ang_w = torch.as_tensor(clip.body_ang_vel_w[f.numpy(), 0])
+    pelvis_pos = torch.as_tensor(g1_clip.body_pos_w[f.numpy(), 0])
+    pelvis_quat = torch.as_tensor(g1_clip.body_quat_w[f.numpy(), 0])
+    ang_w = torch.as_tensor(g1_clip.body_ang_vel_w[f.numpy(), 0])
     assert torch.allclose(qpos[:, 0:3], pelvis_pos, atol=1e-6)
     assert torch.allclose(qpos[:, 3:7], pelvis_quat, atol=1e-6)
-    assert torch.allclose(qpos[:, 7:], torch.as_tensor(clip.joint_pos[f.numpy()]), atol=1e-6)
+    assert torch.allclose(qpos[:, 7:], torch.as_tensor(g1_clip.joint_pos[f.numpy()]), atol=1e-6)
     assert torch.allclose(
-        qvel[:, 0:3], torch.as_tensor(clip.body_lin_vel_w[f.numpy(), 0]), atol=1e-6
+        qvel[:, 0:3], torch.as_tensor(g1_clip.body_lin_vel_w[f.numpy(), 0]), atol=1e-6
     )
     assert torch.allclose(qvel[:, 3:6], quat_apply_inverse(pelvis_quat, ang_w), atol=1e-6)
-    assert torch.allclose(qvel[:, 6:], torch.as_tensor(clip.joint_vel[f.numpy()]), atol=1e-6)
+    assert torch.allclose(qvel[:, 6:], torch.as_tensor(g1_clip.joint_vel[f.numpy()]), atol=1e-6)
     # The command shows frame f after the reset; actions are zero.
-    assert torch.equal(env.obs[:, :29], torch.as_tensor(clip.joint_pos[f.numpy()]))
+    assert torch.equal(env.obs[:, :29], torch.as_tensor(g1_clip.joint_pos[f.numpy()]))
     assert torch.equal(env.obs[:, 131:], torch.zeros(NUM_ENVS, 29))
 
 
-def test_empty_reset_mask_draws_nothing_and_changes_nothing(make):
-    env = make()
+def test_empty_reset_mask_draws_nothing_and_changes_nothing(make_g1_env):
+    env = make_g1_env()
     env.step(torch.rand(NUM_ENVS, 29) * 0.2)
     state = env.reset_generator.get_state().clone()
     before = [
@@ -130,8 +94,8 @@ def test_empty_reset_mask_draws_nothing_and_changes_nothing(make):
         assert torch.equal(b, a)
 
 
-def test_reset_touches_only_the_selected_rows(make):
-    env = make()
+def test_reset_touches_only_the_selected_rows(make_g1_env):
+    env = make_g1_env()
     env.step(torch.rand(NUM_ENVS, 29) * 0.2)
     views = lambda: (
         env.backend.qpos,
@@ -152,8 +116,8 @@ def test_reset_touches_only_the_selected_rows(make):
     assert (env.episode_step[mask] == 0).all() and (env.actions[mask] == 0).all()
 
 
-def test_fall_terminates_and_is_never_also_truncated(make, clip):
-    env = make(**NOISELESS)
+def test_fall_terminates_and_is_never_also_truncated(make_g1_env, g1_clip):
+    env = make_g1_env(**NOISELESS)
     env.reset_rows(torch.ones(NUM_ENVS, dtype=torch.bool), torch.tensor([10, 10, 10, 10]))
     qpos = env.backend.qpos.clone()
     qpos[0, 2] -= 0.7  # row 0 sinks 0.7 m below the reference anchor height
@@ -166,9 +130,9 @@ def test_fall_terminates_and_is_never_also_truncated(make, clip):
     assert not (res.terminated & res.truncated).any()
 
 
-def test_time_out_and_clip_end_truncate_and_return_the_terminal_observation(make, clip):
-    env = make(**NOISELESS)
-    last = clip.num_frames - 1
+def test_time_out_and_clip_end_truncate_and_return_the_terminal_observation(make_g1_env, g1_clip):
+    env = make_g1_env(**NOISELESS)
+    last = g1_clip.num_frames - 1
     env.reset_rows(torch.ones(NUM_ENVS, dtype=torch.bool), torch.tensor([5, last, 100, 200]))
     env.episode_step[0] = env.max_episode_steps - 1
     res = env.step(torch.zeros(NUM_ENVS, 29))
@@ -176,27 +140,27 @@ def test_time_out_and_clip_end_truncate_and_return_the_terminal_observation(make
     assert not res.done[2:].any()
     assert res.episode_length[0] == env.max_episode_steps and res.episode_length[1] == 1
     # Terminal observation: frame kept (done rows do not advance), obs after reset differ.
-    assert torch.equal(res.terminal_obs[1, :29], torch.as_tensor(clip.joint_pos[last]))
+    assert torch.equal(res.terminal_obs[1, :29], torch.as_tensor(g1_clip.joint_pos[last]))
     assert torch.equal(res.terminal_obs[2:], res.obs[2:])
     assert not torch.equal(res.terminal_obs[:2], res.obs[:2])
     assert torch.equal(res.terminal_critic_obs[2:], res.critic_obs[2:])
     # Continuing rows advanced one frame: the command shows k + 1.
-    assert torch.equal(res.obs[2, :29], torch.as_tensor(clip.joint_pos[101]))
+    assert torch.equal(res.obs[2, :29], torch.as_tensor(g1_clip.joint_pos[101]))
 
 
-def test_row_that_never_fails_truncates_after_t_minus_f_steps(make, clip):
-    env = make(num_envs=1, **NOISELESS)
-    f = clip.num_frames - 6
+def test_row_that_never_fails_truncates_after_t_minus_f_steps(make_g1_env, g1_clip):
+    env = make_g1_env(num_envs=1, **NOISELESS)
+    f = g1_clip.num_frames - 6
     env.reset_rows(torch.ones(1, dtype=torch.bool), torch.tensor([f]))
-    steps = clip.num_frames - f  # TASK.md §9.6: exactly T - f steps
+    steps = g1_clip.num_frames - f  # TASK.md §9.6: exactly T - f steps
     for i in range(steps):
         res = env.step(torch.zeros(1, 29))
         assert bool(res.done[0]) == (i == steps - 1)
     assert res.truncated[0] and res.episode_length[0] == steps
 
 
-def test_logged_reward_terms_times_dt_sum_to_the_mean_step_reward(make):
-    env = make()
+def test_logged_reward_terms_times_dt_sum_to_the_mean_step_reward(make_g1_env):
+    env = make_g1_env()
     gen = torch.Generator().manual_seed(5)
     for _ in range(3):
         res = env.step(torch.rand(NUM_ENVS, 29, generator=gen) * 2 - 1)
@@ -204,8 +168,8 @@ def test_logged_reward_terms_times_dt_sum_to_the_mean_step_reward(make):
         assert torch.allclose(total, res.reward.mean(), atol=1e-6)
 
 
-def test_random_actions_fall_within_a_second(make):
-    env = make(num_envs=2)
+def test_random_actions_fall_within_a_second(make_g1_env):
+    env = make_g1_env(num_envs=2)
     gen = torch.Generator().manual_seed(0)
     lengths = []
     for _ in range(80):
@@ -214,23 +178,23 @@ def test_random_actions_fall_within_a_second(make):
     assert lengths and max(lengths) <= 50
 
 
-def test_seeded_envs_are_reproducible(make):
-    a, b = make(seed=3), make(seed=3)
+def test_seeded_envs_are_reproducible(make_g1_env):
+    a, b = make_g1_env(seed=3), make_g1_env(seed=3)
     acts = torch.rand(NUM_ENVS, 29) - 0.5
     ra, rb = a.step(acts), b.step(acts)
     assert torch.equal(ra.obs, rb.obs) and torch.equal(ra.reward, rb.reward)
 
 
-def test_cpu_backend_rejects_non_finite_actions_at_once(make):
-    env = make()
+def test_cpu_backend_rejects_non_finite_actions_at_once(make_g1_env):
+    env = make_g1_env()
     actions = torch.zeros(NUM_ENVS, 29)
     actions[2, 4] = float("nan")
     with pytest.raises(Exception, match="non-finite action in env row 2"):
         env.step(actions)
 
 
-def test_action_latency_applies_the_previous_action(make):
-    env = make(simulate_action_latency=True)
+def test_action_latency_applies_the_previous_action(make_g1_env):
+    env = make_g1_env(simulate_action_latency=True)
     a = torch.full((NUM_ENVS, 29), 0.1)
     env.step(a)
     q_default = torch.as_tensor(env._q_default)
@@ -240,13 +204,13 @@ def test_action_latency_applies_the_previous_action(make):
     assert torch.equal(env.obs[:, 131:], a)
 
 
-def test_static_outputs_are_views_of_one_buffer_and_copies_by_default(make):
-    env = make()
+def test_static_outputs_are_views_of_one_buffer_and_copies_by_default(make_g1_env):
+    env = make_g1_env()
     a = env.step(torch.zeros(NUM_ENVS, 29))
     kept = a.obs.clone()
     env.step(torch.full((NUM_ENVS, 29), 0.3))
     assert torch.equal(a.obs, kept)  # default: a fresh copy per step
-    static = make(static_outputs=True)
+    static = make_g1_env(static_outputs=True)
     r = static.step(torch.zeros(NUM_ENVS, 29))
     assert r.obs.data_ptr() == static._out["obs"].data_ptr()
     assert torch.equal(r.obs, static.obs)
@@ -255,20 +219,20 @@ def test_static_outputs_are_views_of_one_buffer_and_copies_by_default(make):
     assert static.task_cuda_graph.enabled is False
 
 
-def _warp_cpu_env(model, clip, num_envs: int, **kwargs) -> G1TrackingEnv:
+def _warp_cpu_env(g1_model, g1_clip, num_envs: int, **kwargs) -> G1TrackingEnv:
     pytest.importorskip("mujoco_warp")
     from trainer.sim.mjwarp import MjWarpBackend
 
     backend = MjWarpBackend(
-        model, num_envs, torch.device("cpu"), warp_device="cpu", _allow_cpu_for_tests=True
+        g1_model, num_envs, torch.device("cpu"), warp_device="cpu", _allow_cpu_for_tests=True
     )
-    return G1TrackingEnv(G1TrackingCfg(), backend, model, clip, seed=1, **kwargs)
+    return G1TrackingEnv(G1TrackingCfg(), backend, g1_model, g1_clip, seed=1, **kwargs)
 
 
 @pytest.mark.slow
-def test_staged_mjwarp_step_resets_done_rows_inside_step_with_fixed_draws(model, clip):
+def test_staged_mjwarp_step_resets_done_rows_inside_step_with_fixed_draws(g1_model, g1_clip):
     """The graph phases (A, Warp step, B, Warp reset, C) run eagerly on Warp's CPU device."""
-    env = _warp_cpu_env(model, clip, 4)
+    env = _warp_cpu_env(g1_model, g1_clip, 4)
     entry = env.diagnostics()["diagnostics"]["task_cuda_graph"]
     assert entry == {
         "requested": True,
@@ -295,23 +259,23 @@ def test_staged_mjwarp_step_resets_done_rows_inside_step_with_fixed_draws(model,
     assert torch.allclose(total, third.reward.mean(), atol=1e-6)
 
 
-def _gpu_pair(model, clip, num_envs: int):
+def _gpu_pair(g1_model, g1_clip, num_envs: int):
     kw = {"sim_backend": "mjwarp", "num_envs": num_envs, "device": "cuda", "seed": 11}
-    kw.update(motion=clip, model=model)
+    kw.update(motion=g1_clip, model=g1_model)
     eager = make_env(G1TrackingCfg(), cuda_graph=False, **kw)
     graphed = make_env(G1TrackingCfg(), **kw)
     return eager, graphed
 
 
 @pytest.mark.gpu
-def test_cuda_graph_step_matches_eager_and_never_syncs(model, clip):
+def test_cuda_graph_step_matches_eager_and_never_syncs(g1_model, g1_clip):
     """Graphed and eager steps from the same seed and state agree; the graphed loop runs under
     ``set_sync_debug_mode("error")``. Random numbers (reset and observation noise) must match
     to float rounding: both paths draw the same philox offsets. Physics-derived values get a
     small tolerance because MJWarp's contact ordering (atomics) is not bitwise reproducible
     between two separate Data instances; exact agreement is reported when it happens."""
     n, steps = 64, 6
-    eager, graphed = _gpu_pair(model, clip, n)
+    eager, graphed = _gpu_pair(g1_model, g1_clip, n)
     entry = graphed.diagnostics()["diagnostics"]["task_cuda_graph"]
     assert entry["enabled"] is True, entry["disable_reason"]
     assert eager.diagnostics()["diagnostics"]["task_cuda_graph"]["enabled"] is False

@@ -1,0 +1,62 @@
+"""Shared trainer fixtures: the G1 model, the synthetic clip and a CPU MuJoCo env factory."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import mujoco
+import numpy as np
+import pytest
+
+from trainer.sim.scene import SceneCfg, build_g1_model
+from trainer.task.config import G1TrackingCfg
+from trainer.task.g1_tracking import G1TrackingEnv, make_env
+from trainer.task.motion import MotionClip, generate_synthetic_dance, load_motion
+
+G1_NUM_ENVS = 4
+"""Rows of a default ``make_g1_env()`` env."""
+
+
+@pytest.fixture(scope="module")
+def g1_model() -> mujoco.MjModel:
+    """The G1 scene model (one per test module)."""
+    return build_g1_model(SceneCfg())
+
+
+@pytest.fixture(scope="module")
+def g1_clip(g1_model, tmp_path_factory) -> MotionClip:
+    """The offline synthetic dance clip, written as NPZ and loaded like a real one."""
+    path = tmp_path_factory.mktemp("motion") / "synthetic_dance.npz"
+    np.savez(path, **generate_synthetic_dance(g1_model))
+    return load_motion(path, g1_model)
+
+
+@pytest.fixture
+def make_g1_env(g1_model, g1_clip) -> Callable[..., G1TrackingEnv]:
+    """Factory of G1 envs on the CPU MuJoCo backend over the synthetic clip.
+
+    ``make_g1_env(num_envs=4, seed=0, static_outputs=False, num_threads=2, **cfg_overrides)``;
+    the keyword overrides replace fields of the default ``G1TrackingCfg``.
+    """
+
+    def factory(
+        num_envs: int = G1_NUM_ENVS,
+        seed: int = 0,
+        static_outputs: bool = False,
+        num_threads: int = 2,
+        **over,
+    ) -> G1TrackingEnv:
+        return make_env(
+            dataclasses.replace(G1TrackingCfg(), **over),
+            sim_backend="mujoco",
+            num_envs=num_envs,
+            device="cpu",
+            seed=seed,
+            motion=g1_clip,
+            model=g1_model,
+            backend_options={"num_threads": num_threads},
+            static_outputs=static_outputs,
+        )
+
+    return factory
