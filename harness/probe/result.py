@@ -16,12 +16,12 @@ import hashlib
 import importlib.metadata
 import os
 import platform
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.git import git_output
 from harness.jsonio import write_json_atomic
 from harness.probe.gpu_snapshot import environment_record, probed_gpu_uuid
 from harness.schemas import validate
@@ -89,31 +89,20 @@ def versions() -> dict[str, str]:
     return out
 
 
-def _git(root: Path, *args: str) -> bytes | None:
-    try:
-        proc = subprocess.run(
-            ["git", "-C", str(root), *args],
-            capture_output=True,
-            timeout=_GIT_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return proc.stdout if proc.returncode == 0 else None
-
-
 def source_info(root: Path = _REPO_ROOT) -> dict[str, Any]:
     """``{git_root, branch, commit, dirty, worktree_patch_sha256}`` of the checkout the probe
     runs from; every field is null outside a git work tree. The patch hash covers
     ``git diff HEAD`` (tracked changes) so two dirty runs can be told apart."""
-    top = _git(root, "rev-parse", "--show-toplevel")
+    top = git_output(root, "rev-parse", "--show-toplevel", timeout=_GIT_TIMEOUT_S)
     if top is None:
         return dict.fromkeys(("git_root", "branch", "commit", "dirty", "worktree_patch_sha256"))
     git_root = Path(top.decode().strip())
-    commit = _git(git_root, "rev-parse", "HEAD")
-    branch = _git(git_root, "rev-parse", "--abbrev-ref", "HEAD")
-    status = _git(git_root, "status", "--porcelain", "--untracked-files=no")
-    patch = _git(git_root, "diff", "HEAD", "--binary")
+    commit = git_output(git_root, "rev-parse", "HEAD", timeout=_GIT_TIMEOUT_S)
+    branch = git_output(git_root, "rev-parse", "--abbrev-ref", "HEAD", timeout=_GIT_TIMEOUT_S)
+    status = git_output(
+        git_root, "status", "--porcelain", "--untracked-files=no", timeout=_GIT_TIMEOUT_S
+    )
+    patch = git_output(git_root, "diff", "HEAD", "--binary", timeout=_GIT_TIMEOUT_S)
     dirty = None if status is None else bool(status.strip())
     return {
         "git_root": str(git_root),

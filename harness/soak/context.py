@@ -13,10 +13,10 @@ import importlib.metadata
 import importlib.util
 import os
 import platform
-import subprocess
 from pathlib import Path
 from typing import Any
 
+from harness.git import git_text
 from harness.soak.gpu import GpuSampler
 
 GIT_TIMEOUT_S = 2.0
@@ -30,29 +30,14 @@ DISTRIBUTIONS = {
 }
 
 
-def _git(args: list[str], cwd: Path) -> str | None:
-    try:
-        result = subprocess.run(
-            ["git", *args],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return result.stdout if result.returncode == 0 else None
-
-
 def source_context(path: Path = REPO_ROOT) -> dict[str, Any]:
-    commit = _git(["rev-parse", "HEAD"], path)
-    branch = _git(["rev-parse", "--abbrev-ref", "HEAD"], path)
-    status = _git(["status", "--porcelain"], path)
+    commit = git_text(path, "rev-parse", "HEAD", timeout=GIT_TIMEOUT_S)
+    branch = git_text(path, "rev-parse", "--abbrev-ref", "HEAD", timeout=GIT_TIMEOUT_S)
+    status = git_text(path, "status", "--porcelain", timeout=GIT_TIMEOUT_S)
     return {
         "path": str(path),
-        "commit": commit.strip() or None if commit else None,
-        "branch": branch.strip() or None if branch else None,
+        "commit": commit or None,
+        "branch": branch or None,
         "dirty_files": 0
         if status is None
         else sum(1 for line in status.splitlines() if line.strip()),

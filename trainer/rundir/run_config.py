@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.git import git_text
 from harness.jsonio import write_json_atomic
 from harness.schemas import validate
 
@@ -29,29 +29,14 @@ class RunConfigInvalid(ValueError):
     """The run_config document violates its schema (a bug in the writer: nothing is written)."""
 
 
-def _git(args: Sequence[str], cwd: Path) -> str | None:
-    try:
-        done = subprocess.run(
-            ["git", *args],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
 def git_info(source_dir: Path | None = None) -> dict[str, Any]:
     """``{commit, branch, dirty}`` of the checkout holding the trainer (nulls outside git)."""
     cwd = source_dir or Path(__file__).resolve().parent
-    commit = _git(["rev-parse", "HEAD"], cwd)
+    commit = git_text(cwd, "rev-parse", "HEAD", timeout=GIT_TIMEOUT_S)
     if not commit:
         return {"commit": None, "branch": None, "dirty": None}
-    branch = _git(["rev-parse", "--abbrev-ref", "HEAD"], cwd)
-    status = _git(["status", "--porcelain", "--untracked-files=no"], cwd)
+    branch = git_text(cwd, "rev-parse", "--abbrev-ref", "HEAD", timeout=GIT_TIMEOUT_S)
+    status = git_text(cwd, "status", "--porcelain", "--untracked-files=no", timeout=GIT_TIMEOUT_S)
     return {
         "commit": commit,
         "branch": None if branch in (None, "HEAD") else branch,
