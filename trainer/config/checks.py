@@ -2,8 +2,9 @@
 
 The loader guarantees keys and types; this module checks what the values mean together:
 ranges of the runtime knobs, the replay-ingress slot size against ``algo.num_envs``, the
-CUDA-sharing mode, the scene id, ``FlashSacCfg.validate()`` and whether ``training.log_dir``
-names a fresh directory. Every failure is a ``ConfigError`` (exit 2) and nothing is
+CUDA-sharing mode, the scene id, ``FlashSacCfg.validate()``, whether ``training.resume_from``
+names a checkpoint with iterations left to train and whether ``training.log_dir`` names a
+fresh directory. Every failure is a ``ConfigError`` (exit 2) and nothing is
 written: the directory is only inspected here, ``train`` creates it in step 6.
 """
 
@@ -125,6 +126,44 @@ def check_semantics(loaded: LoadedConfig) -> None:
             f"{SCENE_MODEL_ID} itself; to use another robot file set env.scene.robot_mjcf"
         )
     algo.validate()  # FlashSacCfg: sizes, capacity, fp16 (raises a ConfigError subclass)
+    check_resume_from(training.resume_from, max_iterations=algo.max_iterations, cwd=Path.cwd())
+
+
+def resolve_resume_path(value: str, cwd: Path) -> Path:
+    """``training.resume_from`` as an absolute path (a relative one is taken from ``cwd``)."""
+    return Path(os.path.abspath(cwd / Path(value).expanduser()))
+
+
+def check_resume_from(value: str | None, *, max_iterations: int, cwd: Path) -> None:
+    """``training.resume_from`` names an existing checkpoint file with iterations left.
+
+    Only the file's iteration is read here (memory-mapped); a file that cannot be loaded or
+    does not match the config fails later, at startup (exit 1, docs/runtime.md "Resuming").
+
+    Raises:
+        ConfigError: empty value, missing path, a directory, or iteration >= max_iterations.
+    """
+    if value is None:
+        return
+    fix = "pass an existing model_<iter>.pt of an earlier run, or null for a fresh start"
+    if not value.strip():
+        raise ConfigError(f"training.resume_from='' is empty; {fix}")
+    path = resolve_resume_path(value, cwd)
+    if path.is_dir():
+        raise ConfigError(
+            f"training.resume_from={path} is a directory; pass one of its model_<iter>.pt files"
+        )
+    if not path.is_file():
+        raise ConfigError(f"training.resume_from={path} is not an existing file; {fix}")
+    from trainer.rundir.checkpoint import peek_iteration  # torch: only when resuming
+
+    iteration = peek_iteration(path)
+    if iteration is not None and iteration >= max_iterations:
+        raise ConfigError(
+            f"training.resume_from={path} is at iteration {iteration} but algo.max_iterations="
+            f"{max_iterations} is the total target, so nothing is left to train; raise "
+            f"algo.max_iterations above {iteration} (e.g. algo.max_iterations={2 * iteration})"
+        )
 
 
 def default_log_dir(algo: str, task: str, sim: str, now: dt.datetime, cwd: Path) -> Path:

@@ -74,6 +74,11 @@ class TrainingCfg:
     motion_hub: str
     """How ``train`` may use the Hugging Face hub for the motion clip: ``auto``, ``skip`` or ``require``."""
 
+    resume_from: str | None
+    """A ``model_<iter>.pt`` to continue from (null = a fresh start). The learner state is
+    restored before the first update into a NEW run directory; the replay refills with the
+    usual warm-up ticks and ``algo.max_iterations`` stays the total target."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class SeedInfo:

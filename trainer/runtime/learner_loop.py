@@ -16,6 +16,11 @@ learning_starts * N)``, i.e. ``t >= W``. The run has ``W + max_iterations`` tick
 the last one the learner commits the last tick, so ``total_env_steps = (W +
 completed_iterations) * N`` and every pushed chunk is released.
 
+Resume (``training.resume_from``): ``startup/learner_prepare`` loads the checkpoint, checks
+it against the config and restores the learner before anything is spawned; the run then
+covers iterations ``k+1 .. max_iterations`` of the global count with its own warm-up
+(docs/runtime.md, "Resuming").
+
 Shutdown (CONTRACTS §4.5) is tracked in ``ShutdownTracker``; on success the collector is
 quiesced *before* the final flight snapshot, so the manifest shows a drained flight
 (queue_depth = publication_lag = 0). Any failure stops the collector, records who failed
@@ -38,7 +43,15 @@ from typing import Any, Self
 import torch
 import torch.multiprocessing as mp
 
-from trainer.rundir.checkpoint import is_checkpoint_iteration, save_checkpoint
+from trainer.rundir.checkpoint import (
+    ResumeError,
+    carry_prior_checkpoints,
+    check_matches,
+    file_sha256,
+    is_checkpoint_iteration,
+    read_checkpoint,
+    save_checkpoint,
+)
 from trainer.rundir.metrics import MetricsWriter, check_learner_tags
 from trainer.rundir.progress import ProgressWriter
 from trainer.rundir.summary import (
@@ -149,6 +162,11 @@ class LearnerRuntime:
         self.warmup = warmup_ticks(
             int(self.algo_cfg.learning_starts), int(self.algo_cfg.batch_size), self.num_envs
         )
+        self.start_iteration = 0
+        """Global iteration the run starts after (the resumed checkpoint's, else 0)."""
+        self.lineage_env_steps = 0
+        """Env steps of the earlier runs of a resumed lineage (the checkpoint's count)."""
+        self.resumed_from: dict[str, Any] | None = None
         self.total_ticks = self.warmup + self.max_iterations
         rows = self.training.replay_ingress_slot_rows
         self.slot_rows = self.num_envs if rows is None else int(rows)
@@ -189,6 +207,11 @@ class LearnerRuntime:
     def _on_phase(self, phase: str) -> None:
         if self.progress is not None:
             self.progress.write(phase)
+
+    @property
+    def run_iterations(self) -> int:
+        """Iterations completed by THIS run (``run_summary.completed_iterations``)."""
+        return self.iteration - self.start_iteration
 
     @property
     def total_env_steps(self) -> int:
@@ -294,6 +317,9 @@ class LearnerRuntime:
         tr.enter("startup/logger")
         self.writer = MetricsWriter(self.run_dir)
         tr.enter("startup/learner_prepare")
+        resume_from = getattr(self.training, "resume_from", None)
+        if resume_from is not None:
+            self._resume(Path(os.path.abspath(Path(resume_from).expanduser())))
         self.waiter = Waiter(
             self.block,
             side="learner",
@@ -307,6 +333,70 @@ class LearnerRuntime:
             lambda: bool(self.block.ints[Word.COLLECTOR_READY]), "the collector to build its env"
         )
         self._read_collector_text()
+
+    def checkpoint_meta(self) -> dict[str, Any]:
+        """What a resume from this run's checkpoints must match (``MATCHED_META_KEYS``)."""
+        cfg = self.algo_cfg
+        return {
+            "algo": self.ctx.algo,
+            "task": self.ctx.task,
+            "sim_backend": self.ctx.sim_backend,
+            "num_envs": self.num_envs,
+            "obs_dim": self.dims.obs_dim,
+            "critic_obs_dim": self.dims.critic_obs_dim,
+            "action_dim": self.dims.action_dim,
+            "actor_hidden_dim": int(cfg.actor_hidden_dim),
+            "critic_hidden_dim": int(cfg.critic_hidden_dim),
+            "num_blocks": int(cfg.num_blocks),
+            "num_atoms": int(cfg.num_atoms),
+        }
+
+    def _resume(self, path: Path) -> None:
+        """Restore the learner from ``path`` before the first update, or fail closed.
+
+        Raises:
+            ResumeError: unreadable file, a config mismatch, or no iterations left.
+        """
+        payload = read_checkpoint(path)
+        check_matches(payload, self.checkpoint_meta(), path)
+        iteration = int(payload["iteration"])
+        if iteration >= self.max_iterations:
+            raise ResumeError(
+                f"training.resume_from={path} is at iteration {iteration} but "
+                f"algo.max_iterations={self.max_iterations}; raise algo.max_iterations"
+            )
+        try:
+            self.learner.load_state_dict(payload["learner"])
+        except (KeyError, RuntimeError, ValueError, TypeError, IndexError) as err:
+            detail = " ".join(str(err).split())[:400]
+            raise ResumeError(
+                f"training.resume_from={path} does not match the configuration "
+                f"({type(err).__name__}: {detail}); resume with the checkpoint's network "
+                "sizes and algo.num_envs, or start a fresh run (training.resume_from=null)"
+            ) from err
+        saved_steps = payload.get("total_env_steps")
+        self.start_iteration = self.iteration = iteration
+        self.tracker.iteration = iteration
+        self.lineage_env_steps = saved_steps if type(saved_steps) is int else 0
+        self.total_ticks = self.warmup + self.max_iterations - iteration
+        carried, missing = carry_prior_checkpoints(
+            path, self.run_dir, iteration=iteration, save_interval=int(self.algo_cfg.save_interval)
+        )
+        if missing:
+            logger.warning(
+                "resume: %s not found beside %s; this run directory lacks them",
+                ", ".join(missing),
+                path,
+            )
+        self.resumed_from = {
+            "path": str(path),
+            "iteration": iteration,
+            "sha256": file_sha256(path),
+            "total_env_steps": self.lineage_env_steps,
+            "carried_checkpoints": carried,
+            "missing_checkpoints": missing,
+        }
+        logger.info("resumed from %s at iteration %d", path, iteration)
 
     def _spawn_collector(self) -> None:
         ctx = self.ctx
@@ -440,8 +530,9 @@ class LearnerRuntime:
                 path = save_checkpoint(
                     self.run_dir,
                     iteration=self.iteration,
-                    total_env_steps=(tick + 1) * self.num_envs,
+                    total_env_steps=self.lineage_env_steps + (tick + 1) * self.num_envs,
                     learner_state=self.learner.state_dict(),
+                    meta=self.checkpoint_meta(),
                 )
                 self.last_checkpoint = str(path)
             self.progress.update(
@@ -659,12 +750,15 @@ class LearnerRuntime:
                 "num_envs": self.num_envs,
                 "warmup_ticks": self.warmup,
                 "max_iterations": self.max_iterations,
+                "start_iteration": self.start_iteration,
                 "total_ticks": self.total_ticks,
                 "env_steps_per_sync": int(self.training.env_steps_per_sync),
                 "learner_device": str(self.device),
             },
             "tensor_memory_budget": getattr(self, "memory_budget", None),
         }
+        if self.resumed_from is not None:
+            out["resumed_from"] = dict(self.resumed_from)
         if ring is not None:
             out["inference_memory_budget"] = {
                 "ipc_event_count": ring.ipc_event_count,
@@ -745,7 +839,7 @@ class LearnerRuntime:
 
         completed = {
             "training_wall_time_sec": max(0.0, end - (self.training_start or end)),
-            "tail_iteration_count": min(TAIL_WINDOW, self.iteration),
+            "tail_iteration_count": min(TAIL_WINDOW, self.run_iterations),
             "final_mean_reward": finite("Train/mean_reward"),
             "best_mean_reward": self.best_mean_reward,
             "mean_episode_length": finite("Train/mean_episode_length"),
@@ -771,7 +865,7 @@ class LearnerRuntime:
             log_dir=str(self.run_dir),
             start_time_utc=ctx.start_time_utc,
             wall_time_sec=time.time() - self.start_wall,
-            completed_iterations=self.iteration,
+            completed_iterations=self.run_iterations,
             total_env_steps=self.total_env_steps,
             configured_seed=ctx.seed.configured_seed,
             configured_seed_source=ctx.seed.configured_seed_source,
@@ -850,7 +944,7 @@ class LearnerRuntime:
             manifest_extra=manifest,
             status=status,
             wall_time_sec=time.time() - self.start_wall,
-            completed_iterations=self.iteration,
+            completed_iterations=self.run_iterations,
             total_env_steps=self.total_env_steps,
             shutdown_extra=shutdown_extra,
             learner_device=str(self.device),

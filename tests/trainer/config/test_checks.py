@@ -141,3 +141,74 @@ def test_null_seed_is_generated_from_the_clock() -> None:
     b = SeedInfo.resolve(None, overridden=True, now_ns=1_700_000_000_123_457_789)
     assert a.configured_seed is None and a.configured_seed_source == "generated"
     assert 0 <= a.effective_seed < 2**31 and a.effective_seed != b.effective_seed
+
+
+# --- training.resume_from ---------------------------------------------------------------
+
+
+def _checkpoint(path: Path, iteration: int) -> Path:
+    import torch
+
+    from trainer.rundir.checkpoint import save_checkpoint
+
+    path.mkdir(parents=True, exist_ok=True)
+    return save_checkpoint(
+        path, iteration=iteration, total_env_steps=64, learner_state={"w": torch.zeros(2)}
+    )
+
+
+def test_resume_from_defaults_to_null() -> None:
+    assert load_config(ALGO, TASK, "mujoco").training.resume_from is None
+
+
+def test_resume_from_a_checkpoint_with_iterations_left_passes(tmp_path: Path) -> None:
+    ckpt = _checkpoint(tmp_path / "old", 4)
+    _check("mujoco", f"training.resume_from={ckpt}", "algo.max_iterations=5")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("{tmp}/nope/model_4.pt", "is not an existing file; pass an existing model_<iter>.pt"),
+        ("{tmp}", "is a directory; pass one of its model_<iter>.pt files"),
+        ('""', "training.resume_from='' is empty"),
+    ],
+    ids=["missing", "directory", "empty"],
+)
+def test_resume_from_that_is_not_a_file_is_a_config_error(
+    tmp_path: Path, value: str, message: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        _check("mujoco", f"training.resume_from={value.format(tmp=tmp_path)}")
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("max_iterations", [3, 4])
+def test_resume_from_at_or_past_max_iterations_is_a_config_error(
+    tmp_path: Path, max_iterations: int
+) -> None:
+    ckpt = _checkpoint(tmp_path / "old", 4)
+    with pytest.raises(ConfigError) as info:
+        _check("mujoco", f"training.resume_from={ckpt}", f"algo.max_iterations={max_iterations}")
+    assert f"is at iteration 4 but algo.max_iterations={max_iterations} is the total" in str(
+        info.value
+    )
+    assert "raise algo.max_iterations above 4" in str(info.value)
+
+
+def test_resume_from_an_unreadable_file_is_left_to_startup(tmp_path: Path) -> None:
+    # Not a usage error: startup fails it closed with a learner_failure summary (exit 1).
+    junk = tmp_path / "model_3.pt"
+    junk.write_bytes(b"not a checkpoint")
+    _check("mujoco", f"training.resume_from={junk}")
+
+
+def test_resume_from_relative_path_is_taken_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _checkpoint(tmp_path / "old", 2)
+    monkeypatch.chdir(tmp_path)
+    _check("mujoco", "training.resume_from=old/model_2.pt")
+    with pytest.raises(ConfigError, match=str(tmp_path / "old" / "model_9.pt")):
+        _check("mujoco", "training.resume_from=old/model_9.pt")

@@ -213,6 +213,7 @@ def make_run_context(
         env_steps_per_sync=1,
         log_interval=1,
         motion_hub="skip",
+        resume_from=None,
     )
     if training:
         training_cfg = replace(training_cfg, **training)
