@@ -21,18 +21,10 @@ from harness.cli_app import run_app
 from harness.errors import HarnessError, StrictJsonError
 from harness.jsonio import load_strict, write_atomic_text
 from harness.schemas import validate
+from harness.soak.proctree import FD_CLASSES
 
 SCHEMA_FILE = "soak_artifact.0.3.0.json"
-FD_CLASS_ORDER = (
-    "pipe",
-    "socket",
-    "memfd",
-    "eventfd",
-    "eventpoll",
-    "nvidia",
-    "shared_memory",
-    "other",
-)
+FD_CLASS_ORDER = FD_CLASSES
 PLOTS: tuple[tuple[str, str], ...] = (
     ("rss.png", "Process-tree RSS"),
     ("gpu_memory.png", "GPU memory of tree processes"),

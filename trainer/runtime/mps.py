@@ -31,6 +31,7 @@ from harness.mps.gpus import (
     resolve_visible_entry,
 )
 from harness.mps.probe import SelectionError, observe_ambient, probe_pipe, select_pipe
+from trainer.rundir.summary import null_cuda_process_sharing
 
 MPS_MODE = "mps"
 _HINT = "start a daemon with `cumps start` (check with `cumps doctor`)"
@@ -77,24 +78,11 @@ def _base_record(
     def exact_int(value: Any, default: int) -> int:
         return value if isinstance(value, int) and not isinstance(value, bool) else default
 
-    return {
-        "configured": mode,
-        "effective": None,
-        "validated": False,
-        "rank": exact_int(rank, 0),
-        "world_size": exact_int(world_size, 1),
-        "learner_device": str(learner_device),
-        "collector_device": None if collector_device is None else str(collector_device),
-        "learner_gpu_uuid": None,
-        "collector_gpu_uuid": None,
-        "pipe_directory_env": None,
-        "pipe_directory": None,
-        "control_pipe": None,
-        "control_pipe_kind": None,
-        "server_pid": None,
-        "ambient_server": False,
-        "selected_record": None,
-    }
+    record = null_cuda_process_sharing(
+        str(learner_device), None if collector_device is None else str(collector_device)
+    )
+    record.update(configured=mode, rank=exact_int(rank, 0), world_size=exact_int(world_size, 1))
+    return record
 
 
 def _torch_uuid_of(index: int) -> str:
