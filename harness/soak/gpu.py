@@ -198,18 +198,14 @@ class GpuSampler:
             errors.append("nvidia-smi not found on PATH")
             return [], errors
         try:
-            result = subprocess.run(
-                [self._smi, "--query-gpu=index,uuid,name,driver_version", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-                timeout=NVIDIA_SMI_TIMEOUT_S,
-                check=True,
+            stdout = self._run_smi(
+                ["--query-gpu=index,uuid,name,driver_version", "--format=csv,noheader"]
             )
         except (OSError, subprocess.SubprocessError) as err:
             errors.append(f"nvidia-smi failed: {type(err).__name__}: {err}")
             return [], errors
         out = []
-        for line in result.stdout.splitlines():
+        for line in stdout.splitlines():
             parts = [p.strip() for p in line.split(",")]
             if len(parts) == 4:
                 out.append(

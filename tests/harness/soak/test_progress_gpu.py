@@ -6,6 +6,7 @@ import os
 import stat
 from pathlib import Path
 
+import psutil
 import pytest
 
 from harness.soak import gpu as gpu_mod
@@ -95,3 +96,8 @@ def test_gpu_unavailable_records_every_reason(tmp_path: Path, monkeypatch) -> No
     assert "TimeoutExpired" in sampler.sample([1]).errors[-1]
     devices, errors = sampler.devices()
     assert devices == [] and errors
+    # A timed-out nvidia-smi must not leave what it started behind (its whole group is killed).
+    assert not any(
+        child.cmdline()[:2] == ["sleep", "30"]
+        for child in psutil.Process().children(recursive=True)
+    )
