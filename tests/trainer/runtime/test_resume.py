@@ -228,7 +228,10 @@ def test_unreadable_checkpoint_fails_closed_at_startup(
     junk.write_bytes(b"PK\x03\x04 truncated")
     run_dir = tmp_path / "run"
     done = _train(
-        run_dir, f"algo.num_envs={NUM_ENVS}", "algo.max_iterations=5", f"training.resume_from={junk}"
+        run_dir,
+        f"algo.num_envs={NUM_ENVS}",
+        "algo.max_iterations=5",
+        f"training.resume_from={junk}",
     )
     assert done.returncode == 1, done.stderr[-4000:]
     summary = load_strict(run_dir / "run_summary.json")
@@ -254,7 +257,10 @@ def test_bad_resume_from_exits_2_and_writes_nothing(
     }[target]
     run_dir = tmp_path / "run"
     done = _train(
-        run_dir, f"algo.num_envs={NUM_ENVS}", "algo.max_iterations=4", f"training.resume_from={path}"
+        run_dir,
+        f"algo.num_envs={NUM_ENVS}",
+        "algo.max_iterations=4",
+        f"training.resume_from={path}",
     )
     assert done.returncode == 2, done.stderr[-4000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
