@@ -1,10 +1,15 @@
 """The real stack on CPU: `python -m trainer train --sim mujoco` (CLI, G1 env, FlashSAC learner,
-collector/learner runtime) at a tiny size, judged by the soak's §8 checks."""
+collector/learner runtime) at a tiny size, judged by the soak's §8 checks; and the same stack
+killed mid-run (collector SIGKILL, SIGINT to the learner) must still leave a valid, correctly
+classified summary and no process behind."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -16,9 +21,8 @@ from harness.soak.verdict import judge_run_dir
 pytestmark = pytest.mark.slow
 
 
-def test_tiny_cpu_training_run_passes_the_soak_checks(tmp_path, isolated_cache):
-    run_dir = tmp_path / "run"
-    argv = [
+def _train_argv(run_dir: Path, *, max_iterations: int) -> list[str]:
+    return [
         sys.executable,
         "-m",
         "trainer",
@@ -30,7 +34,7 @@ def test_tiny_cpu_training_run_passes_the_soak_checks(tmp_path, isolated_cache):
         "--sim",
         "mujoco",
         "algo.num_envs=4",
-        "algo.max_iterations=5",
+        f"algo.max_iterations={max_iterations}",
         "algo.batch_size=8",
         "algo.learning_starts=2",
         "algo.save_interval=2",
@@ -39,22 +43,89 @@ def test_tiny_cpu_training_run_passes_the_soak_checks(tmp_path, isolated_cache):
         f"training.log_dir={run_dir}",
         "env.commands.motion.motion_file=motions/g1/synthetic_dance.npz",
     ]
+
+
+def test_tiny_cpu_training_run_passes_the_soak_checks(tmp_path, isolated_cache):
+    run_dir = tmp_path / "run"
+    argv = _train_argv(run_dir, max_iterations=24)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     pid = proc.pid
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out[-4000:]
     summary = load_strict(run_dir / "run_summary.json")
     assert validate(summary, "run_summary.v1.json") == []
-    assert summary["total_env_steps"] == (2 + 5) * 4
+    assert summary["total_env_steps"] == (2 + 24) * 4
     ingress = summary["runtime_manifest"]["replay_ingress"]
-    assert ingress["published_sequence"] == ingress["release_sequence"] == 14
+    assert ingress["published_sequence"] == ingress["release_sequence"] == (2 + 24) * 4 // 2
     assert summary["runtime_manifest"]["backend_diagnostics"]["available"] is False
-    assert sorted(p.name for p in run_dir.glob("model_*.pt")) == [
-        "model_2.pt",
-        "model_4.pt",
-        "model_5.pt",
-    ]
+    assert sorted(p.name for p in run_dir.glob("model_*.pt")) == sorted(
+        [f"model_{k}.pt" for k in range(2, 25, 2)]
+    )
     verdict = judge_run_dir(run_dir, monitor_reasons=[], monitor_classification=None)
     assert verdict.status == "passed", verdict.reasons
     leftovers = [p for p in psutil.process_iter(["ppid"]) if p.info["ppid"] == pid]
     assert leftovers == []
+
+
+def _start_training(run_dir: Path) -> tuple[subprocess.Popen[str], psutil.Process]:
+    """Start a long run; return it once the learner is iterating, with its collector process."""
+    proc = subprocess.Popen(
+        _train_argv(run_dir, max_iterations=100_000),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 300
+    progress = run_dir / "progress.jsonl"
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[0][-4000:]
+        if progress.is_file() and "training/startup_complete" in progress.read_text():
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        raise AssertionError("training never started")
+    time.sleep(2.0)  # a few iterations
+    collectors = [
+        child
+        for child in psutil.Process(proc.pid).children()
+        if "resource_tracker" not in " ".join(child.cmdline())
+    ]
+    assert len(collectors) == 1, [c.cmdline() for c in collectors]
+    return proc, collectors[0]
+
+
+def _finish(proc: subprocess.Popen[str], run_dir: Path) -> dict:
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, out[-4000:]
+    assert [p for p in psutil.process_iter(["ppid"]) if p.info["ppid"] == proc.pid] == []
+    summary = load_strict(run_dir / "run_summary.json")
+    assert validate(summary, "run_summary.v1.json") == []
+    return summary
+
+
+def test_killing_the_collector_mid_run_is_a_collector_failure(tmp_path, isolated_cache):
+    run_dir = tmp_path / "run"
+    proc, collector = _start_training(run_dir)
+    collector.send_signal(signal.SIGKILL)
+    summary = _finish(proc, run_dir)
+    shutdown = summary["runtime_manifest"]["shutdown"]
+    assert summary["status"] != "completed"
+    assert (shutdown["classification"], shutdown["owner"]) == ("collector_failure", "collector")
+    assert shutdown["collector"]["signal_name"] == "SIGKILL"
+    assert not collector.is_running()
+    verdict = judge_run_dir(run_dir, monitor_reasons=[], monitor_classification=None)
+    assert verdict.failure_classification == "collector_failure", verdict.reasons
+
+
+def test_sigint_to_the_trainer_is_an_external_cancellation(tmp_path, isolated_cache):
+    run_dir = tmp_path / "run"
+    proc, collector = _start_training(run_dir)
+    proc.send_signal(signal.SIGINT)
+    summary = _finish(proc, run_dir)
+    shutdown = summary["runtime_manifest"]["shutdown"]
+    assert summary["status"] == "failed"
+    assert (shutdown["classification"], shutdown["owner"]) == ("external_cancellation", "external")
+    assert not collector.is_running()
+    verdict = judge_run_dir(run_dir, monitor_reasons=[], monitor_classification=None)
+    assert verdict.failure_classification == "external_cancellation", verdict.reasons
