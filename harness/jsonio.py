@@ -34,7 +34,9 @@ def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def loads_strict(text: str) -> Any:
     """Parse strict JSON; raise StrictJsonError naming the problem."""
     try:
-        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_reject_duplicates)
+        return json.loads(
+            text, parse_constant=_reject_constant, object_pairs_hook=_reject_duplicates
+        )
     except json.JSONDecodeError as err:
         raise StrictJsonError(f"not JSON: {err}") from err
 

@@ -60,7 +60,9 @@ def start_time_ticks(pid: int) -> int | None:
 def is_same_process(pid: int, start_ticks: int) -> bool:
     """True iff ``pid`` is alive, not a zombie, and still has the recorded start time."""
     stat = read_stat(pid)
-    return stat is not None and stat.start_time_ticks == start_ticks and stat.state not in ("Z", "X")
+    return (
+        stat is not None and stat.start_time_ticks == start_ticks and stat.state not in ("Z", "X")
+    )
 
 
 def clock_ticks_per_second() -> int:

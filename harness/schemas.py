@@ -76,14 +76,18 @@ def _json_path(parts: Any) -> str:
     return out
 
 
-def validate(document: Any, name: str, *, schema: dict[str, Any] | None = None) -> list[SchemaViolation]:
+def validate(
+    document: Any, name: str, *, schema: dict[str, Any] | None = None
+) -> list[SchemaViolation]:
     """Validate ``document`` against ``schemas/<name>``; return violations sorted by path."""
     validator = StrictValidator(
         schema if schema is not None else load_schema(name),
         registry=_registry(),
         format_checker=Draft202012Validator.FORMAT_CHECKER,
     )
-    errors = sorted(validator.iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    errors = sorted(
+        validator.iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)), e.message)
+    )
     return [SchemaViolation(_json_path(e.absolute_path), e.message) for e in errors]
 
 

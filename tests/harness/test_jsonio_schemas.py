@@ -12,7 +12,9 @@ from harness.procfs import parse_stat, read_stat
 from harness.schemas import validate
 
 
-@pytest.mark.parametrize("text", ['{"a": NaN}', '{"a": Infinity}', '{"a": -Infinity}', '{"a": 1, "a": 2}', "{"])
+@pytest.mark.parametrize(
+    "text", ['{"a": NaN}', '{"a": Infinity}', '{"a": -Infinity}', '{"a": 1, "a": 2}', "{"]
+)
 def test_loads_strict_rejects_non_strict_json(text: str) -> None:
     with pytest.raises(StrictJsonError):
         loads_strict(text)
@@ -42,7 +44,13 @@ def test_parse_stat_handles_parens_in_comm() -> None:
     text = "123 (a (b) c) S 1 123 123 0 -1 4194560 " + " ".join(["0"] * 12) + " 987654 0 0"
     stat = parse_stat(text)
     assert (stat.pid, stat.comm, stat.state, stat.ppid, stat.pgid, stat.start_time_ticks) == (
-        123, "a (b) c", "S", 1, 123, 987654)
+        123,
+        "a (b) c",
+        "S",
+        1,
+        123,
+        987654,
+    )
 
 
 def test_read_stat_of_self() -> None:
