@@ -1,0 +1,42 @@
+"""Inductor's compile-worker pool is shut down once the update cycle is captured."""
+
+from __future__ import annotations
+
+import pytest
+from torch._inductor import async_compile
+
+from trainer.algo.config import FlashSacCfg
+from trainer.algo.learner import FlashSacLearner
+
+
+def _learner() -> FlashSacLearner:
+    cfg = FlashSacCfg(
+        num_envs=4,
+        batch_size=8,
+        learning_starts=2,
+        replay_buffer_n=8,
+        actor_hidden_dim=16,
+        critic_hidden_dim=16,
+        num_blocks=1,
+    )
+    return FlashSacLearner(cfg, num_envs=4, device="cpu")
+
+
+def test_release_shuts_the_pool_down_and_records_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[bool] = []
+    monkeypatch.setattr(async_compile, "shutdown_compile_workers", lambda: calls.append(True))
+    learner = _learner()
+    assert learner.cuda_graph_diagnostics()["compile"]["workers_released"] is None
+    learner._release_compile_workers()
+    assert calls == [True]
+    assert learner.cuda_graph_diagnostics()["compile"]["workers_released"] is True
+
+
+def test_a_failing_release_is_recorded_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom() -> None:
+        raise RuntimeError("pool busy")
+
+    monkeypatch.setattr(async_compile, "shutdown_compile_workers", boom)
+    learner = _learner()
+    learner._release_compile_workers()
+    assert learner.cuda_graph_diagnostics()["compile"]["workers_released"] is False
