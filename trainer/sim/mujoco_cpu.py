@@ -1,8 +1,16 @@
-"""CPU MuJoCo backend: one ``MjData`` per env, stepped over a thread pool.
+"""CPU MuJoCo backend: ``num_envs`` worlds in one :class:`mujoco.batch.Batch`.
 
-The physics runs on host threads (MuJoCo releases the GIL inside ``mj_step``); the torch
-views live on ``device`` and are slices of one packed state tensor. Each call moves data
-across the host/device boundary in packed copies only (CONTRACTS §10 inventory):
+The physics runs in MuJoCo's C++ thread pool: one ``Batch.step`` call advances every world
+``decimation`` substeps with the GIL released, so no Python runs per world or per substep.
+Each world's ``mjSTATE_INTEGRATION`` row (qpos, qvel, act, warm start, ctrl, ...) lives in the
+batch; the derived fields (``xpos``, ``xquat``, ``cvel``, ``subtree_com``, ``sensordata``) are
+copied out after every call, one substep behind the state as after ``mj_step``. MuJoCo
+guarantees the results are bit-identical to stepping one ``MjData`` per world at any thread
+count, which is what this backend did before (tests/trainer/sim/test_backends.py checks it
+against that loop).
+
+The torch views live on ``device`` and are slices of one packed state tensor. Each call moves
+data across the host/device boundary in packed copies only (CONTRACTS §10 inventory):
 
 ==============  =========  ==============================================================
 call            direction  payload
@@ -21,15 +29,14 @@ and counts as one host synchronization.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import mujoco
 import numpy as np
 import torch
+from mujoco.batch import Batch, SimulationError
 from torch import Tensor
 
 from trainer.sim.backend import BackendFailure, body_velocities_from_cvel, sensor_slices
@@ -37,6 +44,17 @@ from trainer.sim.backend import BackendFailure, body_velocities_from_cvel, senso
 __all__ = ["MujocoCpuBackend"]
 
 log = logging.getLogger(__name__)
+
+# MjData fields of the packed state row, in row order.
+_PACKED_FIELDS = ("qpos", "qvel", "xpos", "xquat", "cvel", "subtree_com", "sensordata")
+
+
+def _default_num_threads() -> int:
+    """CPUs this process may run on (``os.sched_getaffinity``), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 class MujocoCpuBackend:
@@ -46,7 +64,8 @@ class MujocoCpuBackend:
         model: compiled G1 scene.
         num_envs: number of worlds.
         device: torch device of the views (CPU or CUDA).
-        num_threads: worker threads; default ``os.cpu_count()`` capped at ``num_envs``.
+        num_threads: physics threads (the calling thread included); default every CPU of
+            this process's affinity mask, capped at ``num_envs``.
         decimation: physics substeps per ``step``; default from ``model`` is not stored, so
             pass the scene's value (3).
     """
@@ -67,33 +86,29 @@ class MujocoCpuBackend:
         self.device = torch.device(device)
         self.decimation = decimation
         self.nbody = model.nbody
-        self._datas = [mujoco.MjData(model) for _ in range(num_envs)]
-        if model.nkey > 0:
-            for data in self._datas:
-                mujoco.mj_resetDataKeyframe(model, data, 0)
-        for data in self._datas:
-            mujoco.mj_forward(model, data)
+        threads = num_threads if num_threads is not None else _default_num_threads()
+        if threads < 1:
+            msg = f"num_threads={threads} must be >= 1 (or None for every CPU)"
+            raise ValueError(msg)
+        self.num_threads = min(threads, num_envs)
+        self._batch: Batch | None = Batch(model, num_envs, nthread=self.num_threads)
+        # Outputs bound before the first call (a field bound later reads zero until then).
+        self._fields = {key: self._batch.bind(key) for key in _PACKED_FIELDS}
+        # Live views of the state rows: a write is that world's state at its next call.
+        self._inputs = {key: self._batch.bind(key) for key in ("qpos", "qvel", "ctrl")}
+        self._call(self._batch.reset, None, keyframe=0 if model.nkey > 0 else -1)
 
-        nq, nv, nu, nb = model.nq, model.nv, model.nu, model.nbody
-        widths = {
-            "qpos": nq,
-            "qvel": nv,
-            "xpos": nb * 3,
-            "xquat": nb * 4,
-            "cvel": nb * 6,
-            "subtree_com": nb * 3,
-            "sensordata": model.nsensordata,
-        }
+        nu, nb = model.nu, model.nbody
         self._layout: dict[str, slice] = {}
         offset = 0
-        for key, width in widths.items():
+        for key, values in self._fields.items():
+            width = values[0].size
             self._layout[key] = slice(offset, offset + width)
             offset += width
         self._row_width = offset
-        self._host_state = np.zeros((num_envs, offset), dtype=np.float32)
-        self._host_ctrl = np.zeros((num_envs, nu), dtype=np.float64)
         pin = self.device.type == "cuda"
         self._staging = torch.zeros((num_envs, offset), dtype=torch.float32, pin_memory=pin)
+        self._host_state = self._staging.numpy()
         self._state = torch.zeros((num_envs, offset), dtype=torch.float32, device=self.device)
 
         lay = self._layout
@@ -111,54 +126,24 @@ class MujocoCpuBackend:
         self.body_lin_vel_w = torch.zeros((num_envs, nb, 3), device=self.device)
         self.body_ang_vel_w = torch.zeros((num_envs, nb, 3), device=self.device)
         self._body_rootid = torch.as_tensor(model.body_rootid, dtype=torch.long, device=device)
-
-        threads = num_threads if num_threads is not None else (os.cpu_count() or 1)
-        self.num_threads = max(1, min(threads, num_envs))
-        bounds = np.linspace(0, num_envs, self.num_threads + 1).astype(int)
-        self._chunks = [(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
-        self._pool = ThreadPoolExecutor(self.num_threads, thread_name_prefix="mujoco-cpu")
         self._stats = dict.fromkeys(
             ("d2h_count", "h2d_count", "d2h_bytes", "h2d_bytes", "synchronization_count"), 0
         )
-        for i in range(num_envs):
-            self._pack_row(i)
         self._publish()
 
     # ------------------------------------------------------------------ host-side helpers
-    def _pack_row(self, i: int) -> None:
-        data, row, lay = self._datas[i], self._host_state[i], self._layout
-        row[lay["qpos"]] = data.qpos
-        row[lay["qvel"]] = data.qvel
-        row[lay["xpos"]] = data.xpos.ravel()
-        row[lay["xquat"]] = data.xquat.ravel()
-        row[lay["cvel"]] = data.cvel.ravel()
-        row[lay["subtree_com"]] = data.subtree_com.ravel()
-        row[lay["sensordata"]] = data.sensordata
+    def _live_batch(self) -> Batch:
+        if self._batch is None:
+            msg = "the mujoco backend was closed; build a new one to step again"
+            raise BackendFailure(msg)
+        return self._batch
 
-    def _step_chunk(self, lo: int, hi: int) -> None:
-        model, steps = self.model, self.decimation
-        for i in range(lo, hi):
-            data = self._datas[i]
-            data.ctrl[:] = self._host_ctrl[i]
-            for _ in range(steps):
-                mujoco.mj_step(model, data)
-            self._pack_row(i)
-
-    def _reset_chunk(self, lo: int, hi: int, rows: np.ndarray, packed: np.ndarray) -> None:
-        model, nq, nv = self.model, self.model.nq, self.model.nv
-        for i in rows[(rows >= lo) & (rows < hi)]:
-            data = self._datas[i]
-            mujoco.mj_resetData(model, data)  # clears ctrl, warm start, time, act
-            data.qpos[:] = packed[i, 1 : 1 + nq]
-            data.qvel[:] = packed[i, 1 + nq : 1 + nq + nv]
-            data.ctrl[:] = packed[i, 1 + nq + nv :]
-            mujoco.mj_forward(model, data)
-            self._pack_row(i)
-
-    def _run_chunks(self, fn, *args) -> None:
-        futures = [self._pool.submit(fn, lo, hi, *args) for lo, hi in self._chunks]
-        for future in futures:
-            future.result()
+    def _call(self, method, ids: np.ndarray | None, **kwargs: Any) -> None:
+        """Run one batch call; a MuJoCo error in any world becomes a BackendFailure."""
+        try:
+            method(ids, **kwargs)
+        except SimulationError as err:
+            raise BackendFailure(f"CPU MuJoCo: {err}") from err
 
     def _d2h(self, tensor: Tensor) -> np.ndarray:
         host = tensor.detach().to("cpu", copy=True)
@@ -168,7 +153,10 @@ class MujocoCpuBackend:
         return host.numpy()
 
     def _publish(self) -> None:
-        self._staging.numpy()[:] = self._host_state
+        """Pack every world's fields (float64 -> float32, vectorised) and copy them over."""
+        host, lay = self._host_state, self._layout
+        for key, values in self._fields.items():
+            host[:, lay[key]] = values.reshape(self.num_envs, -1)
         self._state.copy_(self._staging, non_blocking=self.device.type == "cuda")
         self._stats["h2d_count"] += 1
         self._stats["h2d_bytes"] += self._staging.numel() * self._staging.element_size()
@@ -190,8 +178,9 @@ class MujocoCpuBackend:
                 "the policy produced NaN/Inf actions"
             )
             raise BackendFailure(msg)
-        self._host_ctrl[:] = host_ctrl
-        self._run_chunks(self._step_chunk)
+        batch = self._live_batch()
+        self._inputs["ctrl"][:] = host_ctrl
+        self._call(batch.step, None, nstep=self.decimation)
         self._publish()
 
     def reset_rows(
@@ -209,17 +198,27 @@ class MujocoCpuBackend:
         rows = np.flatnonzero(packed[:, 0] > 0.5)
         if rows.size == 0:
             return
-        self._run_chunks(self._reset_chunk, rows, packed)
+        batch, nq, nv = self._live_batch(), self.model.nq, self.model.nv
+        # mj_resetData (clears ctrl, warm start, time, act, warnings), write, mj_forward.
+        self._call(batch.reset, rows, stage=mujoco.mjtStage.mjSTAGE_NONE)
+        selected = packed[rows]
+        self._inputs["qpos"][rows] = selected[:, 1 : 1 + nq]
+        self._inputs["qvel"][rows] = selected[:, 1 + nq : 1 + nq + nv]
+        self._inputs["ctrl"][rows] = selected[:, 1 + nq + nv :]
+        self._call(batch.forward, rows)
         self._publish()
         sel = torch.as_tensor(packed[:, 0] > 0.5, device=self.device)
         self.ctrl.copy_(torch.where(sel[:, None], ctrl.to(self.ctrl.dtype), self.ctrl))
 
     def check_health(self) -> None:
         """Raise if a world reported a bad (non-finite) acceleration during the run."""
-        for i, data in enumerate(self._datas):
-            if data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number > 0:
-                msg = f"env {i}: MuJoCo reported a non-finite acceleration (mjWARN_BADQACC)"
-                raise BackendFailure(msg)
+        if self._batch is None:
+            return
+        counts = self._batch.warning[:, mujoco.mjtWarning.mjWARN_BADQACC, 1]
+        bad = np.flatnonzero(counts > 0)
+        if bad.size:
+            msg = f"env {int(bad[0])}: MuJoCo reported a non-finite acceleration (mjWARN_BADQACC)"
+            raise BackendFailure(msg)
 
     def diagnostics(self) -> dict[str, Any]:
         """CONTRACTS §4.3: the CPU backend has no device-side diagnostics."""
@@ -237,10 +236,7 @@ class MujocoCpuBackend:
         return dict(self._stats)
 
     def close(self) -> None:
-        """Stop the worker threads."""
-        self._pool.shutdown(wait=True)
-
-    def __del__(self) -> None:
-        pool = getattr(self, "_pool", None)
-        if pool is not None:
-            pool.shutdown(wait=False)
+        """Release the batch (its worker threads end once no array of it is referenced)."""
+        self._batch = None
+        self._fields = {}
+        self._inputs = {}

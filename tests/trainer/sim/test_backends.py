@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.sim.backend import BackendFailure, make_backend
+from trainer.sim.backend import (
+    BackendFailure,
+    body_velocities_from_cvel,
+    make_backend,
+    sensor_slices,
+)
 from trainer.sim.mujoco_cpu import MujocoCpuBackend
 from trainer.sim.scene import SceneCfg, build_g1_model
 
@@ -95,6 +100,112 @@ def test_cpu_backend_views_match_mujoco_after_step(model):
     assert np.allclose(backend.body_lin_vel_w[0, torso].numpy(), vel[3:], atol=1e-5)
     assert np.allclose(backend.body_ang_vel_w[0, torso].numpy(), vel[:3], atol=1e-5)
     backend.close()
+
+
+class _ReferenceLoop:
+    """The straightforward CPU MuJoCo semantics: one ``MjData`` per env, ``mj_step`` per
+    substep, ``mj_resetData`` + writes + ``mj_forward`` per reset row, float32 outputs."""
+
+    def __init__(self, model, num_envs: int, decimation: int = 3) -> None:
+        import mujoco
+
+        self.mujoco, self.model, self.decimation = mujoco, model, decimation
+        self.datas = [mujoco.MjData(model) for _ in range(num_envs)]
+        for data in self.datas:
+            mujoco.mj_resetDataKeyframe(model, data, 0)
+            mujoco.mj_forward(model, data)
+
+    def step(self, ctrl: torch.Tensor) -> None:
+        for data, row in zip(self.datas, ctrl.double().numpy(), strict=True):
+            data.ctrl[:] = row
+            for _ in range(self.decimation):
+                self.mujoco.mj_step(self.model, data)
+
+    def reset_rows(self, mask, qpos, qvel, ctrl) -> None:
+        for i in np.flatnonzero(mask.numpy()):
+            data = self.datas[i]
+            self.mujoco.mj_resetData(self.model, data)
+            data.qpos[:] = qpos[i].double().numpy()
+            data.qvel[:] = qvel[i].double().numpy()
+            data.ctrl[:] = ctrl[i].double().numpy()
+            self.mujoco.mj_forward(self.model, data)
+
+    def field(self, name: str) -> torch.Tensor:
+        rows = [np.asarray(getattr(d, name), dtype=np.float32) for d in self.datas]
+        return torch.from_numpy(np.stack(rows))
+
+
+def _assert_bitwise_equal(backend: MujocoCpuBackend, ref: _ReferenceLoop, when: str) -> None:
+    for name in ("qpos", "qvel", "xpos", "xquat"):
+        assert torch.equal(getattr(backend, name), ref.field(name)), f"{name} {when}"
+    sensors = ref.field("sensordata")
+    lin_slice, gyro_slice = sensor_slices(ref.model)
+    assert torch.equal(backend.pelvis_lin_vel_b, sensors[:, lin_slice]), f"linvel {when}"
+    assert torch.equal(backend.torso_gyro_b, sensors[:, gyro_slice]), f"gyro {when}"
+    lin, ang = body_velocities_from_cvel(
+        ref.field("cvel"),
+        ref.field("xpos"),
+        ref.field("subtree_com"),
+        torch.as_tensor(ref.model.body_rootid, dtype=torch.long),
+    )
+    assert torch.equal(backend.body_lin_vel_w, lin), f"body_lin_vel_w {when}"
+    assert torch.equal(backend.body_ang_vel_w, ang), f"body_ang_vel_w {when}"
+
+
+@pytest.mark.parametrize("num_threads", [1, 3])
+def test_cpu_backend_is_bitwise_equal_to_a_per_env_mj_step_loop(model, num_threads):
+    """The batched stepping (any thread count) gives exactly the per-env loop's outputs,
+    including the derived fields one substep behind the state, across masked resets."""
+    num_envs = 5
+    backend = MujocoCpuBackend(model, num_envs, torch.device("cpu"), num_threads=num_threads)
+    ref = _ReferenceLoop(model, num_envs)
+    _assert_bitwise_equal(backend, ref, "after construction")
+    gen = torch.Generator().manual_seed(3)
+    base = torch.as_tensor(model.key_ctrl[0], dtype=torch.float32)
+    for step in range(8):
+        ctrl = base + 0.4 * torch.randn(num_envs, model.nu, generator=gen)
+        backend.step(ctrl)
+        ref.step(ctrl)
+        _assert_bitwise_equal(backend, ref, f"after step {step}")
+        if step in (2, 5):
+            mask = torch.tensor([step == 2, True, False, False, step == 5])
+            qpos = backend.qpos.clone()
+            qpos[:, 0] += 0.25
+            qvel = 0.1 * torch.randn(num_envs, model.nv, generator=gen)
+            reset_ctrl = base.expand(num_envs, -1).clone()
+            backend.reset_rows(mask, qpos, qvel, reset_ctrl)
+            ref.reset_rows(mask, qpos, qvel, reset_ctrl)
+            _assert_bitwise_equal(backend, ref, f"after reset at step {step}")
+            assert torch.equal(backend.ctrl[mask], reset_ctrl[mask])
+    backend.check_health()
+    backend.close()
+
+
+def test_cpu_backend_health_reports_the_env_with_a_bad_acceleration(model):
+    backend = MujocoCpuBackend(model, 3, torch.device("cpu"), num_threads=2)
+    qpos = backend.qpos.clone()
+    qvel = torch.zeros(3, model.nv)
+    qvel[2] = 1e4  # MuJoCo auto-resets the world and counts mjWARN_BADQACC
+    mask = torch.tensor([False, False, True])
+    backend.reset_rows(mask, qpos, qvel)
+    backend.step(torch.as_tensor(model.key_ctrl[0], dtype=torch.float32).expand(3, -1))
+    with pytest.raises(BackendFailure, match="env 2: .*mjWARN_BADQACC"):
+        backend.check_health()
+    # A reset clears the world's warning counters, as mj_resetData does.
+    backend.reset_rows(mask, qpos, torch.zeros(3, model.nv))
+    backend.check_health()
+    backend.close()
+    with pytest.raises(BackendFailure, match="closed"):
+        backend.step(torch.zeros(3, model.nu))
+
+
+def test_cpu_backend_defaults_to_every_cpu_of_the_affinity_mask(model):
+    import os
+
+    backend = MujocoCpuBackend(model, 64, torch.device("cpu"))
+    assert backend.num_threads == min(64, len(os.sched_getaffinity(0)))
+    backend.close()
+    assert MujocoCpuBackend(model, 1, torch.device("cpu"), num_threads=8).num_threads == 1
 
 
 @pytest.mark.slow
