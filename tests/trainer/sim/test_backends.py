@@ -181,7 +181,8 @@ def test_cpu_backend_is_bitwise_equal_to_a_per_env_mj_step_loop(model, num_threa
     backend.close()
 
 
-def test_cpu_backend_health_reports_the_env_with_a_bad_acceleration(model):
+def test_cpu_backend_health_reports_the_env_with_a_bad_acceleration(model, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # MuJoCo appends its warnings to ./MUJOCO_LOG.TXT
     backend = MujocoCpuBackend(model, 3, torch.device("cpu"), num_threads=2)
     qpos = backend.qpos.clone()
     qvel = torch.zeros(3, model.nv)
