@@ -32,10 +32,22 @@ class ProgressWriter:
         run_dir: the run directory (must exist).
         interval_s: the longest gap between two training lines (10 s by contract; at most
             that).
+        echo: also render every line for a person on this stream (``train`` passes stderr).
+        max_iterations: the run's iteration target, shown in the rendered line.
     """
 
-    def __init__(self, run_dir: str | Path, *, interval_s: float = PROGRESS_INTERVAL_S) -> None:
+    def __init__(
+        self,
+        run_dir: str | Path,
+        *,
+        interval_s: float = PROGRESS_INTERVAL_S,
+        echo: IO[str] | None = None,
+        max_iterations: int | None = None,
+    ) -> None:
         self.path = Path(run_dir) / PROGRESS_FILE
+        self._echo = echo
+        self._max_iterations = max_iterations
+        self._started = time.monotonic()
         self._file: IO[str] | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
         self._interval_s = interval_s
         self._last_line = 0.0
@@ -76,6 +88,21 @@ class ProgressWriter:
         self._file.write(dumps_strict(line, indent=None))
         self._file.flush()
         self._last_line = time.monotonic()
+        if self._echo is not None:
+            self._echo.write(self.render(line) + "\n")
+            self._echo.flush()
+
+    def render(self, line: dict) -> str:
+        """One human line: elapsed time, phase, iteration (of the target), env steps, rate."""
+        elapsed = int(time.monotonic() - self._started)
+        clock = f"{elapsed // 3600:02d}:{elapsed % 3600 // 60:02d}:{elapsed % 60:02d}"
+        target = f"/{self._max_iterations}" if self._max_iterations else ""
+        rate = line["env_steps_per_sec"]
+        speed = "" if rate is None else f" ({rate:,.0f} env steps/s)"
+        return (
+            f"train: {clock} {line['phase']} iteration {line['iteration']}{target} "
+            f"env steps {line['total_env_steps']:,}{speed}"
+        )
 
     def update(
         self, phase: str, *, iteration: int, total_env_steps: int, env_steps_per_sec: float | None

@@ -34,6 +34,7 @@ import logging
 import math
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -953,7 +954,9 @@ class LearnerRuntime:
     # -- entry ----------------------------------------------------------------------------
     def run(self) -> int:
         with self.signals:
-            self.progress = ProgressWriter(self.run_dir)
+            self.progress = ProgressWriter(
+                self.run_dir, echo=sys.stderr, max_iterations=self.max_iterations
+            )
             self.progress.start_heartbeat(lambda: self.tracker.phase)
             try:
                 self._cycle_events = (
