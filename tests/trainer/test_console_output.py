@@ -39,7 +39,7 @@ def test_summary_table_of_a_failed_run_shows_the_error(tmp_path: Path, capsys) -
     write_json_atomic(tmp_path / "run_summary.json", make_failed_summary())
     print_summary_table(tmp_path)
     out = capsys.readouterr().out
-    assert "failed" in out and "error" in out
+    assert "failed" in out and "RuntimeError: CUDA error: an illegal memory access" in out
 
 
 def test_no_summary_prints_nothing(tmp_path: Path, capsys) -> None:
