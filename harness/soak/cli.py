@@ -153,6 +153,29 @@ def _check_non_negative(flag: str, value: float) -> None:
         raise UsageError(f"{flag}={value:g} must be a number >= 0")
 
 
+def checked_timing(
+    sample: float,
+    startup: float,
+    stale: float,
+    grace: float,
+    min_duration: float,
+    warmup: float,
+    window: float,
+) -> dict[str, float]:
+    """The monitor's timing flags (shared by g1-soak and soak-run), bounds-checked."""
+    timing = {
+        "sample": sample,
+        "startup": startup,
+        "stale": stale,
+        "grace": grace,
+        "min_duration": min_duration,
+        "warmup": warmup,
+        "window": window,
+    }
+    check_monitor_bounds(**timing)
+    return timing
+
+
 def check_monitor_bounds(
     *,
     sample: float,
@@ -421,16 +444,11 @@ def g1_soak(
         raise UsageError(f"--num-envs={num_envs} must be an integer > 0")
     if iterations <= 0:
         raise UsageError(f"--iterations={iterations} must be an integer > 0")
-    timing = {
-        "sample": sample_interval_seconds,
-        "startup": startup_timeout_seconds,
-        "stale": stale_progress_seconds,
-        "grace": post_shutdown_grace_seconds,
-        "min_duration": min_duration_seconds,
-        "warmup": trend_warmup_seconds,
-        "window": trend_min_window_seconds,
-    }
-    check_monitor_bounds(**timing)
+    timing = checked_timing(
+        sample_interval_seconds, startup_timeout_seconds, stale_progress_seconds,
+        post_shutdown_grace_seconds, min_duration_seconds, trend_warmup_seconds,
+        trend_min_window_seconds,
+    )  # fmt: skip
     log_dir, output = check_paths(log_dir, output)
     user = list(extra_override or [])
     check_overrides(user)
@@ -484,16 +502,11 @@ def soak_run(
     """Soak any trainer command that honours the run-directory contract (CONTRACTS §1.3)."""
     from harness.soak.monitor import run_soak
 
-    timing = {
-        "sample": sample_interval_seconds,
-        "startup": startup_timeout_seconds,
-        "stale": stale_progress_seconds,
-        "grace": post_shutdown_grace_seconds,
-        "min_duration": min_duration_seconds,
-        "warmup": trend_warmup_seconds,
-        "window": trend_min_window_seconds,
-    }
-    check_monitor_bounds(**timing)
+    timing = checked_timing(
+        sample_interval_seconds, startup_timeout_seconds, stale_progress_seconds,
+        post_shutdown_grace_seconds, min_duration_seconds, trend_warmup_seconds,
+        trend_min_window_seconds,
+    )  # fmt: skip
     log_dir, output = check_paths(log_dir, output)
     cfg = _monitor_cfg(mode=trend_mode, thresholds=trend_threshold, **timing)
     argv = [str(log_dir) if arg == "{log_dir}" else arg for arg in command]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ import torch
 from harness.jsonio import load_strict
 from harness.schemas import validate
 from harness.soak.verdict import judge_run_dir
+from tests.trainer.runtime.train_cmd import train_argv
 from trainer.rundir.checkpoint import load_checkpoint
 
 pytestmark = pytest.mark.slow
@@ -33,21 +33,7 @@ TINY = [
 
 
 def _train(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
-    argv = [
-        sys.executable,
-        "-m",
-        "trainer",
-        "train",
-        "--algo",
-        "flashsac",
-        "--task",
-        "g1_motion_tracking",
-        "--sim",
-        "mujoco",
-        *TINY,
-        f"training.log_dir={run_dir}",
-        *overrides,
-    ]
+    argv = train_argv(run_dir, *TINY, *overrides)
     return subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
 
 

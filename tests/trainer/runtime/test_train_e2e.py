@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,22 +16,14 @@ import pytest
 from harness.jsonio import load_strict
 from harness.schemas import validate
 from harness.soak.verdict import judge_run_dir
+from tests.trainer.runtime.train_cmd import train_argv
 
 pytestmark = pytest.mark.slow
 
 
 def _train_argv(run_dir: Path, *, max_iterations: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "trainer",
-        "train",
-        "--algo",
-        "flashsac",
-        "--task",
-        "g1_motion_tracking",
-        "--sim",
-        "mujoco",
+    return train_argv(
+        run_dir,
         "algo.num_envs=4",
         f"algo.max_iterations={max_iterations}",
         "algo.batch_size=8",
@@ -40,9 +31,8 @@ def _train_argv(run_dir: Path, *, max_iterations: int) -> list[str]:
         "algo.save_interval=2",
         "training.no_play=true",
         "training.replay_ingress_slot_rows=2",
-        f"training.log_dir={run_dir}",
         "env.commands.motion.motion_file=motions/g1/synthetic_dance.npz",
-    ]
+    )
 
 
 def test_tiny_cpu_training_run_passes_the_soak_checks(tmp_path, isolated_cache):
