@@ -14,22 +14,36 @@ reset of the *scheduled* rows (``row % stride == iter % stride``, stride 16 if N
 plus the rows at their clip end. Terminated rows are **not** reset (random actions would make
 the probe reset-bound), and an empty reset is a no-op.
 
-Phases, each bounded by ``torch.cuda.synchronize()`` on CUDA (iteration = the whole step):
+Two drivers, one set of phases, each bounded by ``torch.cuda.synchronize()`` on CUDA
+(iteration = the whole step):
+
+* staged backends (``mjwarp``): :func:`staged_probe_iteration` runs the env's own
+  :meth:`~trainer.task.g1_tracking.G1TrackingEnv.step_phases`, the CUDA graphs (and compiled
+  arithmetic) training replays, one phase at a time; only ``select`` is the probe's own
+  (scheduled | clip-end rows written into ``env.reset_mask``). The reset is then the masked
+  fixed-work update training runs, so it costs the same with any number of rows.
+* ``mujoco``: :func:`probe_iteration` calls the eager step pieces and ``env.reset_rows``
+  (which skips an empty mask).
+
+The phases:
 
 * ``backend_step_ms``: action history, position targets, ``backend.step`` (on ``mujoco`` this
-  includes the packed ctrl d2h copy, the CPU physics and the packed state h2d copy);
+  includes the packed ctrl d2h copy, the CPU physics and the packed state h2d copy; staged:
+  the ``actions`` and ``physics_step`` phases);
 * ``state_exchange_ms``: reading the backend views into the tracked robot state and gathering
   the reference frame (``robot_state``/``reference_state``);
-* ``update_state_ms``: terminations, rewards, sampler update, frame advance, observations;
+* ``update_state_ms``: terminations, rewards, sampler update, frame advance, observations
+  (staged: plus the episode clock);
 * ``reset_selection_ms``: the scheduled | clip-end device mask;
-* ``reset_done_ms``: ``env.reset_rows`` up to the backend call (start frames, reset targets);
+* ``reset_done_ms``: ``env.reset_rows`` up to the backend call (start frames, reset targets;
+  staged: ``stage_reset``);
 * ``backend_reset_ms``: ``backend.reset_rows`` (``mujoco``: packed d2h commit, host reset,
-  packed h2d publication);
+  packed h2d publication; staged: ``physics_reset``, the Warp reset graph);
 * ``reset_publish_ms``: after the backend call until ``env.reset_rows`` returns (task state and
-  observations of the reset rows).
+  observations of the reset rows; staged: ``finish``).
 
-The split of ``reset_rows`` is observed by wrapping the backend instance's ``reset_rows``
-method; nothing else of the env is patched.
+On ``mujoco`` the split of ``reset_rows`` is observed by wrapping the backend instance's
+``reset_rows`` method; nothing else of the env is patched.
 """
 
 from __future__ import annotations
@@ -64,6 +78,7 @@ __all__ = [
     "reset_stride",
     "run_backend_probe",
     "scheduled_mask",
+    "staged_probe_iteration",
     "summarize_ms",
     "transfer_inventory",
 ]
@@ -262,6 +277,47 @@ def probe_iteration(
     return {name: value * 1000.0 for name, value in seconds.items()}, mask, clip_end
 
 
+_STAGED_GROUPS = (
+    ("backend_step_ms", ("actions", "physics_step")),
+    ("state_exchange_ms", ("exchange",)),
+    ("update_state_ms", ("update",)),
+    ("reset_selection_ms", ("select",)),
+    ("reset_done_ms", ("stage_reset",)),
+    ("backend_reset_ms", ("physics_reset",)),
+    ("reset_publish_ms", ("finish",)),
+)
+"""Probe phases as groups of the env's step phases (staged backends)."""
+
+
+def staged_probe_iteration(
+    env: Any, actions: Any, scheduled: Any, clock: PhaseClock
+) -> tuple[dict[str, float], Any, Any]:
+    """One measured iteration on a staged backend: the env's step phases one at a time, with
+    the probe's reset rows (``scheduled | clip_end``) in place of the done rows.
+
+    Returns:
+        ``(phase milliseconds, reset mask [N], clip-end rows [N])``; both tensors are the env's
+        fixed buffers, valid until the next iteration.
+    """
+    import torch
+
+    runs = dict(env.step_phases())
+    runs["select"] = lambda: torch.bitwise_or(scheduled, env.clip_end, out=env.reset_mask)
+    seconds: dict[str, float] = {}
+    t0 = start = clock.now()
+    env.stage_actions(actions)
+    with env.phase_stream():
+        for name, group in _STAGED_GROUPS:
+            for phase in group:
+                runs[phase]()
+            now = clock.now()
+            seconds[name] = now - start
+            start = now
+    seconds["iteration_ms"] = start - t0
+    ms = {name: value * 1000.0 for name, value in seconds.items()}
+    return ms, env.reset_mask, env.clip_end
+
+
 # ----------------------------------------------------------------------------- the probe
 def _child_runtime(device: Any) -> dict[str, Any]:
     import torch
@@ -382,13 +438,18 @@ def run_backend_probe(
         if it == warmup:
             stats_start = be.transfer_stats()
             wall_start = time.perf_counter()
-        ms, mask, clip_end = probe_iteration(
-            env, pool[it % pool_size], schedule[it % stride], clock, reset_marks
-        )
+        if env.staged:
+            ms, mask, clip_end = staged_probe_iteration(
+                env, pool[it % pool_size], schedule[it % stride], clock
+            )
+        else:
+            ms, mask, clip_end = probe_iteration(
+                env, pool[it % pool_size], schedule[it % stride], clock, reset_marks
+            )
         if not measured:
             continue
         j = it - warmup
-        if not reset_marks.marks:
+        if not env.staged and not reset_marks.marks:
             empty_resets += 1
         for name, value in ms.items():
             samples[name][j] = value
@@ -418,6 +479,7 @@ def run_backend_probe(
         "status": "passed",
         "failure_reason": None,
         "tensor_execution": "device_resident" if backend == "mjwarp" else "host_bridge",
+        "step_driver": "env_step_phases" if env.staged else "eager_step_pieces",
         "device": str(device),
         "num_envs": num_envs,
         "physics_substeps_per_control_step": int(be.decimation),

@@ -194,3 +194,33 @@ def test_child_in_acceptance_mode_refuses_profiler_env(tmp_path, monkeypatch, ca
     assert probe.main(["--backends", "mujoco", "--acceptance", "--_single-result", str(out)]) == 1
     assert key in capsys.readouterr().err
     assert "acceptance mode refuses profiler environment variables" in out.read_text()
+
+
+@pytest.mark.slow
+def test_staged_probe_iteration_runs_the_env_phases_with_the_probe_reset_rows(
+    g1_model, g1_clip
+) -> None:
+    """On a staged backend (MJWarp on Warp's CPU device) the probe replays the env's own step
+    phases; its ``select`` resets the scheduled and clip-end rows, not the terminated ones."""
+    pytest.importorskip("mujoco_warp")
+    from trainer.sim.mjwarp import MjWarpBackend
+    from trainer.task.config import G1TrackingCfg
+    from trainer.task.g1_tracking import G1TrackingEnv
+
+    backend = MjWarpBackend(
+        g1_model, NUM_ENVS, torch.device("cpu"), warp_device="cpu", _allow_cpu_for_tests=True
+    )
+    env = G1TrackingEnv(G1TrackingCfg(), backend, g1_model, g1_clip, seed=probe.SEED)
+    assert env.staged
+    env.frame[1] = int(g1_clip.clip_ends[0]) - 1  # clip end this step
+    env.episode_step[2] = env.max_episode_steps - 1  # times out this step: done, not reset
+    before = env.episode_step.clone()
+    scheduled = torch.as_tensor(probe.scheduled_mask(NUM_ENVS, 0))  # row 0
+    clock = probe.PhaseClock(torch.device("cpu"))
+    ms, mask, clip_end = probe.staged_probe_iteration(env, _actions(), scheduled, clock)
+    assert mask.tolist() == [True, True, False, False]
+    assert clip_end.tolist() == [False, True, False, False]
+    assert env.episode_step.tolist() == [0, 0, before[2] + 1, before[3] + 1]
+    assert set(ms) == set(probe.PHASES) and all(v >= 0.0 for v in ms.values())
+    parts = sum(v for k, v in ms.items() if k != "iteration_ms")
+    assert ms["iteration_ms"] == pytest.approx(parts)

@@ -305,21 +305,7 @@ class FlashSacLearner:
         return graph
 
     def _release_compile_workers(self) -> None:
-        """Shut inductor's compile-worker pool down once everything compiled is captured.
-
-        The pool (one subprocess per core, ~900 pipe FDs and GBs of RSS on an H200 host) would
-        otherwise live for the whole run and dominate what a soak sees; the captured graphs
-        need no further compilation, and inductor recreates the pool if it ever compiles again.
-        """
-        try:
-            from torch._inductor import async_compile
-
-            async_compile.shutdown_compile_workers()
-        except Exception as err:  # noqa: BLE001 - hygiene only; never fail training for it
-            self._compile_workers_released = False
-            log.warning("could not shut down inductor compile workers: %r", err)
-        else:
-            self._compile_workers_released = True
+        self._compile_workers_released = cuda_graphs.release_compile_workers()
 
     def _disable_compile(self, reason: str) -> None:
         self._compile_status.enabled = False

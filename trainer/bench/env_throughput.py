@@ -7,7 +7,9 @@ For each size the same backend instance is measured twice:
 * **full task**: ``G1TrackingEnv.step`` with uniform random actions in (−1, 1) drawn on the
   device: physics, observations, rewards, terminations, sampler, resets of done rows. The
   ``task graph`` column (and ``task_cuda_graph`` in the JSON) says whether the torch part ran
-  as CUDA graphs; a requested but disabled graph prints its reason to stderr.
+  as CUDA graphs and ``compile`` (``task_compile``) whether its arithmetic was compiled with
+  inductor (``--no-compile`` measures the graphs alone); a requested but disabled graph or
+  compile prints its reason to stderr.
 * **physics only**: ``backend.step(ctrl)`` alone, after restoring the robot state the full-task
   run started from, with the same timestep, substeps and ``ctrl = q_default + 2·a`` of
   pre-drawn random actions.
@@ -114,6 +116,12 @@ def run(
         str, typer.Option(help="Motion id or path.")
     ] = "motions/g1/synthetic_dance.npz",
     seed: Annotated[int, typer.Option(help="Task and action seed.")] = 7,
+    compile_task: Annotated[
+        bool,
+        typer.Option(
+            "--compile/--no-compile", help="Compile the step phases with inductor (CUDA)."
+        ),
+    ] = True,
     output: Annotated[Path, typer.Option(help="JSON result path.")] = Path(
         "artifacts/env_throughput.json"
     ),
@@ -144,6 +152,7 @@ def run(
             seed=seed,
             motion=motion,
             model=model,
+            compile_backend=True if compile_task else None,
         )
         setup_s = time.perf_counter() - t0
         res = measure(env, iters, warmup, seed)
@@ -152,10 +161,12 @@ def run(
             num_envs=n,
             setup_s=setup_s,
             task_cuda_graph=graph.to_json(),
+            task_compile=env.task_compile.to_json(),
             backend_diagnostics=env.diagnostics(),
         )
-        if graph.requested and not graph.enabled:
-            print(f"num_envs={n}: task CUDA graph off: {graph.disable_reason}", file=sys.stderr)
+        for label, entry in (("task CUDA graph", graph), ("task compile", env.task_compile)):
+            if entry.requested and not entry.enabled:
+                print(f"num_envs={n}: {label} off: {entry.disable_reason}", file=sys.stderr)
         stats = env.backend.transfer_stats()
         if stats is not None:
             res["transfer_stats"] = stats
@@ -172,6 +183,7 @@ def run(
                 f"{res['full_task_step_ms']:.3f}",
                 f"{res['physics_step_ms']:.3f}",
                 "on" if graph.enabled else "off",
+                "on" if env.task_compile.enabled else "off",
             ]
         )
         print(f"num_envs={n} done ({setup_s:.1f} s setup)", file=sys.stderr)
@@ -204,6 +216,7 @@ def run(
                 "task ms",
                 "physics ms",
                 "task graph",
+                "compile",
             ],
         )
     )

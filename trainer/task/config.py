@@ -52,6 +52,12 @@ class G1TrackingCfg:
     simulate_action_latency: bool = False
     """If true, ctrl uses a_{t-1} (0 after a reset); obs and action_rate still use a_t."""
 
+    # --- execution (not task semantics) --------------------------------------------------------
+    torch_compile: bool = True
+    """Compile the step phases' torch arithmetic with inductor before the CUDA graphs are
+    captured (CUDA only; the CPU backend steps eagerly). Results equal the eager step up to
+    float rounding; the run manifest records ``task_compile``."""
+
     # --- observation noise, uniform half-widths (TASK.md §4) ----------------------------------
     noise_motion_anchor_pos: float = 0.0
     """Noise on ``motion_anchor_pos_b`` (none; mjlab 0.25)."""

@@ -22,22 +22,35 @@ actions raise at once and an all-false done mask skips the reset without drawing
 :meth:`G1TrackingEnv.reset_rows` (tests, probe) returns early on an empty mask on every
 backend, leaving the reset generator untouched (TASK.md §8, §9.5).
 
-CUDA graphs. On mjwarp with a CUDA device the torch part of ``step`` is captured at
-construction as three ``torch.cuda.CUDAGraph`` s over fixed buffers and replayed on Warp's
-stream, interleaved with the backend's two Warp graphs::
+Step phases. A step on a staged backend (mjwarp) is eight phases in a fixed order, each
+reading and writing only fixed buffers (:data:`STEP_PHASES`)::
 
-    A (actions → ctrl) · Warp step · B (terms, rewards, sampler, k, terminal obs, reset
-    targets staged) · Warp reset · C (post-reset observations, outputs)
+    actions (sanitise, ctrl) · physics_step (Warp graph) · exchange (backend views and the
+    reference frame → fixed buffers) · update (clock, terms, rewards, sampler, k, terminal obs)
+    · select (reset mask = done) · stage_reset (start frames, reset targets → backend staging)
+    · physics_reset (Warp graph) · finish (post-reset observations, outputs)
 
-All three phases are the same Python methods the eager path runs, so eager and graphed steps
-compute the same kernels. The reset and observation generators are registered with the graphs
-(philox offsets advance on every replay: fresh numbers each step, the same stream as eager).
-Capture failure falls back to eager with the reason in ``diagnostics()["diagnostics"]
-["task_cuda_graph"]``, never silently.
+:meth:`G1TrackingEnv.step_phases` hands them out one by one, so ``g1-backend-probe`` times the
+very phases training runs (it swaps ``select`` for its scheduled rows).
+
+CUDA graphs. On mjwarp with a CUDA device each torch phase is captured at construction as one
+``torch.cuda.CUDAGraph`` (one shared memory pool) and replayed on Warp's stream between the
+backend's two Warp graphs. The graphs record the same Python methods the eager path runs. The
+reset and observation generators are registered with the graphs (philox offsets advance on
+every replay: fresh numbers each step, the same stream as eager). Capture failure falls back to
+eager with the reason in ``diagnostics()["diagnostics"]["task_cuda_graph"]``, never silently.
+
+torch.compile. With ``compile_backend`` (make_env: ``inductor`` when ``env.torch_compile`` and
+the device is CUDA) the arithmetic of each torch phase is compiled before capture, so a phase is
+a handful of fused kernels instead of hundreds of small ones. Random draws stay eager (dynamo
+does not trace ``generator=``) and are passed in, so the compiled and eager steps draw the same
+numbers. A compile failure reverts to the eager functions with the reason in
+``task_compile``; it never disables the graphs silently.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import math
@@ -49,6 +62,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from trainer.cuda_graphs import release_compile_workers
 from trainer.sim.backend import BackendFailure, DiagnosticEntry, SimBackend, make_backend
 from trainer.sim.scene import (
     ANCHOR_BODY_NAME,
@@ -73,7 +87,7 @@ if TYPE_CHECKING:
 
     from trainer.task.motion import MotionClip
 
-__all__ = ["G1TrackingEnv", "StepResult", "make_env"]
+__all__ = ["STEP_PHASES", "G1TrackingEnv", "StepResult", "make_env"]
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +99,21 @@ _INFO_NAMES = (*(f"Episode_Termination/{k}" for k in _COND_NAMES), *_SAMPLER_DIA
 _REWARD_TAGS = tuple(f"reward/{k}" for k in REWARD_TERM_NAMES)
 _ALIGN = 16  # byte alignment of each field in the packed output buffer
 _WARMUP_STEPS = 2  # eager steps on the side stream before capture
+_CLIP_END = _COND_NAMES.index("motion_clip_end")
+STEP_PHASES = (
+    "actions",
+    "physics_step",
+    "exchange",
+    "update",
+    "select",
+    "stage_reset",
+    "physics_reset",
+    "finish",
+)
+"""The phases of one control step on a staged backend, in order (module docstring)."""
+_BACKEND_PHASES = ("physics_step", "physics_reset")
+_COMPILED = ("actions", "exchange", "update", "prepare", "finish")
+"""Functions ``compile_backend`` compiles (``_<name>_core`` methods)."""
 
 
 def _output_layout(n: int, actor: int, critic: int) -> tuple[list, int]:
@@ -160,6 +189,9 @@ class G1TrackingEnv:
             recorded as ``task_cuda_graph`` in the backend diagnostics).
         static_outputs: return views of the fixed output buffer from ``step`` instead of a
             fresh copy (the caller must be done with them before the next ``step``).
+        compile_backend: ``torch.compile`` backend for the phase arithmetic (``"inductor"`` on
+            CUDA; tests use ``"aot_eager"`` on CPU); None steps eagerly. Recorded as
+            ``task_compile`` in the backend diagnostics.
     """
 
     actor_obs_dim = obs_terms.ACTOR_OBS_DIM
@@ -176,6 +208,7 @@ class G1TrackingEnv:
         seed: int = 0,
         cuda_graph: bool = True,
         static_outputs: bool = False,
+        compile_backend: str | None = None,
     ) -> None:
         expected_fps = round(1.0 / cfg.ctrl_dt)
         if motion.fps != expected_fps:
@@ -282,18 +315,39 @@ class G1TrackingEnv:
         self.obs = torch.zeros(n, self.actor_obs_dim, **f32)
         self.critic_obs = torch.zeros(n, self.critic_obs_dim, **f32)
         self._nonfinite_action_rows = torch.zeros((), dtype=torch.long, device=dev)
+        # Phase hand-over buffers: exchange → update (robot, reference), update → select
+        # (clip end), select → stage_reset/finish (reset mask).
+        self._robot_buf = TrackedState(*(torch.zeros(s, **f32) for s in _state_shapes(n)))
+        self._ref_buf = TrackedState(*(torch.zeros(s, **f32) for s in _state_shapes(n)))
+        self._clip_end = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._reset_mask = torch.zeros(n, dtype=torch.bool, device=dev)
         # Step I/O: the action input and the packed outputs (one byte buffer, typed views).
         self._act_in = torch.zeros(n, 29, **f32)
         self._ctrl_out = backend.ctrl if self._staged else torch.zeros(n, 29, **f32)
         self._layout, nbytes = _output_layout(n, self.actor_obs_dim, self.critic_obs_dim)
         self._out_buf = torch.zeros(nbytes, dtype=torch.uint8, device=dev)
         self._out = self._views(self._out_buf)
-        self._graphs: list[torch.cuda.CUDAGraph] | None = None
+        self._graphs: dict[str, torch.cuda.CUDAGraph] | None = None
+        self._capture_failed = False
+        self._fns: dict[str, Callable] = {}
+        self._use_eager_functions()
         self.reset_all()
+        self._compile_entry = self._setup_compile(compile_backend)
         self._graph_entry = self._setup_cuda_graphs(cuda_graph)
+        if self._compile_entry.enabled and self._capture_failed:
+            # Compiling was fine but capture failed: retry the capture without compile
+            # (an inductor kernel that cannot be captured must not cost the graphs).
+            reason = f"reverted after graph capture failed: {self._graph_entry.disable_reason}"
+            self._use_eager_functions()
+            self._compile_entry = DiagnosticEntry(True, False, reason[:300])
+            self._capture_failed = False
+            self._graph_entry = self._setup_cuda_graphs(cuda_graph)
+        if self._compile_entry.enabled and compile_backend == "inductor":
+            release_compile_workers()  # the collector compiles nothing after this
         set_diag = getattr(backend, "set_diagnostic", None)
         if set_diag is not None:
             set_diag("task_cuda_graph", self._graph_entry)
+            set_diag("task_compile", self._compile_entry)
 
     # ------------------------------------------------------------------ state gathering
     def robot_state(self) -> TrackedState:
@@ -356,8 +410,14 @@ class G1TrackingEnv:
             "motion_clip_end": term.motion_clip_end(self.frame, self._last_frame_of[self.frame]),
         }
 
-    def _observe(self, robot: TrackedState) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """Relative reference and observations at the current frame for all rows."""
+    def _obs_noise(self) -> Tensor:
+        """U(0, 1) [N, 160] from the observation generator (drawn eagerly, see module doc)."""
+        shape = (self.num_envs, self.actor_obs_dim)
+        return torch.rand(shape, generator=self.obs_generator, device=self.device)
+
+    def _observe(self, robot: TrackedState, noise: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Relative reference and observations at the current frame for all rows; ``noise``
+        is :meth:`_obs_noise`."""
         ref = self.reference_state(self.frame)
         a = self._anchor
         rel_pos, rel_quat = rew.relative_reference(
@@ -368,15 +428,20 @@ class G1TrackingEnv:
             ref, robot, b.pelvis_lin_vel_b, b.torso_gyro_b, self._q_default, self.actions, a
         )
         critic = obs_terms.critic_observation(clean, robot, b.pelvis_lin_vel_b, a)
-        noise = torch.rand(clean.shape, generator=self.obs_generator, device=self.device)
         actor = torch.addcmul(clean, 2.0 * noise - 1.0, self._noise_scale)
         return rel_pos, rel_quat, actor, critic
 
     # ------------------------------------------------------------------ reset
-    def _reset_targets(self, frames: Tensor) -> tuple[Tensor, Tensor]:
-        """Noisy reset state of every row at ``frames`` (TASK.md §8). qpos [N, 36], qvel [N, 35]"""
-        n = self.num_envs
-        u = torch.rand(n, 41, generator=self.reset_generator, device=self.device)
+    def _draw_reset(self) -> tuple[Tensor, Tensor, Tensor]:
+        """The reset generator's fixed draws of one reset: start-frame uniforms
+        ``(u_bin, u_frac)`` [N] each, then the reset-noise uniforms ``u`` [N, 41]."""
+        u_bin, u_frac = self.sampler.draw(self.num_envs, self.reset_generator)
+        u = torch.rand(self.num_envs, 41, generator=self.reset_generator, device=self.device)
+        return u_bin, u_frac, u
+
+    def _reset_targets(self, frames: Tensor, u: Tensor) -> tuple[Tensor, Tensor]:
+        """Noisy reset state of every row at ``frames`` for the uniforms ``u [N, 41]``
+        (TASK.md §8). qpos [N, 36], qvel [N, 35]"""
         noise = (2.0 * u - 1.0) * self._reset_scale  # [N, 41]
         ref = self.reference_state(frames)
         root_pos = ref.body_pos_w[:, _ROOT] + noise[:, 0:3]
@@ -393,9 +458,14 @@ class G1TrackingEnv:
     def _prepare_reset(self, mask: Tensor, frames: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Draw start frames and reset targets for all rows (fixed draws) and reset the task
         state of the ``mask`` rows; returns the backend targets ``(qpos, qvel)``."""
-        sampled = self.sampler.sample(self.num_envs, self.reset_generator)
+        return self._fns["prepare"](mask, *self._draw_reset(), frames)
+
+    def _prepare_core(
+        self, mask: Tensor, u_bin: Tensor, u_frac: Tensor, u: Tensor, frames: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
+        sampled = self.sampler.frames_from(u_bin, u_frac)
         start = sampled if frames is None else frames
-        qpos, qvel = self._reset_targets(start)
+        qpos, qvel = self._reset_targets(start, u)
         col = mask[:, None]
         self.frame.copy_(torch.where(mask, start, self.frame))
         self.episode_step.masked_fill_(mask, 0)
@@ -407,7 +477,10 @@ class G1TrackingEnv:
     def _finish_reset(self, mask: Tensor) -> None:
         """Observe the (already forwarded) backend and overwrite the ``mask`` rows' relative
         reference and observations."""
-        rel_pos, rel_quat, actor, critic = self._observe(self.robot_state())
+        self._fns["finish"](mask, self._obs_noise())
+
+    def _finish_core(self, mask: Tensor, noise: Tensor) -> None:
+        rel_pos, rel_quat, actor, critic = self._observe(self.robot_state(), noise)
         col = mask[:, None]
         self.rel_body_pos.copy_(torch.where(mask[:, None, None], rel_pos, self.rel_body_pos))
         self.rel_body_quat.copy_(torch.where(mask[:, None, None], rel_quat, self.rel_body_quat))
@@ -436,10 +509,13 @@ class G1TrackingEnv:
         return self.obs.clone(), self.critic_obs.clone()
 
     # ------------------------------------------------------------------ step phases
-    # The phases read and write only fixed tensors (state, ``_act_in``, ``_out``, backend views
-    # and staging), so each can be replayed as a CUDA graph.
+    # The phases read and write only fixed tensors (state, ``_act_in``, ``_out``, hand-over
+    # buffers, backend views and staging), so each can be replayed as a CUDA graph.
     def _phase_actions(self) -> None:
         """Step 1: sanitise the staged actions, action history, position targets → ctrl."""
+        self._fns["actions"]()
+
+    def _actions_core(self) -> None:
         a = self._act_in
         if self._sync_free:
             finite = torch.isfinite(a).all(-1)  # [N]
@@ -447,10 +523,24 @@ class G1TrackingEnv:
             a = torch.where(finite[:, None], a, 0.0)
         self.apply_actions(a, out=self._ctrl_out)
 
-    def _phase_terms(self) -> None:
+    def _phase_exchange(self) -> None:
+        """Backend views and the reference at frame k → the fixed robot/reference buffers."""
+        self._fns["exchange"]()
+
+    def _exchange_core(self) -> None:
+        robot, ref = self.robot_state(), self.reference_state(self.frame)
+        for buf, src in ((self._robot_buf, robot), (self._ref_buf, ref)):
+            for name in _STATE_FIELDS:
+                getattr(buf, name).copy_(getattr(src, name))
+
+    def _phase_update(self) -> None:
         """Steps 3-7: clock, terminations, rewards, sampler, k, terminal observations."""
         self.episode_step += 1
-        self.update_state(self.robot_state(), self.reference_state(self.frame))
+        self.update_state(self._robot_buf, self._ref_buf)
+
+    def _phase_select(self) -> None:
+        """Step 8's rows: the done rows (the probe swaps in its scheduled rows)."""
+        self._reset_mask.copy_(self._out["done"])
 
     def apply_actions(self, actions: Tensor, out: Tensor | None = None) -> Tensor:
         """Steps 1-2: shift the action history and return the joint position targets.
@@ -480,7 +570,23 @@ class G1TrackingEnv:
         Returns:
             The termination conditions by name, each [N] bool.
         """
+        conds, outs = self._fns["update"](robot, ref, self._obs_noise())
         o = self._out
+        for name, value in outs.items():
+            o[name].copy_(value)
+        o["terminal_obs"].copy_(self.obs)
+        o["terminal_critic_obs"].copy_(self.critic_obs)
+        o["episode_return"].copy_(self.episode_return)
+        o["episode_length"].copy_(self.episode_step)
+        return dict(zip(_COND_NAMES, conds.unbind(-1), strict=True))
+
+    def _update_core(
+        self, robot: TrackedState, ref: TrackedState, noise: Tensor
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """The arithmetic of :meth:`update_state`: updates the env state in place and returns
+        ``(conditions [N, 5], step outputs by field)``. The outputs are copied into the packed
+        output buffer outside, because its fields are dtype views of one byte buffer, which
+        ``torch.compile`` cannot mutate."""
         conds_d = self.termination_terms(ref, robot)
         conds = torch.stack([conds_d[k] for k in _COND_NAMES], dim=-1)  # [N, 5] bool
         terminal = conds[:, :_NUM_TERMINAL].any(-1)
@@ -493,46 +599,52 @@ class G1TrackingEnv:
         self.episode_return += reward
         self.sampler.update(terminated, self.frame)
         self.frame += (~done).long()
-        rel_pos, rel_quat, actor, critic = self._observe(robot)
+        rel_pos, rel_quat, actor, critic = self._observe(robot, noise)
         self.rel_body_pos.copy_(rel_pos)
         self.rel_body_quat.copy_(rel_quat)
         self.obs.copy_(actor)
         self.critic_obs.copy_(critic)
-        o["terminal_obs"].copy_(actor)
-        o["terminal_critic_obs"].copy_(critic)
-        o["reward"].copy_(reward)
-        o["terminated"].copy_(terminated)
-        o["truncated"].copy_(truncated)
-        o["done"].copy_(done)
-        o["episode_return"].copy_(self.episode_return)
-        o["episode_length"].copy_(self.episode_step)
-        o["reward_terms"].copy_(weighted.mean(0))
+        self._clip_end.copy_(conds[:, _CLIP_END])
         diag = self.sampler.diagnostics()
-        info = o["info"]
-        info[: len(_COND_NAMES)].copy_(conds.float().mean(0))
-        info[len(_COND_NAMES) :].copy_(torch.stack([diag[k] for k in _SAMPLER_DIAG_NAMES]))
-        return conds_d
+        info = torch.cat(
+            (conds.float().mean(0), torch.stack([diag[k] for k in _SAMPLER_DIAG_NAMES]))
+        )
+        outs = {
+            "reward": reward,
+            "terminated": terminated,
+            "truncated": truncated,
+            "done": done,
+            "reward_terms": weighted.mean(0),
+            "info": info,
+        }
+        return conds, outs
 
     def _phase_stage_reset(self) -> None:
         """Step 8, first half (staged backends): reset targets for every row into the
-        backend's staging buffers and the task state of done rows (fixed draws)."""
-        done = self._out["done"]
-        qpos, qvel = self._prepare_reset(done)
+        backend's staging buffers and the task state of the selected rows (fixed draws)."""
+        mask = self._reset_mask
+        qpos, qvel = self._prepare_reset(mask)
         mask_in, qpos_in, qvel_in, ctrl_in = self.backend.reset_staging
-        mask_in.copy_(done)
+        mask_in.copy_(mask)
         qpos_in.copy_(qpos)
         qvel_in.copy_(qvel)
         ctrl_in.zero_()
 
     def _phase_finish(self) -> None:
         """Step 8, second half: observations of the reset rows and the obs outputs."""
-        self._finish_reset(self._out["done"])
+        self._finish_reset(self._reset_mask)
         self._out["obs"].copy_(self.obs)
         self._out["critic_obs"].copy_(self.critic_obs)
 
-    def _phase_b(self) -> None:
-        self._phase_terms()
-        self._phase_stage_reset()
+    def _torch_phases(self) -> dict[str, Callable[[], None]]:
+        return {
+            "actions": self._phase_actions,
+            "exchange": self._phase_exchange,
+            "update": self._phase_update,
+            "select": self._phase_select,
+            "stage_reset": self._phase_stage_reset,
+            "finish": self._phase_finish,
+        }
 
     # ------------------------------------------------------------------ step
     @contextmanager
@@ -547,22 +659,56 @@ class G1TrackingEnv:
             yield
         caller.wait_stream(self._stream)
 
+    @contextmanager
+    def phase_stream(self) -> Iterator[None]:
+        """The stream :meth:`step_phases` callables must run on (the backend's, ordered after
+        and before the caller's stream); a no-op on backends without one."""
+        with self._on_backend_stream():
+            yield
+
+    def step_phases(self) -> list[tuple[str, Callable[[], None]]]:
+        """The :data:`STEP_PHASES` of one step on a staged backend as ``(name, run)`` pairs:
+        graph replays when captured, else the eager phases. Running them in order inside
+        :meth:`phase_stream` is exactly :meth:`step` after the actions are staged (write them
+        with ``stage_actions``). The ``select`` phase may be replaced by a writer of
+        :attr:`reset_mask` (the probe's scheduled rows).
+
+        Raises:
+            BackendFailure: the backend has no staged launches (CPU MuJoCo).
+        """
+        if not self._staged:
+            msg = f"sim backend {self.backend.name!r} has no staged launches; use env.step"
+            raise BackendFailure(msg)
+        b = self.backend
+        torch_phases = self._torch_phases()
+        if self._graphs is not None:
+            torch_phases = {name: g.replay for name, g in self._graphs.items()}
+        backend_phases = {"physics_step": b.launch_step, "physics_reset": b.launch_reset}
+        return [(name, {**torch_phases, **backend_phases}[name]) for name in STEP_PHASES]
+
+    @property
+    def staged(self) -> bool:
+        """True when the backend has staged launches, so :meth:`step_phases` is available."""
+        return self._staged
+
+    def stage_actions(self, actions: Tensor) -> None:
+        """Write ``actions [N, 29]`` into the step's fixed action input."""
+        self._act_in.copy_(actions)
+
+    @property
+    def reset_mask(self) -> Tensor:
+        """[N] bool, the rows step 8 resets (written by ``select``); fixed buffer."""
+        return self._reset_mask
+
+    @property
+    def clip_end(self) -> Tensor:
+        """[N] bool, rows at their clip's last frame after ``update``; fixed buffer."""
+        return self._clip_end
+
     def _run_staged(self) -> None:
         """One step on a staged backend: graphs when captured, else the same phases eagerly."""
-        b = self.backend
-        if self._graphs is not None:
-            g_a, g_b, g_c = self._graphs
-            g_a.replay()
-            b.launch_step()
-            g_b.replay()
-            b.launch_reset()
-            g_c.replay()
-            return
-        self._phase_actions()
-        b.launch_step()
-        self._phase_b()
-        b.launch_reset()
-        self._phase_finish()
+        for _, run in self.step_phases():
+            run()
 
     def step(self, actions: Tensor) -> StepResult:
         """Advance one control step (TASK.md §1); see the module docstring for sync rules."""
@@ -578,7 +724,8 @@ class G1TrackingEnv:
                 raise BackendFailure(msg)
             self._phase_actions()
             self.backend.step(self._ctrl_out)
-            self._phase_terms()
+            self._phase_exchange()
+            self._phase_update()
             done = self._out["done"]
             if bool(done.any()):
                 self._reset_masked(done)
@@ -631,42 +778,79 @@ class G1TrackingEnv:
             entry = DiagnosticEntry(True, True, None)
         except Exception as err:  # noqa: BLE001 - recorded and logged, then eager
             self._graphs = None
+            self._capture_failed = True
             reason = f"torch CUDA graph capture failed: {type(err).__name__}: {err}"
             log.warning("task_cuda_graph disabled, stepping eagerly: %s", reason)
             entry = DiagnosticEntry(True, False, reason)
         # Warm-up steps moved the state and the generators: start over from the same seed, so
         # a graphed env begins exactly where an eager one does.
         self.sampler.failures.copy_(failures)
+        self._restart()
+        return entry
+
+    def _restart(self) -> None:
+        """Reseed both generators and reset every row (after warm-up or compile steps)."""
         self._nonfinite_action_rows.zero_()
         self.reset_generator.manual_seed(self.seed)
         self.obs_generator.manual_seed(self.seed + 1)
         self.reset_all()
+
+    # ------------------------------------------------------------------ torch.compile
+    def _use_eager_functions(self) -> None:
+        self._fns = {name: getattr(self, f"_{name}_core") for name in _COMPILED}
+
+    def _setup_compile(self, backend: str | None) -> DiagnosticEntry:
+        """Compile the phase functions with ``backend`` and run them once (a full reset and,
+        on a staged backend, one step), so compile errors surface here and revert to eager."""
+        if backend is None:
+            return DiagnosticEntry(False, False, "compile_backend=None was requested")
+        failures = self.sampler.failures.clone()
+        try:
+            self._fns = {
+                name: torch.compile(getattr(self, f"_{name}_core"), backend=backend, dynamic=False)
+                for name in _COMPILED
+            }
+            self.reset_all()
+            if self._staged:
+                self._act_in.zero_()
+                with self._on_backend_stream():
+                    self._run_staged()
+            entry = DiagnosticEntry(True, True, None)
+        except Exception as err:  # noqa: BLE001 - recorded and logged, then eager
+            self._use_eager_functions()
+            reason = f"torch.compile({backend}) failed: {type(err).__name__}: {err}"[:300]
+            log.warning("task_compile disabled, running the phases eagerly: %s", reason)
+            entry = DiagnosticEntry(True, False, reason)
+        self.sampler.failures.copy_(failures)
+        self._restart()
         return entry
 
-    def _capture(self) -> list[torch.cuda.CUDAGraph]:
+    @property
+    def task_compile(self) -> DiagnosticEntry:
+        """Whether the phase arithmetic runs compiled (``torch.compile``), and why not."""
+        return self._compile_entry
+
+    def _capture(self) -> dict[str, torch.cuda.CUDAGraph]:
         self._act_in.zero_()
         with self._on_backend_stream():
             for _ in range(_WARMUP_STEPS):  # eager, on the backend's (side) stream
                 self._run_staged()
         torch.cuda.synchronize(self.device)
-        phases: tuple[Callable[[], None], ...] = (
-            self._phase_actions,
-            self._phase_b,
-            self._phase_finish,
-        )
-        graphs = []
+        graphs: dict[str, torch.cuda.CUDAGraph] = {}
+        pool = None  # one pool: the phases always replay in order on one stream
         gc_was_enabled = gc.isenabled()
         gc.disable()  # a finalizer freeing a Warp array must not land inside a capture
         try:
-            for phase in phases:
+            for name, phase in self._torch_phases().items():
                 graph = torch.cuda.CUDAGraph()
                 graph.register_generator_state(self.reset_generator)
                 graph.register_generator_state(self.obs_generator)
                 with torch.cuda.graph(
-                    graph, stream=self._stream, capture_error_mode="thread_local"
+                    graph, pool=pool, stream=self._stream, capture_error_mode="thread_local"
                 ):
                     phase()
-                graphs.append(graph)
+                pool = graph.pool()
+                graphs[name] = graph
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -704,6 +888,7 @@ def make_env(
     backend_options: dict | None = None,
     cuda_graph: bool = True,
     static_outputs: bool = False,
+    compile_backend: str | None | bool = True,
 ) -> G1TrackingEnv:
     """Build the scene, resolve and load the motion, create the backend and the env.
 
@@ -718,6 +903,9 @@ def make_env(
         backend_options: extra keyword arguments for the backend constructor.
         cuda_graph: capture the torch part of ``step`` as CUDA graphs (mjwarp on CUDA).
         static_outputs: ``step`` returns views of a fixed buffer instead of fresh copies.
+        compile_backend: ``True`` (default) compiles the phases with inductor when
+            ``task_cfg.torch_compile`` is set and ``device`` is CUDA; a backend name forces
+            that backend; ``None``/``False`` steps eagerly.
     """
     model = build_g1_model(task_cfg.scene) if model is None else model
     if motion is None:
@@ -733,6 +921,9 @@ def make_env(
     if not math.isclose(model.opt.timestep * backend.decimation, task_cfg.ctrl_dt):
         msg = f"model timestep {model.opt.timestep} x decimation != ctrl_dt {task_cfg.ctrl_dt}"
         raise ValueError(msg)
+    if compile_backend is True:
+        on_cuda = torch.device(device).type == "cuda"
+        compile_backend = "inductor" if task_cfg.torch_compile and on_cuda else None
     return G1TrackingEnv(
         task_cfg,
         backend,
@@ -741,4 +932,13 @@ def make_env(
         seed=seed,
         cuda_graph=cuda_graph,
         static_outputs=static_outputs,
+        compile_backend=compile_backend or None,
     )
+
+
+_STATE_FIELDS = tuple(f.name for f in dataclasses.fields(TrackedState))
+
+
+def _state_shapes(n: int) -> tuple[tuple[int, ...], ...]:
+    """Shapes of the :class:`TrackedState` fields for ``n`` rows (29 joints, 14 bodies)."""
+    return ((n, 29), (n, 29), (n, 14, 3), (n, 14, 4), (n, 14, 3), (n, 14, 3))

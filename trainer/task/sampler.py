@@ -86,8 +86,20 @@ class AdaptiveSampler:
 
         Consumes exactly ``2·num`` uniform numbers from ``generator`` (fixed per call).
         """
+        return self.frames_from(*self.draw(num, generator))
+
+    def draw(self, num: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """The ``2·num`` uniforms :meth:`sample` consumes, ``(u_bin, u_frac)`` [num] each.
+
+        Split from :meth:`frames_from` so a compiled caller can keep the generator draw eager
+        (``torch.compile`` does not trace ``generator=``) and fuse the rest.
+        """
         u_bin = torch.rand(num, generator=generator, device=self.device)
         u_frac = torch.rand(num, generator=generator, device=self.device)
+        return u_bin, u_frac
+
+    def frames_from(self, u_bin: Tensor, u_frac: Tensor) -> Tensor:
+        """Start frames for the uniforms of :meth:`draw` (inverse-CDF bin, uniform in bin)."""
         cdf = torch.cumsum(self.probabilities(), 0)
         bins = torch.searchsorted(cdf, (u_bin * cdf[-1]).unsqueeze(-1), right=True).squeeze(-1)
         bins = bins.clamp(max=self.num_bins - 1)

@@ -262,8 +262,8 @@ def test_staged_mjwarp_step_resets_done_rows_inside_step_with_fixed_draws(g1_mod
 def _gpu_pair(g1_model, g1_clip, num_envs: int):
     kw = {"sim_backend": "mjwarp", "num_envs": num_envs, "device": "cuda", "seed": 11}
     kw.update(motion=g1_clip, model=g1_model)
-    eager = make_env(G1TrackingCfg(), cuda_graph=False, **kw)
-    graphed = make_env(G1TrackingCfg(), **kw)
+    eager = make_env(G1TrackingCfg(), cuda_graph=False, compile_backend=None, **kw)
+    graphed = make_env(G1TrackingCfg(), compile_backend=None, **kw)  # graphs alone
     return eager, graphed
 
 
