@@ -14,16 +14,19 @@ reset of the *scheduled* rows (``row % stride == iter % stride``, stride 16 if N
 plus the rows at their clip end. Terminated rows are **not** reset (random actions would make
 the probe reset-bound), and an empty reset is a no-op.
 
-Two drivers, one set of phases, each bounded by ``torch.cuda.synchronize()`` on CUDA
-(iteration = the whole step):
+Two drivers, one set of phases; the iteration (the whole step) is bounded by
+``torch.cuda.synchronize()`` at both ends:
 
 * staged backends (``mjwarp``): :func:`staged_probe_iteration` runs the env's own
   :meth:`~trainer.task.g1_tracking.G1TrackingEnv.step_phases`, the CUDA graphs (and compiled
   arithmetic) training replays, one phase at a time; only ``select`` is the probe's own
   (scheduled | clip-end rows written into ``env.reset_mask``). The reset is then the masked
-  fixed-work update training runs, so it costs the same with any number of rows.
+  fixed-work update training runs, so it costs the same with any number of rows. Phase
+  boundaries are CUDA events on the step stream (``phase_timing: cuda_events``), so the phases
+  run back to back as in training.
 * ``mujoco``: :func:`probe_iteration` calls the eager step pieces and ``env.reset_rows``
-  (which skips an empty mask).
+  (which skips an empty mask); every phase boundary is a synchronized host timestamp
+  (``phase_timing: host_synchronized``).
 
 The phases:
 
@@ -191,8 +194,8 @@ class PhaseClock:
     def __init__(self, device: Any) -> None:
         import torch
 
-        cuda = getattr(device, "type", str(device)) == "cuda"
-        self._sync: Callable[[], None] = torch.cuda.synchronize if cuda else (lambda: None)
+        self.cuda = getattr(device, "type", str(device)) == "cuda"
+        self._sync: Callable[[], None] = torch.cuda.synchronize if self.cuda else (lambda: None)
 
     def now(self) -> float:
         self._sync()
@@ -292,8 +295,13 @@ _STAGED_GROUPS = (
 def staged_probe_iteration(
     env: Any, actions: Any, scheduled: Any, clock: PhaseClock
 ) -> tuple[dict[str, float], Any, Any]:
-    """One measured iteration on a staged backend: the env's step phases one at a time, with
-    the probe's reset rows (``scheduled | clip_end``) in place of the done rows.
+    """One measured iteration on a staged backend: the env's step phases in order, with the
+    probe's reset rows (``scheduled | clip_end``) in place of the done rows.
+
+    The iteration is synchronized at both ends (host clock). On CUDA the phase boundaries are
+    CUDA events on the step stream, not host syncs, so the phases run back to back as in
+    training (CONTRACTS §10: "total_iteration_synchronized; phase_boundaries_may_be_stream_
+    ordered"); elsewhere they are host timestamps.
 
     Returns:
         ``(phase milliseconds, reset mask [N], clip-end rows [N])``; both tensors are the env's
@@ -303,19 +311,31 @@ def staged_probe_iteration(
 
     runs = dict(env.step_phases())
     runs["select"] = lambda: torch.bitwise_or(scheduled, env.clip_end, out=env.reset_mask)
-    seconds: dict[str, float] = {}
-    t0 = start = clock.now()
+    mark = _event_mark if clock.cuda else (lambda: time.perf_counter())
+    t0 = clock.now()
     env.stage_actions(actions)
     with env.phase_stream():
-        for name, group in _STAGED_GROUPS:
+        marks = [mark()]
+        for _, group in _STAGED_GROUPS:
             for phase in group:
                 runs[phase]()
-            now = clock.now()
-            seconds[name] = now - start
-            start = now
-    seconds["iteration_ms"] = start - t0
-    ms = {name: value * 1000.0 for name, value in seconds.items()}
+            marks.append(mark())
+    t1 = clock.now()
+    if clock.cuda:
+        spans = [a.elapsed_time(b) for a, b in zip(marks, marks[1:], strict=False)]
+    else:
+        spans = [1000.0 * (b - a) for a, b in zip(marks, marks[1:], strict=False)]
+    ms = {name: span for (name, _), span in zip(_STAGED_GROUPS, spans, strict=True)}
+    ms["iteration_ms"] = 1000.0 * (t1 - t0)
     return ms, env.reset_mask, env.clip_end
+
+
+def _event_mark() -> Any:
+    import torch
+
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()  # on the current (step) stream
+    return event
 
 
 # ----------------------------------------------------------------------------- the probe
@@ -480,6 +500,7 @@ def run_backend_probe(
         "failure_reason": None,
         "tensor_execution": "device_resident" if backend == "mjwarp" else "host_bridge",
         "step_driver": "env_step_phases" if env.staged else "eager_step_pieces",
+        "phase_timing": "cuda_events" if env.staged and clock.cuda else "host_synchronized",
         "device": str(device),
         "num_envs": num_envs,
         "physics_substeps_per_control_step": int(be.decimation),

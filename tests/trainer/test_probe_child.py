@@ -223,4 +223,4 @@ def test_staged_probe_iteration_runs_the_env_phases_with_the_probe_reset_rows(
     assert env.episode_step.tolist() == [0, 0, before[2] + 1, before[3] + 1]
     assert set(ms) == set(probe.PHASES) and all(v >= 0.0 for v in ms.values())
     parts = sum(v for k, v in ms.items() if k != "iteration_ms")
-    assert ms["iteration_ms"] == pytest.approx(parts)
+    assert ms["iteration_ms"] >= parts  # host-timed phases inside the synchronized iteration

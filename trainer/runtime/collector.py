@@ -207,7 +207,14 @@ class Collector:
 
     def build_env(self) -> None:
         spec = self.spec
+        start = time.perf_counter()
         self.env = spec.env_factory(**spec.env_kwargs)
+        parts = getattr(self.env, "setup_seconds", {})
+        logger.info(
+            "env built in %.1f s (%s)",
+            time.perf_counter() - start,
+            ", ".join(f"{k} {v:.1f} s" for k, v in parts.items()),
+        )
         diagnostics = _backend_diagnostics(self.env)
         self.block.write_text(
             json.dumps({"backend_diagnostics": diagnostics, "cuda_graph": _env_graph(self.env)})

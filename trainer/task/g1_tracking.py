@@ -54,6 +54,7 @@ import dataclasses
 import gc
 import logging
 import math
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -332,8 +333,14 @@ class G1TrackingEnv:
         self._fns: dict[str, Callable] = {}
         self._use_eager_functions()
         self.reset_all()
+        self.setup_seconds: dict[str, float] = {}
+        """Wall seconds of the slow construction steps (``task_compile``, ``task_graph_capture``;
+        ``make_env`` adds ``scene``, ``motion`` and ``backend``): where startup time goes."""
+        t0 = time.perf_counter()
         self._compile_entry = self._setup_compile(compile_backend)
+        t1 = time.perf_counter()
         self._graph_entry = self._setup_cuda_graphs(cuda_graph)
+        self.setup_seconds.update(task_compile=t1 - t0, task_graph_capture=time.perf_counter() - t1)
         if self._compile_entry.enabled and self._capture_failed:
             # Compiling was fine but capture failed: retry the capture without compile
             # (an inductor kernel that cannot be captured must not cost the graphs).
@@ -907,24 +914,28 @@ def make_env(
             ``task_cfg.torch_compile`` is set and ``device`` is CUDA; a backend name forces
             that backend; ``None``/``False`` steps eagerly.
     """
+    t0 = time.perf_counter()
     model = build_g1_model(task_cfg.scene) if model is None else model
+    t1 = time.perf_counter()
     if motion is None:
         from trainer.task.motion import load_motion, resolve_motion
 
         resolved = resolve_motion(task_cfg.motion_file, hub_repo=task_cfg.hub_repo)
         motion = load_motion(resolved.path, model)
+    t2 = time.perf_counter()
     options = {"decimation": task_cfg.scene.decimation}
     if sim_backend == "mjwarp":
         options.update(nconmax=task_cfg.scene.nconmax, njmax=task_cfg.scene.njmax)
     options.update(backend_options or {})
     backend = make_backend(sim_backend, model, num_envs, device, **options)
+    t3 = time.perf_counter()
     if not math.isclose(model.opt.timestep * backend.decimation, task_cfg.ctrl_dt):
         msg = f"model timestep {model.opt.timestep} x decimation != ctrl_dt {task_cfg.ctrl_dt}"
         raise ValueError(msg)
     if compile_backend is True:
         on_cuda = torch.device(device).type == "cuda"
         compile_backend = "inductor" if task_cfg.torch_compile and on_cuda else None
-    return G1TrackingEnv(
+    env = G1TrackingEnv(
         task_cfg,
         backend,
         model,
@@ -934,6 +945,8 @@ def make_env(
         static_outputs=static_outputs,
         compile_backend=compile_backend or None,
     )
+    env.setup_seconds.update(scene=t1 - t0, motion=t2 - t1, backend=t3 - t2)
+    return env
 
 
 _STATE_FIELDS = tuple(f.name for f in dataclasses.fields(TrackedState))
