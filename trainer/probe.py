@@ -51,6 +51,7 @@ On ``mujoco`` the split of ``reset_rows`` is observed by wrapping the backend in
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import sys
@@ -322,9 +323,9 @@ def staged_probe_iteration(
             marks.append(mark())
     t1 = clock.now()
     if clock.cuda:
-        spans = [a.elapsed_time(b) for a, b in zip(marks, marks[1:], strict=False)]
+        spans = [a.elapsed_time(b) for a, b in itertools.pairwise(marks)]
     else:
-        spans = [1000.0 * (b - a) for a, b in zip(marks, marks[1:], strict=False)]
+        spans = [1000.0 * (b - a) for a, b in itertools.pairwise(marks)]
     ms = {name: span for (name, _), span in zip(_STAGED_GROUPS, spans, strict=True)}
     ms["iteration_ms"] = 1000.0 * (t1 - t0)
     return ms, env.reset_mask, env.clip_end
