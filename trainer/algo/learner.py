@@ -224,10 +224,7 @@ class FlashSacLearner:
             )
         self._act_obs.copy_(obs, non_blocking=True)
         self._act_done.copy_(done, non_blocking=True)
-        if self._act_graph is None and self._act_graph_status.disable_reason is None:
-            self._act_graph = self._capture(
-                self._act_body, self.exploration.tensors(), self._act_graph_status
-            )
+        self._ensure_act_graph()
         if self._act_graph is not None:
             self._act_graph.replay()
         else:
@@ -273,10 +270,7 @@ class FlashSacLearner:
         """One iteration's updates (§6); returns device scalars keyed by ``METRIC_NAMES``."""
         self.replay.sample_into(self._batch)
         self._noise.normal_()
-        if self._graph is None and self._graph_status.disable_reason is None:
-            self._graph = self._capture(self._cycle_body, self._cycle_state(), self._graph_status)
-            if self._graph is not None and self._compile_status.enabled:
-                self._release_compile_workers()
+        self._ensure_cycle_graph()
         if self._graph is not None:
             self._graph.replay()
         else:
@@ -286,6 +280,33 @@ class FlashSacLearner:
         values = self._metrics.clone()
         names = METRIC_NAMES if self.cfg.normalize_reward else METRIC_NAMES[:-1]
         return {name: values[i] for i, name in enumerate(names)}
+
+    def capture_graphs(self) -> None:
+        """Compile and capture ``act()`` and the update cycle now, before any data exists.
+
+        Both graphs read only static buffers (observations, batch, noise), and capture restores
+        every tensor the warm-up calls touched, so capturing on the zero buffers equals
+        capturing at the first call. The runtime calls this while the collector builds its env,
+        so the two slow startups overlap instead of adding up. Without CUDA graphs (CPU, or
+        ``algo.use_cuda_graph=false``) it does nothing; ``act``/``update_cycle`` still capture
+        lazily if it was never called.
+        """
+        self._ensure_act_graph()
+        self._ensure_cycle_graph()
+
+    def _ensure_act_graph(self) -> None:
+        if self._act_graph is None and self._act_graph_status.disable_reason is None:
+            self._act_graph = self._capture(
+                self._act_body, self.exploration.tensors(), self._act_graph_status
+            )
+
+    def _ensure_cycle_graph(self) -> None:
+        # After act: the act graph compiles the eval-mode actor, so releasing inductor's
+        # workers once the cycle is captured leaves nothing that would restart them.
+        if self._graph is None and self._graph_status.disable_reason is None:
+            self._graph = self._capture(self._cycle_body, self._cycle_state(), self._graph_status)
+            if self._graph is not None and self._compile_status.enabled:
+                self._release_compile_workers()
 
     def _capture(
         self, body: Callable[[], None], state: list[Tensor], status: cuda_graphs.GraphStatus

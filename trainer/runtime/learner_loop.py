@@ -330,6 +330,10 @@ class LearnerRuntime:
         )
         tr.enter("startup/collector_start")
         self._spawn_collector()
+        # Compile and capture the learner's graphs while the collector builds its env.
+        capture = getattr(self.learner, "capture_graphs", None)
+        if capture is not None:
+            capture()
         self.waiter.wait(
             lambda: bool(self.block.ints[Word.COLLECTOR_READY]), "the collector to build its env"
         )

@@ -207,3 +207,59 @@ def test_config_is_validated_by_the_learner() -> None:
     with pytest.raises(ValueError, match="algo.n_step=3"):
         make_learner(n_step=3)
     assert dataclasses.replace(make_cfg(), use_cuda_graph=False).use_cuda_graph is False
+
+
+def test_capture_graphs_is_a_no_op_without_cuda_graphs() -> None:
+    learner = make_learner()
+    learner.capture_graphs()
+    diag = learner.cuda_graph_diagnostics()
+    assert learner._graph is None and learner._act_graph is None
+    assert diag["enabled"] is False and "not CUDA" in diag["disable_reason"]
+
+
+def test_capture_graphs_captures_act_then_the_cycle_then_releases_compile_workers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The runtime captures at startup (overlapping the collector's env build): the act graph
+    first, because it compiles the eval-mode actor, then the cycle, then the worker release."""
+    from trainer import cuda_graphs
+
+    learner = make_learner()
+    learner._graph_status.disable_reason = None
+    learner._act_graph_status.disable_reason = None
+    learner._compile_status.enabled = True
+    calls: list[str] = []
+
+    def fake_capture(body, state, status):
+        calls.append(body.__name__)
+        return object()
+
+    monkeypatch.setattr(learner, "_capture", fake_capture)
+    monkeypatch.setattr(cuda_graphs, "release_compile_workers", lambda: calls.append("release"))
+    learner.capture_graphs()
+    learner.capture_graphs()  # captured once
+    assert calls == ["_act_body", "_cycle_body", "release"]
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_graphs_captured_before_any_data_match_graphs_captured_at_first_use() -> None:
+    results = []
+    for early in (False, True):
+        learner = make_learner(
+            "cuda", batch_size=256, num_envs=64, replay_buffer_n=64,
+            actor_hidden_dim=128, critic_hidden_dim=256, num_atoms=101,
+        )  # fmt: skip
+        if early:
+            learner.capture_graphs()  # zero buffers, empty replay
+            assert learner._graph is not None and learner._act_graph is not None
+        fill(learner, 8)
+        torch.manual_seed(5)
+        obs = torch.randn(64, OBS, device="cuda")
+        action = learner.act(obs, torch.zeros(64, dtype=torch.bool, device="cuda"))
+        results.append((action, [run_cycle(learner, 3 + i) for i in range(3)]))
+    (a0, c0), (a1, c1) = results
+    torch.testing.assert_close(a1, a0)
+    for lazy, early in zip(c0, c1, strict=True):
+        for key in lazy:
+            assert early[key] == pytest.approx(lazy[key], rel=1e-2, abs=1e-3), key
