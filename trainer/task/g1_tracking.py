@@ -765,7 +765,7 @@ class G1TrackingEnv:
 
     # ------------------------------------------------------------------ CUDA graphs
     def _setup_cuda_graphs(self, requested: bool) -> DiagnosticEntry:
-        """Warm up, capture phases A/B/C and restore the post-``reset_all`` state."""
+        """Warm up, capture one graph per torch phase and restore the post-``reset_all`` state."""
         if not requested:
             return DiagnosticEntry(False, False, "cuda_graph=False was requested")
         if self.device.type != "cuda":

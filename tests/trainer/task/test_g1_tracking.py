@@ -231,7 +231,7 @@ def _warp_cpu_env(g1_model, g1_clip, num_envs: int, **kwargs) -> G1TrackingEnv:
 
 @pytest.mark.slow
 def test_staged_mjwarp_step_resets_done_rows_inside_step_with_fixed_draws(g1_model, g1_clip):
-    """The graph phases (A, Warp step, B, Warp reset, C) run eagerly on Warp's CPU device."""
+    """The step phases (actions, Warp step, ..., Warp reset, finish) run eagerly on Warp's CPU device."""
     env = _warp_cpu_env(g1_model, g1_clip, 4)
     entry = env.diagnostics()["diagnostics"]["task_cuda_graph"]
     assert entry == {
@@ -306,7 +306,7 @@ def test_cuda_graph_step_matches_eager_and_never_syncs(g1_model, g1_clip):
     n0 = res_g[2].obs[:, noisy] - res_g[2].critic_obs[:, noisy]
     n1 = res_g[3].obs[:, noisy] - res_g[3].critic_obs[:, noisy]
     assert not torch.allclose(n0, n1)
-    # Reset targets drawn inside graph B equal the eager draws (same frames, same noise).
+    # Reset targets drawn inside the stage_reset graph equal the eager draws (same frames, same noise).
     assert torch.equal(graphed.frame, eager.frame)
     assert torch.allclose(graphed.backend.qpos, eager.backend.qpos, atol=2e-2)
     graphed.check_health()
