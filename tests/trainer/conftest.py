@@ -1,4 +1,5 @@
-"""Shared trainer fixtures: the G1 model, the synthetic clip and a CPU MuJoCo env factory."""
+"""Shared trainer fixtures: the G1 model, the synthetic clip and env factories on the CPU MuJoCo
+backend and on MJWarp over Warp's CPU device."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable
 import mujoco
 import numpy as np
 import pytest
+import torch
 
 from trainer.sim.scene import SceneCfg, build_g1_model
 from trainer.task.config import G1TrackingCfg
@@ -58,5 +60,23 @@ def make_g1_env(g1_model, g1_clip) -> Callable[..., G1TrackingEnv]:
             backend_options={"num_threads": num_threads},
             static_outputs=static_outputs,
         )
+
+    return factory
+
+
+@pytest.fixture
+def make_warp_cpu_env(g1_model, g1_clip) -> Callable[..., G1TrackingEnv]:
+    """Factory of G1 envs on MJWarp over Warp's CPU device (a staged backend without CUDA).
+
+    ``make_warp_cpu_env(num_envs, seed=1, **env_kwargs)``; skips without mujoco_warp.
+    """
+    pytest.importorskip("mujoco_warp")
+    from trainer.sim.mjwarp import MjWarpBackend
+
+    def factory(num_envs: int, seed: int = 1, **kwargs) -> G1TrackingEnv:
+        backend = MjWarpBackend(
+            g1_model, num_envs, torch.device("cpu"), warp_device="cpu", _allow_cpu_for_tests=True
+        )
+        return G1TrackingEnv(G1TrackingCfg(), backend, g1_model, g1_clip, seed=seed, **kwargs)
 
     return factory

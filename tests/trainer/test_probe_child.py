@@ -198,19 +198,11 @@ def test_child_in_acceptance_mode_refuses_profiler_env(tmp_path, monkeypatch, ca
 
 @pytest.mark.slow
 def test_staged_probe_iteration_runs_the_env_phases_with_the_probe_reset_rows(
-    g1_model, g1_clip
+    make_warp_cpu_env, g1_clip
 ) -> None:
     """On a staged backend (MJWarp on Warp's CPU device) the probe replays the env's own step
     phases; its ``select`` resets the scheduled and clip-end rows, not the terminated ones."""
-    pytest.importorskip("mujoco_warp")
-    from trainer.sim.mjwarp import MjWarpBackend
-    from trainer.task.config import G1TrackingCfg
-    from trainer.task.g1_tracking import G1TrackingEnv
-
-    backend = MjWarpBackend(
-        g1_model, NUM_ENVS, torch.device("cpu"), warp_device="cpu", _allow_cpu_for_tests=True
-    )
-    env = G1TrackingEnv(G1TrackingCfg(), backend, g1_model, g1_clip, seed=probe.SEED)
+    env = make_warp_cpu_env(NUM_ENVS, seed=probe.SEED)
     assert env.staged
     env.frame[1] = int(g1_clip.clip_ends[0]) - 1  # clip end this step
     env.episode_step[2] = env.max_episode_steps - 1  # times out this step: done, not reset

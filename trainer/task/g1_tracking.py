@@ -112,7 +112,6 @@ STEP_PHASES = (
     "finish",
 )
 """The phases of one control step on a staged backend, in order (module docstring)."""
-_BACKEND_PHASES = ("physics_step", "physics_reset")
 _COMPILED = ("actions", "exchange", "update", "prepare", "finish")
 """Functions ``compile_backend`` compiles (``_<name>_core`` methods)."""
 
@@ -329,6 +328,7 @@ class G1TrackingEnv:
         self._out_buf = torch.zeros(nbytes, dtype=torch.uint8, device=dev)
         self._out = self._views(self._out_buf)
         self._graphs: dict[str, torch.cuda.CUDAGraph] | None = None
+        self._step_runs = self._build_step_runs()
         self._capture_failed = False
         self._fns: dict[str, Callable] = {}
         self._use_eager_functions()
@@ -686,12 +686,19 @@ class G1TrackingEnv:
         if not self._staged:
             msg = f"sim backend {self.backend.name!r} has no staged launches; use env.step"
             raise BackendFailure(msg)
+        return list(self._step_runs)
+
+    def _build_step_runs(self) -> tuple[tuple[str, Callable[[], None]], ...]:
+        """The ``(name, run)`` pairs of :meth:`step_phases`; rebuilt only when the graphs
+        change, so a step does no per-call lookups (eager phases read ``_fns`` when called)."""
+        if not self._staged:
+            return ()
         b = self.backend
-        torch_phases = self._torch_phases()
+        runs = self._torch_phases()
         if self._graphs is not None:
-            torch_phases = {name: g.replay for name, g in self._graphs.items()}
-        backend_phases = {"physics_step": b.launch_step, "physics_reset": b.launch_reset}
-        return [(name, {**torch_phases, **backend_phases}[name]) for name in STEP_PHASES]
+            runs = {name: g.replay for name, g in self._graphs.items()}
+        runs.update(physics_step=b.launch_step, physics_reset=b.launch_reset)
+        return tuple((name, runs[name]) for name in STEP_PHASES)
 
     @property
     def staged(self) -> bool:
@@ -714,7 +721,7 @@ class G1TrackingEnv:
 
     def _run_staged(self) -> None:
         """One step on a staged backend: graphs when captured, else the same phases eagerly."""
-        for _, run in self.step_phases():
+        for _, run in self._step_runs:
             run()
 
     def step(self, actions: Tensor) -> StepResult:
@@ -789,14 +796,16 @@ class G1TrackingEnv:
             reason = f"torch CUDA graph capture failed: {type(err).__name__}: {err}"
             log.warning("task_cuda_graph disabled, stepping eagerly: %s", reason)
             entry = DiagnosticEntry(True, False, reason)
+        self._step_runs = self._build_step_runs()
         # Warm-up steps moved the state and the generators: start over from the same seed, so
         # a graphed env begins exactly where an eager one does.
-        self.sampler.failures.copy_(failures)
-        self._restart()
+        self._restart(failures)
         return entry
 
-    def _restart(self) -> None:
-        """Reseed both generators and reset every row (after warm-up or compile steps)."""
+    def _restart(self, failures: Tensor) -> None:
+        """Restore the sampler statistics ``failures``, reseed both generators and reset every
+        row (after warm-up or compile steps)."""
+        self.sampler.failures.copy_(failures)
         self._nonfinite_action_rows.zero_()
         self.reset_generator.manual_seed(self.seed)
         self.obs_generator.manual_seed(self.seed + 1)
@@ -828,8 +837,7 @@ class G1TrackingEnv:
             reason = f"torch.compile({backend}) failed: {type(err).__name__}: {err}"[:300]
             log.warning("task_compile disabled, running the phases eagerly: %s", reason)
             entry = DiagnosticEntry(True, False, reason)
-        self.sampler.failures.copy_(failures)
-        self._restart()
+        self._restart(failures)
         return entry
 
     @property

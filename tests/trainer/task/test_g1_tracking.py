@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from trainer.task.config import REWARD_TERM_NAMES, G1TrackingCfg
-from trainer.task.g1_tracking import G1TrackingEnv, make_env
+from trainer.task.g1_tracking import make_env
 from trainer.task.math import quat_apply_inverse
 
 NUM_ENVS = 4
@@ -219,20 +219,10 @@ def test_static_outputs_are_views_of_one_buffer_and_copies_by_default(make_g1_en
     assert static.task_cuda_graph.enabled is False
 
 
-def _warp_cpu_env(g1_model, g1_clip, num_envs: int, **kwargs) -> G1TrackingEnv:
-    pytest.importorskip("mujoco_warp")
-    from trainer.sim.mjwarp import MjWarpBackend
-
-    backend = MjWarpBackend(
-        g1_model, num_envs, torch.device("cpu"), warp_device="cpu", _allow_cpu_for_tests=True
-    )
-    return G1TrackingEnv(G1TrackingCfg(), backend, g1_model, g1_clip, seed=1, **kwargs)
-
-
 @pytest.mark.slow
-def test_staged_mjwarp_step_resets_done_rows_inside_step_with_fixed_draws(g1_model, g1_clip):
+def test_staged_mjwarp_step_resets_done_rows_inside_step_with_fixed_draws(make_warp_cpu_env):
     """The step phases (actions, Warp step, ..., Warp reset, finish) run eagerly on Warp's CPU device."""
-    env = _warp_cpu_env(g1_model, g1_clip, 4)
+    env = make_warp_cpu_env(4)
     entry = env.diagnostics()["diagnostics"]["task_cuda_graph"]
     assert entry == {
         "requested": True,

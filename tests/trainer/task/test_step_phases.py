@@ -86,23 +86,13 @@ def test_step_phases_need_a_staged_backend(g1_model, g1_clip):
         env.step_phases()
 
 
-def _warp_cpu_env(g1_model, g1_clip, num_envs: int, **kwargs) -> G1TrackingEnv:
-    pytest.importorskip("mujoco_warp")
-    from trainer.sim.mjwarp import MjWarpBackend
-
-    backend = MjWarpBackend(
-        g1_model, num_envs, torch.device("cpu"), warp_device="cpu", _allow_cpu_for_tests=True
-    )
-    return G1TrackingEnv(G1TrackingCfg(), backend, g1_model, g1_clip, seed=1, **kwargs)
-
-
 @pytest.mark.slow
-def test_phases_run_one_by_one_equal_step_and_select_can_be_replaced(g1_model, g1_clip):
+def test_phases_run_one_by_one_equal_step_and_select_can_be_replaced(make_warp_cpu_env):
     """The probe's use: run the phases by name; a replaced ``select`` resets exactly the rows
     it writes into ``reset_mask`` (here row 1 only, while row 0 times out and is kept)."""
     n = 3
-    stepped = _warp_cpu_env(g1_model, g1_clip, n)
-    phased = _warp_cpu_env(g1_model, g1_clip, n, compile_backend="aot_eager")
+    stepped = make_warp_cpu_env(n)
+    phased = make_warp_cpu_env(n, compile_backend="aot_eager")
     assert phased.task_compile.enabled, phased.task_compile.disable_reason
     assert [name for name, _ in phased.step_phases()] == list(STEP_PHASES)
     acts = _actions(n, 2)
