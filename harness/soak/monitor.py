@@ -363,6 +363,10 @@ class SoakMonitor:
         soak_id = "0" * 32
         t_launch = time.monotonic()
         tree: ProcessTreeSampler | None = None
+        # Children this process had before the launch (an embedding program's own helpers,
+        # e.g. multiprocessing's resource tracker) are not the trainer's: neither sampled
+        # nor residue.
+        helper_pids.update(descendants(os.getpid()))
         try:
             try:
                 trainer = launch_mod.launch_trainer(self.command, self.log_dir)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -228,3 +229,25 @@ def test_monitor_exception_terminates_the_trainer_and_is_a_monitor_failure(
     assert art["failure_reason"].startswith("soak monitor failed: RuntimeError: disk vanished")
     assert art["monitor"]["termination"] == ["SIGTERM"] and art["returncode"] == -15
     assert validate(load_strict(tmp_path / "a.json"), "soak_artifact.0.3.0.json") == []
+
+
+def test_children_the_monitor_had_before_the_launch_are_not_residue(tmp_path: Path) -> None:
+    # An embedding program's own helper (here a sleeper; in pytest, multiprocessing's
+    # resource tracker) is not something the trainer left behind.
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        run = tmp_path / "run"
+        result = run_soak(
+            [sys.executable, "-c", ENV_REPORTER, str(run)],
+            log_dir=run,
+            output=tmp_path / "a.json",
+            cfg=FAST,
+            status_stream=None,
+        )
+        art = result.artifact
+        assert art["post_shutdown"]["residual_processes"] == []
+        assert art["failure_classification"] == "missing_run_summary"
+        assert helper.poll() is None, "the monitor must leave processes it did not launch alone"
+    finally:
+        helper.kill()
+        helper.wait()
