@@ -11,6 +11,7 @@ Failures never pass silently: ``GraphStatus`` records whether a graph runs and w
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -60,7 +61,9 @@ def capture_graph(
         fn: the body; it reads and writes only long-lived tensors (static inputs, module
             state, static outputs). Temporaries come from the graph's private pool.
         state: every tensor ``fn`` mutates (parameters, buffers, optimizer state, counters);
-            each is restored after warm-up so the warm-up calls leave no trace.
+            each is restored after warm-up so the warm-up calls leave no trace. The default
+            CUDA generator is restored too, so the first replay draws what an eager first
+            call would have drawn, wherever the capture happens.
         warmup_calls: eager calls before capture.
         pool: optional memory pool handle shared with another graph.
 
@@ -68,6 +71,7 @@ def capture_graph(
         RuntimeError: capture failed; ``state`` has been restored, the eager path stays valid.
     """
     saved = [t.detach().clone() for t in state]
+    rng = torch.cuda.get_rng_state()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     try:
@@ -76,34 +80,60 @@ def capture_graph(
                 fn()
         torch.cuda.current_stream().wait_stream(side)
         _restore(state, saved)
+        torch.cuda.set_rng_state(rng)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=pool):
             fn()
     except Exception:
         torch.cuda.synchronize()
         _restore(state, saved)
+        torch.cuda.set_rng_state(rng)
         raise
     torch.cuda.synchronize()
     _restore(state, saved)  # capture does not run kernels, but keep the contract explicit
     return graph
 
 
-def release_compile_workers() -> bool:
-    """Shut inductor's compile-worker pool down once everything compiled is captured; True
-    when it was shut down.
+class WorkerRelease:
+    """Inductor's compile-worker pool being shut down on a daemon thread.
+
+    Shutting the pool down waits for its worker processes to exit (seconds, longer while
+    they are still starting); nothing needs to wait for that, so it runs beside training.
+    """
+
+    def __init__(self) -> None:
+        self.ok: bool | None = None
+        self._thread = threading.Thread(
+            target=self._run, name="compile-worker-release", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            from torch._inductor import async_compile
+
+            async_compile.shutdown_compile_workers()
+        except Exception as err:  # noqa: BLE001 - hygiene only; never fail training for it
+            log.warning("could not shut down inductor compile workers: %r", err)
+            self.ok = False
+            return
+        self.ok = True
+
+    def result(self, timeout: float | None = None) -> bool | None:
+        """True once shut down, False if that failed, None while still running."""
+        self._thread.join(timeout)
+        return self.ok
+
+
+def release_compile_workers() -> WorkerRelease:
+    """Start shutting inductor's compile-worker pool down once everything compiled is
+    captured.
 
     The pool (one subprocess per core, ~900 pipe FDs and GBs of RSS on an H200 host) would
     otherwise live for the whole run and dominate what a soak sees; captured graphs need no
     further compilation, and inductor recreates the pool if it ever compiles again.
     """
-    try:
-        from torch._inductor import async_compile
-
-        async_compile.shutdown_compile_workers()
-    except Exception as err:  # noqa: BLE001 - hygiene only; never fail training for it
-        log.warning("could not shut down inductor compile workers: %r", err)
-        return False
-    return True
+    return WorkerRelease()
 
 
 def _restore(state: Sequence[Tensor], saved: Sequence[Tensor]) -> None:

@@ -43,6 +43,7 @@ METRIC_NAMES: tuple[str, ...] = (
 
 _ACTOR, _CRITIC, _TEMP = 0, 1, 2
 _ADAM_BETAS = (0.9, 0.999)
+WORKER_RELEASE_WAIT_S = 30.0  # the manifest waits this long for the pool's shutdown
 _ADAM_EPS = 1e-8
 
 
@@ -168,7 +169,7 @@ class FlashSacLearner:
         self._act_graph: torch.cuda.CUDAGraph | None = None
         self._compile_status = cuda_graphs.GraphStatus(requested=cfg.use_compile)
         self._td_target: Callable[..., Tensor] = _td_target
-        self._compile_workers_released: bool | None = None  # set once the cycle is captured
+        self._worker_release: cuda_graphs.WorkerRelease | None = None  # once captured
         self._setup_compile()
 
     # ----------------------------------------------------------------- construction helpers
@@ -326,7 +327,7 @@ class FlashSacLearner:
         return graph
 
     def _release_compile_workers(self) -> None:
-        self._compile_workers_released = cuda_graphs.release_compile_workers()
+        self._worker_release = cuda_graphs.release_compile_workers()
 
     def _disable_compile(self, reason: str) -> None:
         self._compile_status.enabled = False
@@ -476,7 +477,11 @@ class FlashSacLearner:
         out["act_graph"] = self._act_graph_status.as_dict()
         out["compile"] = {
             **self._compile_status.as_dict(),
-            "workers_released": self._compile_workers_released,
+            "workers_released": (
+                self._worker_release.result(timeout=WORKER_RELEASE_WAIT_S)
+                if self._worker_release is not None
+                else None
+            ),
         }
         out["precision"] = self.precision
         out["tf32_matmul"] = self.tf32_matmul

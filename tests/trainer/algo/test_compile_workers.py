@@ -1,4 +1,4 @@
-"""Inductor's compile-worker pool is shut down once the update cycle is captured."""
+"""Inductor's compile-worker pool is shut down (on a thread) once the update cycle is captured."""
 
 from __future__ import annotations
 
@@ -40,3 +40,17 @@ def test_a_failing_release_is_recorded_not_raised(monkeypatch: pytest.MonkeyPatc
     learner = _learner()
     learner._release_compile_workers()
     assert learner.cuda_graph_diagnostics()["compile"]["workers_released"] is False
+
+
+def test_release_runs_beside_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Shutting the pool down waits for its workers to exit: the caller must not.
+    import threading
+
+    from trainer import cuda_graphs
+
+    gate = threading.Event()
+    monkeypatch.setattr(async_compile, "shutdown_compile_workers", lambda: gate.wait(30))
+    release = cuda_graphs.release_compile_workers()
+    assert release.result(timeout=0.05) is None  # still shutting down, caller already back
+    gate.set()
+    assert release.result(timeout=30) is True
