@@ -1,8 +1,11 @@
 """The collector process: owns the simulator, steps the G1 env, feeds the learner.
 
-Spawned once by the learner (``torch.multiprocessing`` spawn context) with a
-``CollectorSpec`` that carries the shared control block, inference ring and replay ingress
-(allocated by the learner) and how to build the env. Per tick t (``t < total_ticks``):
+Spawned once by the learner (``torch.multiprocessing`` spawn context) as soon as its CUDA
+preflight passed, with a ``CollectorSpec``: the shared control block and how to build the
+env. It builds the env at once, while the learner constructs its networks and replay
+(the two slow startups overlap, docs/runtime.md "Startup overlap"), then receives the
+``CollectorResources`` (inference ring, replay ingress, tick count) through its spawn pipe
+at the learner's ``startup/collector_start``. Per tick t (``t < total_ticks``):
 
 1. publish the current observations and done flags into ring slot ``t % capacity``;
 2. wait for the learner's actions, copy them out, mark them consumed;
@@ -28,10 +31,13 @@ import math
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import torch
@@ -80,33 +86,79 @@ _BACKEND_PATH_MARKERS = (
 
 @dataclass
 class CollectorSpec:
-    """Everything the collector process needs; pickled into the spawned process.
+    """What the collector needs at spawn; pickled into the spawned process.
 
     Attributes:
+        block: the shared control block (readiness, liveness, errors).
         env_factory: ``make_env``-compatible callable; called as
             ``env_factory(**env_kwargs)`` inside the collector.
-        pack_fn: ``pack_transitions``-compatible callable building [n, 930] rows.
-        total_ticks: W warm-up ticks + max_iterations.
         learner_pid, learner_start_ticks: identity of the learner (death detection).
         torch_threads: intra-op threads of the collector (None keeps torch's default).
     """
 
     block: ControlBlock
-    ring: InferenceRing
-    ingress: ReplayIngress
     env_factory: Callable[..., Any]
     env_kwargs: dict[str, Any]
-    pack_fn: Callable[..., torch.Tensor]
-    num_envs: int
-    total_ticks: int
-    metrics_interval: int
     device: str
     learner_pid: int
     learner_start_ticks: int
     stale_after_s: float = 30.0
     torch_threads: int | None = None
     log_level: int = logging.INFO
-    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CollectorResources:
+    """What the learner hands over at ``startup/collector_start`` (through the spawn pipe).
+
+    Attributes:
+        pack_fn: ``pack_transitions``-compatible callable building [n, 930] rows.
+        total_ticks: W warm-up ticks + the iterations of this run.
+    """
+
+    ring: InferenceRing
+    ingress: ReplayIngress
+    pack_fn: Callable[..., torch.Tensor]
+    num_envs: int
+    total_ticks: int
+    metrics_interval: int
+
+
+class ResourceMailbox:
+    """Receives the learner's one ``CollectorResources`` message on a background thread.
+
+    The thread only reads the bytes, so the learner's ``send`` never blocks on a collector
+    that is still building its env; the main thread unpickles them (opening the CUDA IPC
+    handles) once the env is built, outside any graph capture.
+    """
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._payload: bytes | None = None
+        self._error: BaseException | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._read, name="resource-mailbox", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            self._payload = self._conn.recv_bytes()
+        except (EOFError, OSError) as err:
+            self._error = err
+        self._done.set()
+
+    def arrived(self) -> bool:
+        return self._done.is_set()
+
+    def take(self) -> CollectorResources:
+        """The resources (call once ``arrived()``); PeerDied when the learner hung up."""
+        self._done.wait()
+        if self._payload is None:
+            raise PeerDied(f"the learner closed the resource pipe ({self._error!r})")
+        resources = ForkingPickler.loads(self._payload)
+        self._payload = None
+        self._conn.close()
+        return resources
 
 
 def is_backend_error(err: BaseException) -> bool:
@@ -191,6 +243,9 @@ class Collector:
             stale_after_s=spec.stale_after_s,
         )
         self.env: Any = None
+        self.res: CollectorResources | None = None
+        self.startup_s: dict[str, float] = {}
+        """Collector-side startup milestones (seconds; ``timings.startup.collector``)."""
         self.reward_terms: list[str] = []
         self._timers = dict.fromkeys(REPORT_FIELDS[2:8], 0.0)
         self._env_step_total_s = 0.0
@@ -209,21 +264,35 @@ class Collector:
         spec = self.spec
         start = time.perf_counter()
         self.env = spec.env_factory(**spec.env_kwargs)
-        parts = getattr(self.env, "setup_seconds", {})
+        built = time.perf_counter() - start
+        parts = {k: round(float(v), 3) for k, v in getattr(self.env, "setup_seconds", {}).items()}
         logger.info(
-            "env built in %.1f s (%s)",
-            time.perf_counter() - start,
-            ", ".join(f"{k} {v:.1f} s" for k, v in parts.items()),
+            "env built in %.1f s (%s)", built, ", ".join(f"{k} {v:.1f} s" for k, v in parts.items())
         )
-        diagnostics = _backend_diagnostics(self.env)
-        self.block.write_text(
-            json.dumps({"backend_diagnostics": diagnostics, "cuda_graph": _env_graph(self.env)})
-        )
+        self.startup_s.update(env_build=round(built, 3), env_build_parts=parts)
+
+    def receive_resources(self, mailbox: ResourceMailbox) -> None:
+        """Wait (with liveness checks) for the learner's resources and attach them."""
+        start = time.perf_counter()
+        self.waiter.wait(mailbox.arrived, "the learner's ring and replay ingress")
+        self.res = mailbox.take()
+        self.startup_s["resources_wait"] = round(time.perf_counter() - start, 3)
+
+    def publish_info(self) -> None:
+        """Write the diagnostics and startup milestones the learner's manifest records."""
+        doc = {
+            "backend_diagnostics": _backend_diagnostics(self.env),
+            "cuda_graph": _env_graph(self.env),
+            "startup": self.startup_s,
+        }
+        self.block.write_text(json.dumps(doc))
 
     def run(self) -> None:
-        spec, block, ring, ingress = self.spec, self.block, self.spec.ring, self.spec.ingress
+        res, block = self.res, self.block
+        assert res is not None, "receive_resources() first"
+        ring, ingress = res.ring, res.ingress
         ints = block.ints
-        n = spec.num_envs
+        n = res.num_envs
         obs, critic_obs = self.env.reset_all()
         done = torch.zeros(n, dtype=torch.bool, device=self.device)
         actions = torch.zeros_like(ring.actions[0])
@@ -232,7 +301,7 @@ class Collector:
         block.add(Word.COLLECTOR_PROGRESS)
         rows_per_chunk = ingress.slot_rows
         perf = time.perf_counter
-        for tick in range(spec.total_ticks):
+        for tick in range(res.total_ticks):
             t0 = perf()
             ring.publish_observation(block, tick, obs, critic_obs, done)
             in_flight = tick + 1 - int(ints[Word.CONSUMED_TICK])
@@ -251,7 +320,7 @@ class Collector:
             result = self.env.step(actions)
             t3 = perf()
             slot = tick % ring.capacity
-            rows = spec.pack_fn(
+            rows = res.pack_fn(
                 ring.obs[slot],
                 result.terminal_obs,
                 actions,
@@ -278,7 +347,7 @@ class Collector:
             timers["Perf/collector_replay_write_ms"] += t5 - t4
             self._env_step_total_s += t3 - t2
             self._window_ticks += 1
-            if (tick + 1) % spec.metrics_interval == 0 or tick + 1 == spec.total_ticks:
+            if (tick + 1) % res.metrics_interval == 0 or tick + 1 == res.total_ticks:
                 self.check_backend_health()
                 self.publish_report(tick + 1, episodes)
         block.set(Word.COLLECTOR_DONE, 1)
@@ -421,14 +490,21 @@ def _env_graph(env: Any) -> dict[str, Any] | None:
     return None
 
 
-def collector_main(spec: CollectorSpec) -> None:
-    """Entry point of the spawned collector process."""
+def collector_main(spec: CollectorSpec, conn: Connection, launched_at: float) -> None:
+    """Entry point of the spawned collector process.
+
+    Args:
+        spec: built by the learner right after its CUDA preflight.
+        conn: the receiving end of the spawn pipe; one ``CollectorResources`` arrives on it.
+        launched_at: the learner's ``time.time()`` just before ``Process.start``.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
     logging.basicConfig(
         level=spec.log_level,
         stream=sys.stderr,
         format=f"%(asctime)s collector[{os.getpid()}] %(levelname)s %(message)s",
     )
+    mailbox = ResourceMailbox(conn)
     block = spec.block
     block.set(Word.COLLECTOR_PID, os.getpid())
     collector: Collector | None = None
@@ -438,7 +514,11 @@ def collector_main(spec: CollectorSpec) -> None:
         if spec.device.startswith("cuda"):
             torch.cuda.set_device(torch.device(spec.device))
         collector = Collector(spec)
+        collector.startup_s["process_up"] = round(max(0.0, time.time() - launched_at), 3)
+        logger.info("collector up %.1f s after launch", collector.startup_s["process_up"])
         collector.build_env()
+        collector.receive_resources(mailbox)
+        collector.publish_info()
         collector.run()
         collector.wait_for_stop()
     except (StopRequested, PeerDied) as err:
@@ -449,16 +529,16 @@ def collector_main(spec: CollectorSpec) -> None:
         logger.error("collector failed: %s", "".join(traceback.format_exception(err)))
         block.set(Word.COLLECTOR_STATE, State.FINISHED)
         _close_quietly(collector)
+        _release_shared(collector, spec.device)
         collector = None
-        _release_shared(spec)
         sys.stderr.flush()
         os._exit(1)
     block.set(Word.COLLECTOR_STATE, State.FINISHED)
     _close_quietly(collector)
-    _release_shared(spec)
+    _release_shared(collector, spec.device)
 
 
-def _release_shared(spec: CollectorSpec) -> None:
+def _release_shared(collector: Collector | None, device: str) -> None:
     """Drop our references to the learner's IPC tensors before the interpreter exits.
 
     torch counts CUDA IPC references per block; releasing them here (instead of at
@@ -468,10 +548,10 @@ def _release_shared(spec: CollectorSpec) -> None:
     """
     import gc
 
-    spec.ring = None  # type: ignore[assignment]
-    spec.ingress = None  # type: ignore[assignment]
+    if collector is not None:
+        collector.res = None
     gc.collect()
-    if spec.device.startswith("cuda"):
+    if device.startswith("cuda"):
         torch.cuda.synchronize()
 
 

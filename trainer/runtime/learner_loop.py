@@ -1,9 +1,10 @@
 """The learner process's runtime: ``run_training(ctx) -> exit code``.
 
 The ``train`` process owns the learner (networks, device replay), the logger and the run
-directory writers. It allocates the shared control block, inference ring and replay
-ingress, spawns ONE collector (which builds the env), and runs the tick schedule of
-FLASHSAC.md §6:
+directory writers. Right after its CUDA preflight it spawns ONE collector, which builds the
+env while the learner builds its networks, replay, inference ring and replay ingress; the
+ring, the ingress and the tick count reach the collector at ``startup/collector_start``
+(docs/runtime.md, "Startup overlap"). Then it runs the tick schedule of FLASHSAC.md §6:
 
     tick t:  wait for obs(t) -> act -> publish action(t)      (the collector steps env t)
              commit tick t-1's transitions (already pushed before obs(t))
@@ -17,7 +18,8 @@ the last one the learner commits the last tick, so ``total_env_steps = (W +
 completed_iterations) * N`` and every pushed chunk is released.
 
 Resume (``training.resume_from``): ``startup/learner_prepare`` loads the checkpoint, checks
-it against the config and restores the learner before anything is spawned; the run then
+it against the config and restores the learner before the collector gets its resources
+(a failure here terminates the still-building collector); the run then
 covers iterations ``k+1 .. max_iterations`` of the global count with its own warm-up
 (docs/runtime.md, "Resuming").
 
@@ -30,6 +32,7 @@ in which phase and writes a failed summary; the exit code is 0 iff the run compl
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import math
 import os
@@ -41,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
+import psutil
 import torch
 import torch.multiprocessing as mp
 
@@ -61,7 +65,12 @@ from trainer.rundir.summary import (
     write_failed_summary,
     write_summary,
 )
-from trainer.runtime.collector import CollectorSpec, collector_main, read_report
+from trainer.runtime.collector import (
+    CollectorResources,
+    CollectorSpec,
+    collector_main,
+    read_report,
+)
 from trainer.runtime.control import ControlBlock, FailureKind, Word
 from trainer.runtime.inference_ring import InferenceRing
 from trainer.runtime.liveness import STALE_AFTER_S, Waiter
@@ -191,6 +200,9 @@ class LearnerRuntime:
         self.iteration = 0
         self.start_wall = time.time()
         self.start_mono = time.monotonic()
+        self._phase_starts: list[tuple[str, float]] = []
+        self._conn: Any = None  # the learner's end of the collector's spawn pipe
+        self._handed_over = False  # the collector has its ring and ingress
         self.training_start: float | None = None
         self.first_iteration_end: float | None = None
         self.collector_info: dict[str, Any] = {}
@@ -206,6 +218,7 @@ class LearnerRuntime:
 
     # -- helpers ------------------------------------------------------------------------
     def _on_phase(self, phase: str) -> None:
+        self._phase_starts.append((phase, time.monotonic()))
         if self.progress is not None:
             self.progress.write(phase)
 
@@ -294,10 +307,12 @@ class LearnerRuntime:
                 f"learner device {self.device} and collector device {self.collector_device} are different GPUs; "
                 "the runtime needs both on one physical GPU"
             )
+        # The collector builds its env (the slowest startup step) while we build ours.
+        self._launch_collector()
         tr.enter("startup/replay_resources")
         self.learner = self._learner_factory(self.ctx, self.device)
         tr.enter("startup/inference_resources")
-        self.block = ControlBlock.create()
+        assert self.block is not None
         self.ring = InferenceRing(
             capacity=int(self.training.inference_slot_capacity),
             num_envs=self.num_envs,
@@ -329,8 +344,8 @@ class LearnerRuntime:
             stale_after_s=self.stale_after_s,
         )
         tr.enter("startup/collector_start")
-        self._spawn_collector()
-        # Compile and capture the learner's graphs while the collector builds its env.
+        self._hand_over_resources()
+        # Compile and capture the learner's graphs while the collector finishes its env.
         capture = getattr(self.learner, "capture_graphs", None)
         if capture is not None:
             capture()
@@ -403,7 +418,12 @@ class LearnerRuntime:
         }
         logger.info("resumed from %s at iteration %d", path, iteration)
 
-    def _spawn_collector(self) -> None:
+    def _launch_collector(self) -> None:
+        """Create the control block and spawn the collector; it starts building its env.
+
+        The ring and the replay ingress do not exist yet: they follow through the spawn
+        pipe at ``startup/collector_start`` (``_hand_over_resources``).
+        """
         ctx = self.ctx
         env_factory = self._env_factory or _default_env_factory()
         env_kwargs = self._env_kwargs
@@ -418,27 +438,48 @@ class LearnerRuntime:
         me = os.getpid()
         from harness.procfs import start_time_ticks
 
+        self.block = ControlBlock.create()
         spec = CollectorSpec(
             block=self.block,
-            ring=self.ring,
-            ingress=self.ingress,
             env_factory=env_factory,
             env_kwargs=env_kwargs,
-            pack_fn=self._pack_fn or _default_pack_fn(),
-            num_envs=self.num_envs,
-            total_ticks=self.total_ticks,
-            metrics_interval=int(self.training.collector_metrics_interval),
             device=str(self.collector_device),
             learner_pid=me,
             learner_start_ticks=int(start_time_ticks(me) or 0),
             stale_after_s=self.stale_after_s,
         )
         spawn = mp.get_context("spawn")
+        receiver, self._conn = spawn.Pipe(duplex=False)
         self.process = spawn.Process(
-            target=collector_main, args=(spec,), name="g1soak-collector", daemon=False
+            target=collector_main,
+            args=(spec, receiver, time.time()),
+            name="g1soak-collector",
+            daemon=False,
         )
         self.process.start()
+        receiver.close()  # the child holds its own copy
         logger.info("collector started: pid %d", self.process.pid)
+
+    def _hand_over_resources(self) -> None:
+        """Send the ring, the ingress and the tick count down the spawn pipe (never blocks:
+        the collector reads it on a thread)."""
+        assert self.ring is not None and self.ingress is not None
+        resources = CollectorResources(
+            ring=self.ring,
+            ingress=self.ingress,
+            pack_fn=self._pack_fn or _default_pack_fn(),
+            num_envs=self.num_envs,
+            total_ticks=self.total_ticks,
+            metrics_interval=int(self.training.collector_metrics_interval),
+        )
+        try:
+            self._conn.send(resources)
+            self._handed_over = True
+        except OSError as err:  # the collector is gone: say how it ended
+            self._check_collector()
+            raise CollectorFailure(f"could not hand the collector its resources: {err}") from err
+        finally:
+            self._conn.close()
 
     def _read_collector_text(self) -> None:
         import json
@@ -728,6 +769,11 @@ class LearnerRuntime:
         if self.block is not None:
             self.block.set(Word.STOP, 1)
             self.block.set(Word.CLOSED, 1)
+        if not self._handed_over:
+            # Still building its env (it cannot see STOP inside a compile) and holding
+            # nothing of ours but the control block: terminate it now.
+            self._conn.close()
+            proc.terminate()
         proc.join(COLLECTOR_TERM_S)
         if proc.is_alive():
             proc.terminate()
@@ -811,13 +857,38 @@ class LearnerRuntime:
             "learner_cycle_host_ms": self.final.get("cycle_host_ms"),
             "learner_cycle_device_ms": self.final.get("cycle_device_ms"),
             "learner_wait_s_total": self.waiter.wait_s if hasattr(self, "waiter") else None,
-            "startup_to_first_iteration_s": (
-                self.first_iteration_end - self.start_mono
-                if self.first_iteration_end is not None
-                else None
-            ),
+            **self._startup_timings(),
         }
         return out
+
+    def _startup_timings(self) -> dict[str, Any]:
+        """Launch → first iteration and where it went (``timings`` in the manifest).
+
+        Measured from the ``train`` process's own start (``psutil`` create time), so the
+        imports and the config/preflight step before the runtime count too.
+        """
+        launch_to_runtime = max(0.0, self.start_wall - psutil.Process().create_time())
+        phases = {
+            name: round(end - begin, 3)
+            for (name, begin), (_, end) in itertools.pairwise(self._phase_starts)
+            if name.startswith("startup/")
+        }
+        first = self.first_iteration_end
+        return {
+            "startup_to_first_iteration_s": (
+                launch_to_runtime + first - self.start_mono if first is not None else None
+            ),
+            "startup": {
+                "launch_to_runtime_s": round(launch_to_runtime, 3),
+                "phases_s": phases,
+                "first_iteration_after_startup_s": (
+                    round(first - self.training_start, 3)
+                    if first is not None and self.training_start is not None
+                    else None
+                ),
+                "collector": self.collector_info.get("startup"),
+            },
+        }
 
     def completed_summary(self, snap: dict[str, Any]) -> dict[str, Any]:
         ctx = self.ctx

@@ -60,7 +60,16 @@ class FakeEnv:
         hang_at_tick: int | None = None,
         kill_self_at_tick: int | None = None,
         step_sleep_s: float = 0.0,
+        build_sleep_s: float = 0.0,
+        fail_at_build: bool = False,
+        build_marker: str | None = None,
     ) -> None:
+        if build_marker is not None:
+            open(build_marker, "w").close()  # noqa: SIM115 - "the env build has begun"
+        time.sleep(build_sleep_s)  # a slow env build (compile, graph capture)
+        if fail_at_build:
+            raise FakeBackendError("the fake backend could not load its model")
+        self.setup_seconds = {"build": build_sleep_s}
         self.num_envs = num_envs
         self.device = torch.device(device)
         self.backend = FakeBackend()
@@ -159,8 +168,21 @@ class FakeReplay:
 
 class FakeLearner:
     def __init__(
-        self, num_envs: int, device: torch.device, raise_at_iteration: int | None = None
+        self,
+        num_envs: int,
+        device: torch.device,
+        raise_at_iteration: int | None = None,
+        fail_at_build: bool = False,
+        wait_for_file: str | None = None,
     ) -> None:
+        if fail_at_build:
+            raise MemoryError("the fake learner could not allocate its replay")
+        if wait_for_file is not None:  # e.g. the env build's marker: proves the overlap
+            deadline = time.monotonic() + 120
+            while not os.path.exists(wait_for_file):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{wait_for_file} never appeared")
+                time.sleep(0.02)
         self.replay = FakeReplay(num_envs)
         self.device = device
         self.updates = 0

@@ -17,6 +17,7 @@ from harness.jsonio import load_strict, write_json_atomic
 from harness.schemas import validate
 from harness.soak.verdict import judge_run_dir
 from trainer.runtime.learner_loop import run_training
+from trainer.runtime.shutdown import STARTUP_PHASES
 
 pytestmark = pytest.mark.slow
 
@@ -53,6 +54,14 @@ def _children_of_me() -> list[psutil.Process]:
 
 def _shutdown(run_dir: Path) -> dict:
     return load_strict(run_dir / "run_summary.json")["runtime_manifest"]["shutdown"]
+
+
+def _run_failing(ctx, hooks) -> tuple[dict, dict]:
+    """Run a training that must fail; return its schema-valid summary and shutdown record."""
+    assert run_training(ctx, **hooks) == 1
+    summary = load_strict(ctx.run_dir / "run_summary.json")
+    assert validate(summary, "run_summary.v1.json") == []
+    return summary, summary["runtime_manifest"]["shutdown"]
 
 
 def test_completed_run_passes_the_soak_checks(make_ctx):
@@ -102,15 +111,61 @@ def test_completed_run_passes_the_soak_checks(make_ctx):
 def test_learner_exception_is_a_learner_failure(make_ctx):
     ctx = make_ctx()
     _, hooks = _hooks(ctx, learner_box={"raise_at_iteration": 2})
-    assert run_training(ctx, **hooks) == 1
-    summary = load_strict(ctx.run_dir / "run_summary.json")
-    assert validate(summary, "run_summary.v1.json") == []
-    shutdown = summary["runtime_manifest"]["shutdown"]
+    summary, shutdown = _run_failing(ctx, hooks)
     assert (shutdown["classification"], shutdown["owner"]) == ("learner_failure", "learner")
     assert shutdown["phase"] == "training/learner_update"
     assert shutdown["exception"]["type"] == "FloatingPointError"
     assert shutdown["collector"]["alive"] is False
     assert summary["status"] == "failed"
+    assert [p.cmdline() for p in _children_of_me()] == []
+
+
+def test_collector_builds_its_env_while_the_learner_builds_its_own(make_ctx, tmp_path):
+    # The fake learner refuses to finish construction until the env build has begun, so
+    # this run only completes when the collector is spawned before the learner is built.
+    marker = tmp_path / "env-build-started"
+    ctx = make_ctx()
+    _, hooks = _hooks(ctx, learner_box={"wait_for_file": str(marker)}, build_marker=str(marker))
+    assert run_training(ctx, **hooks) == 0
+    summary = load_strict(ctx.run_dir / "run_summary.json")
+    assert validate(summary, "run_summary.v1.json") == []
+    timings = summary["runtime_manifest"]["timings"]
+    startup = timings["startup"]
+    assert tuple(startup["phases_s"]) == STARTUP_PHASES  # every one, in contract order
+    collector = startup["collector"]
+    assert set(collector) >= {"process_up", "env_build", "env_build_parts", "resources_wait"}
+    assert collector["env_build_parts"] == {"build": 0.0}
+    # Launch -> first iteration covers the runtime's startup phases and more.
+    assert timings["startup_to_first_iteration_s"] > sum(startup["phases_s"].values())
+    assert startup["launch_to_runtime_s"] >= 0
+
+
+def test_learner_failure_while_the_collector_builds_its_env_stops_it(make_ctx):
+    ctx = make_ctx()
+    _, hooks = _hooks(ctx, learner_box={"fail_at_build": True}, build_sleep_s=60.0)
+    started = time.monotonic()
+    _, shutdown = _run_failing(ctx, hooks)
+    # Terminated mid-build, not waited out: its build alone would take 60 s.
+    assert time.monotonic() - started < 50
+    assert (shutdown["classification"], shutdown["owner"]) == ("learner_failure", "learner")
+    assert shutdown["phase"] == "startup/replay_resources"
+    assert shutdown["exception"]["type"] == "MemoryError"
+    assert shutdown["collector"]["alive"] is False
+    assert shutdown["collector"]["signal_name"] == "SIGTERM"
+    assert [p.cmdline() for p in _children_of_me()] == []
+
+
+def test_env_build_failure_is_reported_at_collector_start(make_ctx):
+    ctx = make_ctx()
+    _, hooks = _hooks(ctx, fail_at_build=True)
+    summary, shutdown = _run_failing(ctx, hooks)
+    assert (shutdown["classification"], shutdown["owner"]) == (
+        "backend_worker_failure",
+        "collector",
+    )
+    assert shutdown["phase"] == "startup/collector_start"
+    assert shutdown["exception"]["type"] == "FakeBackendError"
+    assert shutdown["collector"]["exitcode"] == 1
     assert [p.cmdline() for p in _children_of_me()] == []
 
 
@@ -132,10 +187,7 @@ def test_learner_exception_is_a_learner_failure(make_ctx):
 def test_collector_failures_are_classified(make_ctx, env_kwargs, classification, error_type):
     ctx = make_ctx()
     _, hooks = _hooks(ctx, **env_kwargs)
-    assert run_training(ctx, **hooks) == 1
-    summary = load_strict(ctx.run_dir / "run_summary.json")
-    assert validate(summary, "run_summary.v1.json") == []
-    shutdown = summary["runtime_manifest"]["shutdown"]
+    summary, shutdown = _run_failing(ctx, hooks)
     assert (shutdown["classification"], shutdown["owner"]) == (classification, "collector")
     assert shutdown["exception"]["type"] == error_type
     assert shutdown["collector"]["alive"] is False
@@ -217,10 +269,7 @@ def test_hung_collector_is_not_timed_out_while_busy_but_a_deadlock_is(make_ctx):
 def test_unsupported_env_steps_per_sync_fails_closed_with_a_summary(make_ctx):
     ctx = make_ctx(training={"env_steps_per_sync": 2})
     _, hooks = _hooks(ctx)
-    assert run_training(ctx, **hooks) == 1
-    summary = load_strict(ctx.run_dir / "run_summary.json")
-    assert validate(summary, "run_summary.v1.json") == []
-    shutdown = summary["runtime_manifest"]["shutdown"]
+    summary, shutdown = _run_failing(ctx, hooks)
     assert (shutdown["classification"], shutdown["phase"]) == ("learner_failure", "startup/begin")
     assert "env_steps_per_sync=2" in shutdown["exception"]["message"]
     assert shutdown["collector"] is None
