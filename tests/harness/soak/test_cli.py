@@ -280,7 +280,9 @@ def test_path_rules(tmp_path: Path, captured: Captured, capsys) -> None:
     assert g1_soak_main(["--log-dir", str(empty), "--output", str(tmp_path / "ok.json")]) == 0
 
 
-def test_soak_run_substitutes_the_log_dir_for_whole_arguments_only(tmp_path: Path, captured: Captured) -> None:
+def test_soak_run_substitutes_the_log_dir_for_whole_arguments_only(
+    tmp_path: Path, captured: Captured
+) -> None:
     argv = [
         *_paths(tmp_path),
         "--sample-interval-seconds",
