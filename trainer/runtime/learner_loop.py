@@ -203,6 +203,7 @@ class LearnerRuntime:
         self._phase_starts: list[tuple[str, float]] = []
         self._conn: Any = None  # the learner's end of the collector's spawn pipe
         self._handed_over = False  # the collector has its ring and ingress
+        self._learner_capture_s: float | None = None
         self.training_start: float | None = None
         self.first_iteration_end: float | None = None
         self.collector_info: dict[str, Any] = {}
@@ -348,7 +349,9 @@ class LearnerRuntime:
         # Compile and capture the learner's graphs while the collector finishes its env.
         capture = getattr(self.learner, "capture_graphs", None)
         if capture is not None:
+            start = time.monotonic()
             capture()
+            self._learner_capture_s = time.monotonic() - start
         self.waiter.wait(
             lambda: bool(self.block.ints[Word.COLLECTOR_READY]), "the collector to build its env"
         )
@@ -884,6 +887,11 @@ class LearnerRuntime:
                 "first_iteration_after_startup_s": (
                     round(first - self.training_start, 3)
                     if first is not None and self.training_start is not None
+                    else None
+                ),
+                "learner_capture_s": (
+                    round(self._learner_capture_s, 3)
+                    if self._learner_capture_s is not None
                     else None
                 ),
                 "collector": self.collector_info.get("startup"),
