@@ -18,7 +18,8 @@ from typing import Any, NoReturn
 
 from harness.cli_app import error
 from harness.errors import HarnessError
-from harness.jsonio import load_strict, write_atomic_text
+from harness.generated_block import GeneratedPage
+from harness.jsonio import load_strict
 from harness.schemas import SCHEMA_DIR
 
 __all__ = [
@@ -168,32 +169,23 @@ def replace_block(page: str, block: str) -> str:
     return page[:begin] + "\n" + block + "\n" + page[end:]
 
 
+_PAGE = GeneratedPage(
+    shown=DOC_PAGE,
+    what="schema reference",
+    stale=f"{DOC_PAGE} schema reference is stale (or its markers are missing); "
+    "run `python -m harness.docs_gen --write` and commit the result",
+    committed=committed_block,
+    replace=replace_block,
+)
+
+
 def run(*, write: bool, check: bool, root: Path = REPO_ROOT, schema_dir: Path = SCHEMA_DIR) -> None:
     """Write or check the generated block of ``<root>/docs/schemas.md``.
 
     Raises:
         HarnessError: the page is unreadable, lacks its markers, or (with ``check``) is stale.
     """
-    page_path = root / DOC_PAGE
-    try:
-        page = page_path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise HarnessError(f"cannot read {page_path}: {err.strerror or err}") from err
-    block = render_block(schema_dir)
-    if check:
-        if committed_block(page) != block:
-            raise HarnessError(
-                f"{DOC_PAGE} schema reference is stale (or its markers are missing); "
-                "run `python -m harness.docs_gen --write` and commit the result"
-            )
-        sys.stderr.write(f"{DOC_PAGE}: schema reference is up to date\n")
-        return
-    updated = replace_block(page, block)
-    if updated != page:
-        write_atomic_text(page_path, updated)
-        sys.stderr.write(f"{DOC_PAGE}: schema reference rewritten\n")
-    else:
-        sys.stderr.write(f"{DOC_PAGE}: schema reference already up to date\n")
+    _PAGE.sync(root / DOC_PAGE, render_block(schema_dir), check=check)
 
 
 class _Parser(argparse.ArgumentParser):

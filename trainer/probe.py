@@ -312,7 +312,7 @@ def staged_probe_iteration(
 
     runs = dict(env.step_phases())
     runs["select"] = lambda: torch.bitwise_or(scheduled, env.clip_end, out=env.reset_mask)
-    mark = _event_mark if clock.cuda else (lambda: time.perf_counter())
+    mark = _event_mark if clock.cuda else time.perf_counter
     t0 = clock.now()
     env.stage_actions(actions)
     with env.phase_stream():

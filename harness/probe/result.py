@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.git import git_output
+from harness.git import git_output, git_text
 from harness.jsonio import write_json_atomic
 from harness.probe.gpu_snapshot import environment_record, probed_gpu_uuid
 from harness.schemas import validate
@@ -93,12 +93,12 @@ def source_info(root: Path = _REPO_ROOT) -> dict[str, Any]:
     """``{git_root, branch, commit, dirty, worktree_patch_sha256}`` of the checkout the probe
     runs from; every field is null outside a git work tree. The patch hash covers
     ``git diff HEAD`` (tracked changes) so two dirty runs can be told apart."""
-    top = git_output(root, "rev-parse", "--show-toplevel", timeout=_GIT_TIMEOUT_S)
+    top = git_text(root, "rev-parse", "--show-toplevel", timeout=_GIT_TIMEOUT_S)
     if top is None:
         return dict.fromkeys(("git_root", "branch", "commit", "dirty", "worktree_patch_sha256"))
-    git_root = Path(top.decode().strip())
-    commit = git_output(git_root, "rev-parse", "HEAD", timeout=_GIT_TIMEOUT_S)
-    branch = git_output(git_root, "rev-parse", "--abbrev-ref", "HEAD", timeout=_GIT_TIMEOUT_S)
+    git_root = Path(top)
+    commit = git_text(git_root, "rev-parse", "HEAD", timeout=_GIT_TIMEOUT_S)
+    branch = git_text(git_root, "rev-parse", "--abbrev-ref", "HEAD", timeout=_GIT_TIMEOUT_S)
     status = git_output(
         git_root, "status", "--porcelain", "--untracked-files=no", timeout=_GIT_TIMEOUT_S
     )
@@ -106,8 +106,8 @@ def source_info(root: Path = _REPO_ROOT) -> dict[str, Any]:
     dirty = None if status is None else bool(status.strip())
     return {
         "git_root": str(git_root),
-        "branch": None if branch is None else branch.decode().strip(),
-        "commit": None if commit is None else commit.decode().strip(),
+        "branch": branch,
+        "commit": commit,
         "dirty": dirty,
         "worktree_patch_sha256": (
             hashlib.sha256(patch).hexdigest() if dirty and patch is not None else None

@@ -163,7 +163,14 @@ def checked_timing(
     window: float,
 ) -> dict[str, float]:
     """The monitor's timing flags (shared by g1-soak and soak-run), bounds-checked."""
-    timing = {
+    _check_non_negative("--min-duration-seconds", min_duration)
+    _check_positive("--sample-interval-seconds", sample)
+    _check_positive("--startup-timeout-seconds", startup)
+    _check_positive("--stale-progress-seconds", stale)
+    _check_non_negative("--post-shutdown-grace-seconds", grace)
+    _check_non_negative("--trend-warmup-seconds", warmup)
+    _check_non_negative("--trend-min-window-seconds", window)
+    return {
         "sample": sample,
         "startup": startup,
         "stale": stale,
@@ -172,27 +179,6 @@ def checked_timing(
         "warmup": warmup,
         "window": window,
     }
-    check_monitor_bounds(**timing)
-    return timing
-
-
-def check_monitor_bounds(
-    *,
-    sample: float,
-    startup: float,
-    stale: float,
-    grace: float,
-    min_duration: float,
-    warmup: float,
-    window: float,
-) -> None:
-    _check_non_negative("--min-duration-seconds", min_duration)
-    _check_positive("--sample-interval-seconds", sample)
-    _check_positive("--startup-timeout-seconds", startup)
-    _check_positive("--stale-progress-seconds", stale)
-    _check_non_negative("--post-shutdown-grace-seconds", grace)
-    _check_non_negative("--trend-warmup-seconds", warmup)
-    _check_non_negative("--trend-min-window-seconds", window)
 
 
 def check_paths(log_dir: Path, output: Path) -> tuple[Path, Path]:

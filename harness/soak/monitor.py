@@ -348,6 +348,62 @@ class SoakMonitor:
                 residual.append(snap.to_json())
         return residual
 
+    def _shut_down(
+        self,
+        trainer: launch_mod.LaunchedTrainer,
+        tree: ProcessTreeSampler,
+        cancel: _Cancellation,
+        exit_t: float | None,
+    ) -> tuple[int | None, float, TrendReport, list[dict[str, Any]]]:
+        """After the loop: ``(returncode, duration_s, trends, residual)``, failing the soak
+        on any monitor error rather than losing the artifact."""
+        try:
+            return self._judge_exit(trainer, tree, cancel, exit_t)
+        except Exception as err:
+            LOG.exception("soak monitor failed after the sampling loop")
+            self._fail(f"soak monitor failed: {type(err).__name__}: {err}", "monitor_failure")
+            if trainer.poll() is None:
+                launch_mod.terminate_group(trainer, timeout_s=self.termination_timeout_s)
+            duration_s = time.monotonic() - trainer.started_monotonic
+            return trainer.poll(), duration_s, self._trends_or_empty(), []
+
+    def _judge_exit(
+        self,
+        trainer: launch_mod.LaunchedTrainer,
+        tree: ProcessTreeSampler,
+        cancel: _Cancellation,
+        exit_t: float | None,
+    ) -> tuple[int | None, float, TrendReport, list[dict[str, Any]]]:
+        terminated = False
+        if trainer.poll() is None:
+            if not self.reasons:
+                self._fail("soak monitor exited before the trainer", "monitor_failure")
+            self._terminate(trainer)
+            terminated = True
+        returncode = launch_mod.wait_returncode(trainer, timeout_s=self.termination_timeout_s)
+        if exit_t is None:
+            exit_t = time.monotonic()
+        duration_s = exit_t - trainer.started_monotonic
+        if returncode is not None and returncode != 0 and not self.reasons:
+            self._fail(f"trainer exited with returncode {returncode}", None)
+        if not terminated and duration_s < self.cfg.min_duration_s:
+            self._fail(
+                f"soak completed before min_duration_seconds={_num(self.cfg.min_duration_s)}",
+                None,
+            )
+        trends = self._trends()
+        if trends.verdict == "growing" and trends.mode == "enforce":
+            self._fail(
+                "sustained resource growth: " + ", ".join(trends.growing_reasons()),
+                "resource_leak",
+            )
+        self._sleep_grace(cancel)
+        residual = self._residuals(tree)
+        if residual:
+            pids = ", ".join(str(p["pid"]) for p in residual)
+            self._fail(f"residual child processes after shutdown: {pids}", "resource_leak")
+        return returncode, duration_s, trends, residual
+
     # -- the whole soak -------------------------------------------------------------
     def run(self) -> SoakResult:
         started_at = utc_now()
@@ -362,7 +418,6 @@ class SoakMonitor:
         subreaper = False
         soak_id = "0" * 32
         t_launch = time.monotonic()
-        tree: ProcessTreeSampler | None = None
         # Children this process had before the launch (an embedding program's own helpers,
         # e.g. multiprocessing's resource tracker) are not the trainer's: neither sampled
         # nor residue.
@@ -376,11 +431,7 @@ class SoakMonitor:
                     "monitor_failure",
                 )
             if trainer is not None:
-                subreaper, soak_id, t_launch = (
-                    trainer.subreaper,
-                    trainer.soak_id,
-                    trainer.started_monotonic,
-                )
+                subreaper, soak_id = trainer.subreaper, trainer.soak_id
                 tree = ProcessTreeSampler(trainer.soak_id, trainer_pgid=trainer.pgid)
                 tree.helper_pids = helper_pids
                 exit_t: float | None = None
@@ -392,49 +443,9 @@ class SoakMonitor:
                         f"soak monitor failed: {type(err).__name__}: {err}", "monitor_failure"
                     )
                 self.printer.finish()
-                try:
-                    terminated = False
-                    if trainer.poll() is None:
-                        if not self.reasons:
-                            self._fail("soak monitor exited before the trainer", "monitor_failure")
-                        self._terminate(trainer)
-                        terminated = True
-                    returncode = launch_mod.wait_returncode(
-                        trainer, timeout_s=self.termination_timeout_s
-                    )
-                    if exit_t is None:
-                        exit_t = time.monotonic()
-                    duration_s = exit_t - t_launch
-                    if returncode is not None and returncode != 0 and not self.reasons:
-                        self._fail(f"trainer exited with returncode {returncode}", None)
-                    if not terminated and duration_s < self.cfg.min_duration_s:
-                        self._fail(
-                            f"soak completed before min_duration_seconds={_num(self.cfg.min_duration_s)}",
-                            None,
-                        )
-                    trends = self._trends()
-                    if trends.verdict == "growing" and trends.mode == "enforce":
-                        self._fail(
-                            "sustained resource growth: " + ", ".join(trends.growing_reasons()),
-                            "resource_leak",
-                        )
-                    self._sleep_grace(cancel)
-                    residual = self._residuals(tree)
-                    if residual:
-                        pids = ", ".join(str(p["pid"]) for p in residual)
-                        self._fail(
-                            f"residual child processes after shutdown: {pids}", "resource_leak"
-                        )
-                except Exception as err:
-                    LOG.exception("soak monitor failed after the sampling loop")
-                    self._fail(
-                        f"soak monitor failed: {type(err).__name__}: {err}", "monitor_failure"
-                    )
-                    if trainer.poll() is None:
-                        launch_mod.terminate_group(trainer, timeout_s=self.termination_timeout_s)
-                    returncode = trainer.poll()
-                    duration_s = time.monotonic() - t_launch
-                    trends = self._trends_or_empty()
+                returncode, duration_s, trends, residual = self._shut_down(
+                    trainer, tree, cancel, exit_t
+                )
             else:
                 duration_s = time.monotonic() - t_launch
                 trends = self._trends()
@@ -468,9 +479,9 @@ class SoakMonitor:
         finally:
             cancel.restore()
 
-    def _trends(self) -> TrendReport:
+    def _trends(self, samples: list[dict[str, Any]] | None = None) -> TrendReport:
         return analyse_trends(
-            self.samples,
+            self.samples if samples is None else samples,
             thresholds=self.cfg.trend_thresholds,
             mode=self.cfg.trend_mode,
             warmup_s=self.cfg.trend_warmup_s,
@@ -482,13 +493,7 @@ class SoakMonitor:
             return self._trends()
         except Exception:
             LOG.exception("trend analysis failed")
-            return analyse_trends(
-                [],
-                thresholds=self.cfg.trend_thresholds,
-                mode=self.cfg.trend_mode,
-                warmup_s=self.cfg.trend_warmup_s,
-                min_window_s=self.cfg.trend_min_window_s,
-            )
+            return self._trends([])
 
     def _sleep_grace(self, cancel: _Cancellation) -> None:
         deadline = time.monotonic() + self.cfg.post_shutdown_grace_s

@@ -17,8 +17,9 @@ import typer
 from tabulate import tabulate
 
 from harness.cli_app import run_app
-from harness.errors import HarnessError, UsageError
-from harness.jsonio import dumps_strict, write_atomic_text
+from harness.errors import UsageError
+from harness.generated_block import GeneratedPage
+from harness.jsonio import dumps_strict
 from harness.support.matrix import (
     DOC_PAGE,
     LEVELS,
@@ -32,6 +33,15 @@ from harness.support.matrix import (
 __all__ = ["REPO_ROOT", "app", "main"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+_PAGE = GeneratedPage(
+    shown=str(DOC_PAGE),
+    what="generated block",
+    stale=f"{DOC_PAGE} generated block is stale (or its markers are missing); "
+    "run support-matrix --write and commit the result",
+    committed=committed_block,
+    replace=replace_block,
+)
 
 app = typer.Typer(name="support-matrix", add_completion=False, pretty_exceptions_enable=False)
 
@@ -80,27 +90,8 @@ def support_matrix(
     if write and check:
         raise UsageError("--write and --check exclude each other; run --write, then --check")
     matrix = build_matrix(root)
-    block = render_block(matrix)
-    page_path = root / DOC_PAGE
     if write or check:
-        try:
-            page = page_path.read_text(encoding="utf-8")
-        except OSError as err:
-            raise HarnessError(f"cannot read {page_path}: {err.strerror or err}") from err
-        if check:
-            if committed_block(page) != block:
-                raise HarnessError(
-                    f"{DOC_PAGE} generated block is stale (or its markers are missing); "
-                    "run support-matrix --write and commit the result"
-                )
-            sys.stderr.write(f"{DOC_PAGE}: generated block is up to date\n")
-        else:
-            updated = replace_block(page, block)
-            if updated != page:
-                write_atomic_text(page_path, updated)
-                sys.stderr.write(f"{DOC_PAGE}: generated block rewritten\n")
-            else:
-                sys.stderr.write(f"{DOC_PAGE}: generated block already up to date\n")
+        _PAGE.sync(root / DOC_PAGE, render_block(matrix), check=check)
     if json_output:
         sys.stdout.write(dumps_strict(matrix.to_json()))
     elif not (write or check):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +103,6 @@ class SupportMatrix:
 
     rows: tuple[MatrixRow, ...]
     platform_facts: tuple[dict[str, Any], ...]
-    backends: tuple[str, ...] = field(default=())
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -178,18 +177,16 @@ def registered_tasks(root: Path) -> dict[tuple[str, str], bool]:
 
 def declared_backend(owner: Path) -> str | None:
     """``training.sim_backend`` of ``owner`` after its ``inherits`` chain (later wins)."""
-    chain = [owner]
     seen = {owner.resolve()}
-    current = _load_yaml(owner)
-    while isinstance(current.get("inherits"), str) and len(chain) < _MAX_INHERITS:
-        parent = owner.parent / f"{current['inherits']}.yaml"
+    chain = [_load_yaml(owner)]
+    while isinstance(chain[-1].get("inherits"), str) and len(chain) < _MAX_INHERITS:
+        parent = owner.parent / f"{chain[-1]['inherits']}.yaml"
         if parent.resolve() in seen or not parent.is_file():
             raise SupportDataError(f"owner file {owner}: broken inherits chain at {parent.name}")
         seen.add(parent.resolve())
-        chain.append(parent)
-        current = _load_yaml(parent)
-    for path in chain:  # newest first: the first file that sets the key wins
-        value = _select(_load_yaml(path), "training.sim_backend")
+        chain.append(_load_yaml(parent))
+    for data in chain:  # newest first: the first file that sets the key wins
+        value = _select(data, "training.sim_backend")
         if value is not None:
             return str(value)
     return None
@@ -312,7 +309,7 @@ def build_matrix(root: Path) -> SupportMatrix:
         raise SupportDataError(
             f"{INVENTORY} has no platform_facts entry for backend {missing_facts[0]!r}; add one"
         )
-    return SupportMatrix(tuple(rows), facts, backends)
+    return SupportMatrix(tuple(rows), facts)
 
 
 def _row(

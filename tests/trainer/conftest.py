@@ -38,8 +38,9 @@ def g1_clip(g1_model, tmp_path_factory) -> MotionClip:
 def make_g1_env(g1_model, g1_clip) -> Callable[..., G1TrackingEnv]:
     """Factory of G1 envs on the CPU MuJoCo backend over the synthetic clip.
 
-    ``make_g1_env(num_envs=4, seed=0, static_outputs=False, num_threads=2, **cfg_overrides)``;
-    the keyword overrides replace fields of the default ``G1TrackingCfg``.
+    ``make_g1_env(num_envs=4, seed=0, static_outputs=False, num_threads=2,
+    compile_backend=True, **cfg_overrides)``; the keyword overrides replace fields of the
+    default ``G1TrackingCfg``.
     """
 
     def factory(
@@ -47,6 +48,7 @@ def make_g1_env(g1_model, g1_clip) -> Callable[..., G1TrackingEnv]:
         seed: int = 0,
         static_outputs: bool = False,
         num_threads: int = 2,
+        compile_backend: str | bool | None = True,
         **over,
     ) -> G1TrackingEnv:
         return make_env(
@@ -59,6 +61,7 @@ def make_g1_env(g1_model, g1_clip) -> Callable[..., G1TrackingEnv]:
             model=g1_model,
             backend_options={"num_threads": num_threads},
             static_outputs=static_outputs,
+            compile_backend=compile_backend,
         )
 
     return factory
@@ -78,5 +81,27 @@ def make_warp_cpu_env(g1_model, g1_clip) -> Callable[..., G1TrackingEnv]:
             g1_model, num_envs, torch.device("cpu"), warp_device="cpu", _allow_cpu_for_tests=True
         )
         return G1TrackingEnv(G1TrackingCfg(), backend, g1_model, g1_clip, seed=seed, **kwargs)
+
+    return factory
+
+
+@pytest.fixture
+def make_cuda_env(g1_model, g1_clip) -> Callable[..., G1TrackingEnv]:
+    """Factory of G1 envs on MJWarp over CUDA (``gpu`` tests only).
+
+    ``make_cuda_env(num_envs, **make_env_kwargs)``, seed 11, the default ``G1TrackingCfg``.
+    """
+
+    def factory(num_envs: int, **kwargs) -> G1TrackingEnv:
+        return make_env(
+            G1TrackingCfg(),
+            sim_backend="mjwarp",
+            num_envs=num_envs,
+            device="cuda",
+            seed=11,
+            motion=g1_clip,
+            model=g1_model,
+            **kwargs,
+        )
 
     return factory

@@ -43,8 +43,8 @@ METRIC_NAMES: tuple[str, ...] = (
 
 _ACTOR, _CRITIC, _TEMP = 0, 1, 2
 _ADAM_BETAS = (0.9, 0.999)
-WORKER_RELEASE_WAIT_S = 30.0  # the manifest waits this long for the pool's shutdown
 _ADAM_EPS = 1e-8
+WORKER_RELEASE_WAIT_S = 30.0  # the manifest waits this long for the pool's shutdown
 
 
 class FlashSacLearner:
@@ -105,7 +105,6 @@ class FlashSacLearner:
 
         fused = is_cuda
         peaks = (cfg.actor_lr, cfg.critic_lr, cfg.temp_lr)
-        self._peaks = peaks
         self.optimizers = [
             self._make_adam(list(module_params), peak, fused)
             for module_params, peak in (
@@ -123,9 +122,7 @@ class FlashSacLearner:
             dtype=torch.float32,
             device=self.device,
         )
-        self._peak_column = torch.tensor(peaks, dtype=torch.float32, device=self.device).unsqueeze(
-            1
-        )  # [3, 1]
+        self._peak_column = torch.tensor(peaks, dtype=torch.float32, device=self.device)[:, None]
         self._step_offsets = torch.arange(
             cfg.updates_per_step, dtype=torch.float32, device=self.device
         )
@@ -202,9 +199,12 @@ class FlashSacLearner:
             self._td_target = torch.compile(_td_target, fullgraph=True, dynamic=False)
             # Trunks: inductor fuses BN statistics, ReLU, residual adds and casts around the
             # cuBLAS matmuls (forward and backward); one compiled variant per BN mode.
-            for trunk in (self.actor.trunk, self.critic.trunk, self.critic_target.trunk):
+            for trunk in self._trunks():
                 trunk.compile(dynamic=False)
             status.enabled = True
+
+    def _trunks(self) -> tuple[nn.Module, ...]:
+        return (self.actor.trunk, self.critic.trunk, self.critic_target.trunk)
 
     def _amp(self) -> contextlib.AbstractContextManager:
         if self.precision == "bf16":
@@ -333,7 +333,7 @@ class FlashSacLearner:
         self._compile_status.enabled = False
         self._compile_status.disable_reason = reason
         self._td_target = _td_target
-        for trunk in (self.actor.trunk, self.critic.trunk, self.critic_target.trunk):
+        for trunk in self._trunks():
             trunk._compiled_call_impl = None  # back to the eager forward
         log.warning("torch.compile disabled: %s", reason)
 
@@ -359,16 +359,14 @@ class FlashSacLearner:
             decay_steps=self.cfg.lr_decay_steps,
             warmup_steps=self.cfg.lr_warmup_steps,
         )
-        policy_updates = 0
         for k in range(self.updates_per_step):
             rows = self._batch[k * self.batch_size : (k + 1) * self.batch_size]  # [B, width]
             critic_loss, critic_ok = self._critic_update(rows, self._noise[k, 0], k)
             critic_losses.append(critic_loss)
             if k % self.cfg.policy_frequency == 0:
                 actor_loss, temp_loss, entropy = self._actor_update(
-                    rows, self._noise[k, 1], policy_updates
+                    rows, self._noise[k, 1], k // self.cfg.policy_frequency
                 )
-                policy_updates += 1
                 actor_losses.append(actor_loss)
                 temp_losses.append(temp_loss)
                 entropies.append(entropy)

@@ -84,16 +84,6 @@ class EnsembleBatchNorm(nn.Module):
         self.register_buffer("running_mean", torch.zeros(members, dim))
         self.register_buffer("running_var", torch.ones(members, dim))
 
-    @property
-    def weight(self) -> Tensor:
-        """gamma ``[E, d]`` (a view of ``affine``)."""
-        return self.affine[0]
-
-    @property
-    def bias(self) -> Tensor:
-        """beta ``[E, d]`` (a view of ``affine``)."""
-        return self.affine[1]
-
     def forward(self, x: Tensor, training: bool, track: bool = True) -> Tensor:
         members, dim, rows = x.shape
         use_buffers = track or not training

@@ -41,24 +41,27 @@ def rollout(env: G1TrackingEnv, policy: Policy, steps: int) -> dict[str, float |
     """Run ``steps`` control steps; return ended-episode statistics."""
     obs, _ = env.reset_all()
     done = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
-    lengths: list[torch.Tensor] = []
-    returns: list[torch.Tensor] = []
-    terminated_count = 0
+    # Device sums over the ended episodes (no host sync per step):
+    # episodes, terminated, Σ length, Σ return.
+    sums = torch.zeros(4, dtype=torch.float64, device=env.device)
     for _ in range(steps):
         result = env.step(policy(obs, done))
-        done = result.terminated | result.truncated
-        lengths.append(result.episode_length[done].float())
-        returns.append(result.episode_return[done])
-        terminated_count += int(result.terminated.sum())
+        done = result.done
+        sums += torch.stack(
+            (
+                done.sum(),
+                result.terminated.sum(),
+                torch.where(done, result.episode_length, 0).sum(),
+                torch.where(done, result.episode_return, 0.0).sum(),
+            )
+        ).double()
         obs = result.obs
-    length = torch.cat(lengths)
-    ret = torch.cat(returns)
-    episodes = int(length.numel())
+    episodes, terminated, length_sum, return_sum = sums.tolist()
     return {
-        "episodes": episodes,
-        "terminated": terminated_count,
-        "mean_episode_length": float(length.mean()) if episodes else None,
-        "mean_episode_return": float(ret.mean()) if episodes else None,
+        "episodes": int(episodes),
+        "terminated": int(terminated),
+        "mean_episode_length": length_sum / episodes if episodes else None,
+        "mean_episode_return": return_sum / episodes if episodes else None,
     }
 
 

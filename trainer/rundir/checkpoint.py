@@ -205,8 +205,7 @@ def carry_prior_checkpoints(
     """
     carried: list[str] = []
     missing: list[str] = []
-    wanted = list(range(save_interval, iteration + 1, save_interval))
-    for k in wanted:
+    for k in range(save_interval, iteration + 1, save_interval):
         name = checkpoint_name(k)
         origin = source if k == iteration else source.parent / name
         if not origin.is_file():

@@ -48,6 +48,7 @@ import psutil
 import torch
 import torch.multiprocessing as mp
 
+from trainer.config.checks import resolve_resume_path
 from trainer.rundir.checkpoint import (
     ResumeError,
     carry_prior_checkpoints,
@@ -336,7 +337,7 @@ class LearnerRuntime:
         tr.enter("startup/learner_prepare")
         resume_from = getattr(self.training, "resume_from", None)
         if resume_from is not None:
-            self._resume(Path(os.path.abspath(Path(resume_from).expanduser())))
+            self._resume(resolve_resume_path(resume_from, Path.cwd()))
         self.waiter = Waiter(
             self.block,
             side="learner",

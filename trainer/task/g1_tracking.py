@@ -222,8 +222,8 @@ class G1TrackingEnv:
         self.max_episode_steps = cfg.max_episode_steps
         self.seed = seed
         self.static_outputs = static_outputs
-        self._sync_free = backend.name == "mjwarp"
-        # Backends with staged launches (mjwarp) run the reset inside step as fixed work.
+        # Backends with staged launches (mjwarp) run the reset inside step as fixed work and
+        # zero non-finite actions on the device: their step reads nothing back to the host.
         self._staged = hasattr(backend, "launch_step") and hasattr(backend, "reset_staging")
         self._stream = getattr(backend, "torch_stream", None) if self._staged else None
         self._anchor = TRACKED_BODY_NAMES.index(ANCHOR_BODY_NAME)
@@ -525,7 +525,7 @@ class G1TrackingEnv:
 
     def _actions_core(self) -> None:
         a = self._act_in
-        if self._sync_free:
+        if self._staged:  # unstaged steps reject non-finite actions on the host first
             finite = torch.isfinite(a).all(-1)  # [N]
             self._nonfinite_action_rows += (~finite).sum()
             a = torch.where(finite[:, None], a, 0.0)
@@ -544,7 +544,7 @@ class G1TrackingEnv:
     def _phase_update(self) -> None:
         """Steps 3-7: clock, terminations, rewards, sampler, k, terminal observations."""
         self.episode_step += 1
-        self.update_state(self._robot_buf, self._ref_buf)
+        self._update(self._robot_buf, self._ref_buf)
 
     def _phase_select(self) -> None:
         """Step 8's rows: the done rows (the probe swaps in its scheduled rows)."""
@@ -578,6 +578,10 @@ class G1TrackingEnv:
         Returns:
             The termination conditions by name, each [N] bool.
         """
+        return dict(zip(_COND_NAMES, self._update(robot, ref).unbind(-1), strict=True))
+
+    def _update(self, robot: TrackedState, ref: TrackedState) -> Tensor:
+        """:meth:`update_state` with the conditions as one [N, 5] tensor (``_COND_NAMES``)."""
         conds, outs = self._fns["update"](robot, ref, self._obs_noise())
         o = self._out
         for name, value in outs.items():
@@ -586,7 +590,7 @@ class G1TrackingEnv:
         o["terminal_critic_obs"].copy_(self.critic_obs)
         o["episode_return"].copy_(self.episode_return)
         o["episode_length"].copy_(self.episode_step)
-        return dict(zip(_COND_NAMES, conds.unbind(-1), strict=True))
+        return conds
 
     def _update_core(
         self, robot: TrackedState, ref: TrackedState, noise: Tensor
@@ -641,6 +645,10 @@ class G1TrackingEnv:
     def _phase_finish(self) -> None:
         """Step 8, second half: observations of the reset rows and the obs outputs."""
         self._finish_reset(self._reset_mask)
+        self._publish_obs()
+
+    def _publish_obs(self) -> None:
+        """Copy the post-reset observations into the step outputs."""
         self._out["obs"].copy_(self.obs)
         self._out["critic_obs"].copy_(self.critic_obs)
 
@@ -656,8 +664,9 @@ class G1TrackingEnv:
 
     # ------------------------------------------------------------------ step
     @contextmanager
-    def _on_backend_stream(self) -> Iterator[None]:
-        """Run the block on the backend's stream, ordered after and before the caller's."""
+    def phase_stream(self) -> Iterator[None]:
+        """Run the block on the backend's stream, ordered after and before the caller's: where
+        :meth:`step_phases` callables must run. A no-op on backends without one."""
         if self._stream is None:
             yield
             return
@@ -666,13 +675,6 @@ class G1TrackingEnv:
         with torch.cuda.stream(self._stream):
             yield
         caller.wait_stream(self._stream)
-
-    @contextmanager
-    def phase_stream(self) -> Iterator[None]:
-        """The stream :meth:`step_phases` callables must run on (the backend's, ordered after
-        and before the caller's stream); a no-op on backends without one."""
-        with self._on_backend_stream():
-            yield
 
     def step_phases(self) -> list[tuple[str, Callable[[], None]]]:
         """The :data:`STEP_PHASES` of one step on a staged backend as ``(name, run)`` pairs:
@@ -729,7 +731,7 @@ class G1TrackingEnv:
         """Advance one control step (TASK.md §1); see the module docstring for sync rules."""
         self._act_in.copy_(actions)
         if self._staged:
-            with self._on_backend_stream():
+            with self.phase_stream():
                 self._run_staged()
         else:
             finite = torch.isfinite(self._act_in).all(-1)
@@ -744,8 +746,7 @@ class G1TrackingEnv:
             done = self._out["done"]
             if bool(done.any()):
                 self._reset_masked(done)
-            self._out["obs"].copy_(self.obs)
-            self._out["critic_obs"].copy_(self.critic_obs)
+            self._publish_obs()
         return self._result()
 
     def _views(self, buf: Tensor) -> dict[str, Tensor]:
@@ -830,7 +831,7 @@ class G1TrackingEnv:
             self.reset_all()
             if self._staged:
                 self._act_in.zero_()
-                with self._on_backend_stream():
+                with self.phase_stream():
                     self._run_staged()
             entry = DiagnosticEntry(True, True, None)
         except Exception as err:  # noqa: BLE001 - recorded and logged, then eager
@@ -848,7 +849,7 @@ class G1TrackingEnv:
 
     def _capture(self) -> dict[str, torch.cuda.CUDAGraph]:
         self._act_in.zero_()
-        with self._on_backend_stream():
+        with self.phase_stream():
             for _ in range(_WARMUP_STEPS):  # eager, on the backend's (side) stream
                 self._run_staged()
         torch.cuda.synchronize(self.device)

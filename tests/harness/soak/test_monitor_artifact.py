@@ -12,7 +12,7 @@ from harness.jsonio import load_strict
 from harness.schemas import validate
 from harness.soak import artifact as artifact_mod
 from harness.soak.context import motion_context, software_context
-from harness.soak.monitor import MonitorCfg, StatusPrinter, run_soak, status_line
+from harness.soak.monitor import MonitorCfg, SoakResult, StatusPrinter, run_soak, status_line
 
 FAST = MonitorCfg(
     sample_interval_s=0.05,
@@ -35,15 +35,25 @@ with open(os.path.join(log_dir, "env.json"), "w") as f:
 """
 
 
-def test_launch_gives_a_new_session_marker_env_and_console_log(tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    result = run_soak(
-        [sys.executable, "-c", ENV_REPORTER, str(run)],
-        log_dir=run,
-        output=tmp_path / "a.json",
+def _soak(tmp_path: Path, command: list[str], output: Path | None = None) -> SoakResult:
+    """``run_soak`` with the fast config, no status line, ``tmp_path/run`` as the log dir."""
+    return run_soak(
+        command,
+        log_dir=tmp_path / "run",
+        output=output if output is not None else tmp_path / "a.json",
         cfg=FAST,
         status_stream=None,
     )
+
+
+def _env_reporter(tmp_path: Path) -> SoakResult:
+    """Soak ENV_REPORTER, which writes ``env.json`` into its log dir and no summary."""
+    return _soak(tmp_path, [sys.executable, "-c", ENV_REPORTER, str(tmp_path / "run")])
+
+
+def test_launch_gives_a_new_session_marker_env_and_console_log(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    result = _env_reporter(tmp_path)
     info = load_strict(run / "env.json")
     art = result.artifact
     assert info["PYTHONUNBUFFERED"] == "1" and info["G1SOAK_LOG_DIR"] == str(run)
@@ -60,13 +70,7 @@ def test_launch_gives_a_new_session_marker_env_and_console_log(tmp_path: Path) -
 
 
 def test_unstartable_command_still_writes_a_failed_artifact(tmp_path: Path) -> None:
-    result = run_soak(
-        [str(tmp_path / "no-such-trainer")],
-        log_dir=tmp_path / "run",
-        output=tmp_path / "a.json",
-        cfg=FAST,
-        status_stream=None,
-    )
+    result = _soak(tmp_path, [str(tmp_path / "no-such-trainer")])
     art = load_strict(tmp_path / "a.json")
     assert result.written and art["status"] == "failed"
     assert art["failure_classification"] == "monitor_failure"
@@ -86,9 +90,7 @@ def test_self_validation_failure_is_a_monitor_failure_and_still_written(
         return doc
 
     monkeypatch.setattr(artifact_mod, "assemble_artifact", broken)
-    result = run_soak(
-        ["true"], log_dir=tmp_path / "run", output=tmp_path / "a.json", cfg=FAST, status_stream=None
-    )
+    result = _soak(tmp_path, ["true"])
     art = load_strict(tmp_path / "a.json")
     assert result.written and not result.passed
     assert art["status"] == "failed"
@@ -108,9 +110,7 @@ def test_self_validate_sets_monitor_failure_on_an_otherwise_passing_artifact() -
 def test_unwritable_output_is_reported_not_raised(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    result = run_soak(
-        ["true"], log_dir=tmp_path / "run", output=blocker / "a.json", cfg=FAST, status_stream=None
-    )
+    result = _soak(tmp_path, ["true"], output=blocker / "a.json")
     assert not result.written and result.write_error and not result.passed
 
 
@@ -217,13 +217,7 @@ def test_monitor_exception_terminates_the_trainer_and_is_a_monitor_failure(
         return real(log_dir)
 
     monkeypatch.setattr(monitor_mod, "sample_progress", flaky)
-    result = run_soak(
-        [sys.executable, "-c", "import time; time.sleep(60)"],
-        log_dir=tmp_path / "run",
-        output=tmp_path / "a.json",
-        cfg=FAST,
-        status_stream=None,
-    )
+    result = _soak(tmp_path, [sys.executable, "-c", "import time; time.sleep(60)"])
     art = result.artifact
     assert art["failure_classification"] == "monitor_failure"
     assert art["failure_reason"].startswith("soak monitor failed: RuntimeError: disk vanished")
@@ -236,14 +230,7 @@ def test_children_the_monitor_had_before_the_launch_are_not_residue(tmp_path: Pa
     # resource tracker) is not something the trainer left behind.
     helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
-        run = tmp_path / "run"
-        result = run_soak(
-            [sys.executable, "-c", ENV_REPORTER, str(run)],
-            log_dir=run,
-            output=tmp_path / "a.json",
-            cfg=FAST,
-            status_stream=None,
-        )
+        result = _env_reporter(tmp_path)
         art = result.artifact
         assert art["post_shutdown"]["residual_processes"] == []
         assert art["failure_classification"] == "missing_run_summary"

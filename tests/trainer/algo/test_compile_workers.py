@@ -5,31 +5,18 @@ from __future__ import annotations
 import pytest
 from torch._inductor import async_compile
 
-from trainer.algo.config import FlashSacCfg
-from trainer.algo.learner import FlashSacLearner
-
-
-def _learner() -> FlashSacLearner:
-    cfg = FlashSacCfg(
-        num_envs=4,
-        batch_size=8,
-        learning_starts=2,
-        replay_buffer_n=8,
-        actor_hidden_dim=16,
-        critic_hidden_dim=16,
-        num_blocks=1,
-    )
-    return FlashSacLearner(cfg, num_envs=4, device="cpu")
+from tests.trainer.algo.learner_builders import make_learner
 
 
 def test_release_shuts_the_pool_down_and_records_it(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[bool] = []
     monkeypatch.setattr(async_compile, "shutdown_compile_workers", lambda: calls.append(True))
-    learner = _learner()
+    learner = make_learner()
     assert learner.cuda_graph_diagnostics()["compile"]["workers_released"] is None
     learner._release_compile_workers()
-    assert calls == [True]
+    # The release runs on a thread: the diagnostics join it, so read them first.
     assert learner.cuda_graph_diagnostics()["compile"]["workers_released"] is True
+    assert calls == [True]
 
 
 def test_a_failing_release_is_recorded_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -37,7 +24,7 @@ def test_a_failing_release_is_recorded_not_raised(monkeypatch: pytest.MonkeyPatc
         raise RuntimeError("pool busy")
 
     monkeypatch.setattr(async_compile, "shutdown_compile_workers", boom)
-    learner = _learner()
+    learner = make_learner()
     learner._release_compile_workers()
     assert learner.cuda_graph_diagnostics()["compile"]["workers_released"] is False
 

@@ -8,26 +8,9 @@ import math
 import pytest
 import torch
 
-from trainer.algo.config import FlashSacCfg
+from tests.trainer.algo.learner_builders import ACT, COBS, OBS, N, make_cfg, make_learner
 from trainer.algo.learner import METRIC_NAMES, FlashSacLearner
 from trainer.algo.replay import pack_transitions
-
-OBS, COBS, ACT, N = 6, 7, 3, 8
-
-
-def make_cfg(**over) -> FlashSacCfg:
-    base = {
-        "num_envs": N, "batch_size": 16, "updates_per_step": 4, "replay_buffer_n": 16, "learning_starts": 2,
-        "actor_hidden_dim": 16, "critic_hidden_dim": 16, "num_atoms": 11, "use_compile": False,
-    }  # fmt: skip
-    return FlashSacCfg(**(base | over))
-
-
-def make_learner(device: str = "cpu", **over) -> FlashSacLearner:
-    cfg = make_cfg(**over)
-    return FlashSacLearner(
-        cfg, num_envs=cfg.num_envs, device=device, obs_dim=OBS, critic_obs_dim=COBS, action_dim=ACT
-    )
 
 
 def fill(learner: FlashSacLearner, ticks: int, seed: int = 0) -> None:

@@ -65,7 +65,7 @@ class FakeEnv:
         build_marker: str | None = None,
     ) -> None:
         if build_marker is not None:
-            open(build_marker, "w").close()  # noqa: SIM115 - "the env build has begun"
+            open(build_marker, "w").close()  # "the env build has begun"
         time.sleep(build_sleep_s)  # a slow env build (compile, graph capture)
         if fail_at_build:
             raise FakeBackendError("the fake backend could not load its model")

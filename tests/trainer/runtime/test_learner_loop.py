@@ -159,7 +159,7 @@ def test_learner_failure_while_the_collector_builds_its_env_stops_it(make_ctx):
 def test_env_build_failure_is_reported_at_collector_start(make_ctx):
     ctx = make_ctx()
     _, hooks = _hooks(ctx, fail_at_build=True)
-    summary, shutdown = _run_failing(ctx, hooks)
+    _, shutdown = _run_failing(ctx, hooks)
     assert (shutdown["classification"], shutdown["owner"]) == (
         "backend_worker_failure",
         "collector",
@@ -270,7 +270,7 @@ def test_hung_collector_is_not_timed_out_while_busy_but_a_deadlock_is(make_ctx):
 def test_unsupported_env_steps_per_sync_fails_closed_with_a_summary(make_ctx):
     ctx = make_ctx(training={"env_steps_per_sync": 2})
     _, hooks = _hooks(ctx)
-    summary, shutdown = _run_failing(ctx, hooks)
+    _, shutdown = _run_failing(ctx, hooks)
     assert (shutdown["classification"], shutdown["phase"]) == ("learner_failure", "startup/begin")
     assert "env_steps_per_sync=2" in shutdown["exception"]["message"]
     assert shutdown["collector"] is None

@@ -37,6 +37,17 @@ def _train(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
 
 
+def _resume(
+    run_dir: Path, checkpoint: Path, *overrides: str, max_iterations: int = 5
+) -> subprocess.CompletedProcess[str]:
+    return _train(
+        run_dir,
+        *overrides,
+        f"algo.max_iterations={max_iterations}",
+        f"training.resume_from={checkpoint}",
+    )
+
+
 def _snapshot(run_dir: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run_dir.iterdir()}
 
@@ -79,12 +90,7 @@ def lineage(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         assert done.returncode == 0, done.stderr[-4000:]
         before = _snapshot(first)
         second = root / "second"
-        done = _train(
-            second,
-            f"algo.num_envs={NUM_ENVS}",
-            "algo.max_iterations=5",
-            f"training.resume_from={first / 'model_2.pt'}",
-        )
+        done = _resume(second, first / "model_2.pt", f"algo.num_envs={NUM_ENVS}")
         assert done.returncode == 0, done.stderr[-4000:]
         assert _snapshot(first) == before, "the resumed run changed the old run directory"
     finally:
@@ -186,12 +192,7 @@ def test_mismatched_checkpoint_fails_closed_at_startup(
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(lineage["cache"]))
     run_dir = tmp_path / "run"
-    done = _train(
-        run_dir,
-        *overrides,
-        "algo.max_iterations=5",
-        f"training.resume_from={lineage['first'] / 'model_2.pt'}",
-    )
+    done = _resume(run_dir, lineage["first"] / "model_2.pt", *overrides)
     assert done.returncode == 1, done.stderr[-4000:]
     summary = load_strict(run_dir / "run_summary.json")
     assert validate(summary, "run_summary.v1.json") == []
@@ -213,12 +214,7 @@ def test_unreadable_checkpoint_fails_closed_at_startup(
     junk = tmp_path / "model_2.pt"
     junk.write_bytes(b"PK\x03\x04 truncated")
     run_dir = tmp_path / "run"
-    done = _train(
-        run_dir,
-        f"algo.num_envs={NUM_ENVS}",
-        "algo.max_iterations=5",
-        f"training.resume_from={junk}",
-    )
+    done = _resume(run_dir, junk, f"algo.num_envs={NUM_ENVS}")
     assert done.returncode == 1, done.stderr[-4000:]
     summary = load_strict(run_dir / "run_summary.json")
     assert summary["runtime_manifest"]["shutdown"]["classification"] == "learner_failure"
@@ -242,12 +238,7 @@ def test_bad_resume_from_exits_2_and_writes_nothing(
         "finished": lineage["first"] / "model_4.pt",
     }[target]
     run_dir = tmp_path / "run"
-    done = _train(
-        run_dir,
-        f"algo.num_envs={NUM_ENVS}",
-        "algo.max_iterations=4",
-        f"training.resume_from={path}",
-    )
+    done = _resume(run_dir, path, f"algo.num_envs={NUM_ENVS}", max_iterations=4)
     assert done.returncode == 2, done.stderr[-4000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and message in errors[0], done.stderr

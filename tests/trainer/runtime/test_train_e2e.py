@@ -85,12 +85,25 @@ def _start_training(run_dir: Path) -> tuple[subprocess.Popen[str], psutil.Proces
     return proc, collectors[0]
 
 
-def _finish(proc: subprocess.Popen[str], run_dir: Path) -> dict:
+def _finish(
+    proc: subprocess.Popen[str],
+    collector: psutil.Process,
+    run_dir: Path,
+    *,
+    classification: str,
+    owner: str,
+) -> dict:
+    """Wait for the failed run; check it left nothing behind and was classified as expected."""
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 1, out[-4000:]
     assert [p for p in psutil.process_iter(["ppid"]) if p.info["ppid"] == proc.pid] == []
     summary = load_strict(run_dir / "run_summary.json")
     assert validate(summary, "run_summary.v1.json") == []
+    shutdown = summary["runtime_manifest"]["shutdown"]
+    assert (shutdown["classification"], shutdown["owner"]) == (classification, owner)
+    assert not collector.is_running()
+    verdict = judge_run_dir(run_dir, monitor_reasons=[], monitor_classification=None)
+    assert verdict.failure_classification == classification, verdict.reasons
     return summary
 
 
@@ -98,24 +111,18 @@ def test_killing_the_collector_mid_run_is_a_collector_failure(tmp_path, isolated
     run_dir = tmp_path / "run"
     proc, collector = _start_training(run_dir)
     collector.send_signal(signal.SIGKILL)
-    summary = _finish(proc, run_dir)
-    shutdown = summary["runtime_manifest"]["shutdown"]
+    summary = _finish(
+        proc, collector, run_dir, classification="collector_failure", owner="collector"
+    )
     assert summary["status"] != "completed"
-    assert (shutdown["classification"], shutdown["owner"]) == ("collector_failure", "collector")
-    assert shutdown["collector"]["signal_name"] == "SIGKILL"
-    assert not collector.is_running()
-    verdict = judge_run_dir(run_dir, monitor_reasons=[], monitor_classification=None)
-    assert verdict.failure_classification == "collector_failure", verdict.reasons
+    assert summary["runtime_manifest"]["shutdown"]["collector"]["signal_name"] == "SIGKILL"
 
 
 def test_sigint_to_the_trainer_is_an_external_cancellation(tmp_path, isolated_cache):
     run_dir = tmp_path / "run"
     proc, collector = _start_training(run_dir)
     proc.send_signal(signal.SIGINT)
-    summary = _finish(proc, run_dir)
-    shutdown = summary["runtime_manifest"]["shutdown"]
+    summary = _finish(
+        proc, collector, run_dir, classification="external_cancellation", owner="external"
+    )
     assert summary["status"] == "failed"
-    assert (shutdown["classification"], shutdown["owner"]) == ("external_cancellation", "external")
-    assert not collector.is_running()
-    verdict = judge_run_dir(run_dir, monitor_reasons=[], monitor_classification=None)
-    assert verdict.failure_classification == "external_cancellation", verdict.reasons

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainer.task.config import REWARD_TERM_NAMES, G1TrackingCfg
-from trainer.task.g1_tracking import make_env
+from trainer.task.config import REWARD_TERM_NAMES
 from trainer.task.math import quat_apply_inverse
 
 NUM_ENVS = 4
@@ -249,23 +248,16 @@ def test_staged_mjwarp_step_resets_done_rows_inside_step_with_fixed_draws(make_w
     assert torch.allclose(total, third.reward.mean(), atol=1e-6)
 
 
-def _gpu_pair(g1_model, g1_clip, num_envs: int):
-    kw = {"sim_backend": "mjwarp", "num_envs": num_envs, "device": "cuda", "seed": 11}
-    kw.update(motion=g1_clip, model=g1_model)
-    eager = make_env(G1TrackingCfg(), cuda_graph=False, compile_backend=None, **kw)
-    graphed = make_env(G1TrackingCfg(), compile_backend=None, **kw)  # graphs alone
-    return eager, graphed
-
-
 @pytest.mark.gpu
-def test_cuda_graph_step_matches_eager_and_never_syncs(g1_model, g1_clip):
+def test_cuda_graph_step_matches_eager_and_never_syncs(make_cuda_env):
     """Graphed and eager steps from the same seed and state agree; the graphed loop runs under
     ``set_sync_debug_mode("error")``. Random numbers (reset and observation noise) must match
     to float rounding: both paths draw the same philox offsets. Physics-derived values get a
     small tolerance because MJWarp's contact ordering (atomics) is not bitwise reproducible
     between two separate Data instances; exact agreement is reported when it happens."""
     n, steps = 64, 6
-    eager, graphed = _gpu_pair(g1_model, g1_clip, n)
+    eager = make_cuda_env(n, cuda_graph=False, compile_backend=None)
+    graphed = make_cuda_env(n, compile_backend=None)  # graphs alone
     entry = graphed.diagnostics()["diagnostics"]["task_cuda_graph"]
     assert entry["enabled"] is True, entry["disable_reason"]
     assert eager.diagnostics()["diagnostics"]["task_cuda_graph"]["enabled"] is False

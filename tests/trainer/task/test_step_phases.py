@@ -11,24 +11,13 @@ import pytest
 import torch
 
 from trainer.sim.backend import BackendFailure
-from trainer.task.config import G1TrackingCfg
-from trainer.task.g1_tracking import STEP_PHASES, G1TrackingEnv, make_env
+from trainer.task.g1_tracking import STEP_PHASES, G1TrackingEnv
 
 FIELDS = ("obs", "critic_obs", "terminal_obs", "reward", "done", "terminated", "truncated")
 
 
-def _cpu_env(g1_model, g1_clip, compile_backend, num_envs=6):
-    return make_env(
-        G1TrackingCfg(),
-        sim_backend="mujoco",
-        num_envs=num_envs,
-        device="cpu",
-        seed=5,
-        motion=g1_clip,
-        model=g1_model,
-        backend_options={"num_threads": 1},
-        compile_backend=compile_backend,
-    )
+def _cpu_env(make_g1_env, compile_backend, num_envs=6) -> G1TrackingEnv:
+    return make_g1_env(num_envs=num_envs, seed=5, num_threads=1, compile_backend=compile_backend)
 
 
 def _actions(num_envs: int, steps: int) -> list[torch.Tensor]:
@@ -53,9 +42,9 @@ def _assert_same_steps(a: G1TrackingEnv, b: G1TrackingEnv, steps: int, atol: flo
 
 
 @pytest.mark.slow
-def test_compiled_phase_functions_match_the_eager_step(g1_model, g1_clip):
-    compiled = _cpu_env(g1_model, g1_clip, "aot_eager")
-    eager = _cpu_env(g1_model, g1_clip, None)
+def test_compiled_phase_functions_match_the_eager_step(make_g1_env):
+    compiled = _cpu_env(make_g1_env, "aot_eager")
+    eager = _cpu_env(make_g1_env, None)
     assert compiled.task_compile.to_json() == {
         "requested": True,
         "enabled": True,
@@ -65,14 +54,14 @@ def test_compiled_phase_functions_match_the_eager_step(g1_model, g1_clip):
     _assert_same_steps(compiled, eager, steps=4, atol=1e-5)
 
 
-def test_make_env_compiles_only_on_cuda(g1_model, g1_clip):
-    env = _cpu_env(g1_model, g1_clip, True, num_envs=2)  # torch_compile=True, but CPU
+def test_make_env_compiles_only_on_cuda(make_g1_env):
+    env = _cpu_env(make_g1_env, True, num_envs=2)  # torch_compile=True, but CPU
     assert env.task_compile.requested is False
     assert "compile_backend=None" in env.task_compile.disable_reason
 
 
-def test_a_failing_compile_reverts_to_eager_and_says_why(g1_model, g1_clip):
-    env = _cpu_env(g1_model, g1_clip, "no_such_backend", num_envs=2)
+def test_a_failing_compile_reverts_to_eager_and_says_why(make_g1_env):
+    env = _cpu_env(make_g1_env, "no_such_backend", num_envs=2)
     entry = env.task_compile
     assert entry.requested is True and entry.enabled is False
     assert "no_such_backend" in entry.disable_reason
@@ -80,8 +69,8 @@ def test_a_failing_compile_reverts_to_eager_and_says_why(g1_model, g1_clip):
     env.step(torch.zeros(2, 29))
 
 
-def test_step_phases_need_a_staged_backend(g1_model, g1_clip):
-    env = _cpu_env(g1_model, g1_clip, None, num_envs=2)
+def test_step_phases_need_a_staged_backend(make_g1_env):
+    env = _cpu_env(make_g1_env, None, num_envs=2)
     with pytest.raises(BackendFailure, match="no staged launches"):
         env.step_phases()
 
@@ -121,19 +110,10 @@ def test_phases_run_one_by_one_equal_step_and_select_can_be_replaced(make_warp_c
     assert phased.clip_end.dtype == torch.bool and phased.clip_end.shape == (n,)
 
 
-def _cuda_pair(g1_model, g1_clip, num_envs: int):
-    kw = {"sim_backend": "mjwarp", "num_envs": num_envs, "device": "cuda", "seed": 11}
-    kw.update(motion=g1_clip, model=g1_model)
-    eager = make_env(G1TrackingCfg(), cuda_graph=False, compile_backend=None, **kw)
-    fast = make_env(G1TrackingCfg(), **kw)
-    return eager, fast
-
-
 @pytest.mark.gpu
-def test_inductor_and_graphs_match_the_eager_step_on_cuda(g1_model, g1_clip):
-    if not torch.cuda.is_available():
-        pytest.skip("needs CUDA")
-    eager, fast = _cuda_pair(g1_model, g1_clip, 64)
+def test_inductor_and_graphs_match_the_eager_step_on_cuda(make_cuda_env):
+    eager = make_cuda_env(64, cuda_graph=False, compile_backend=None)
+    fast = make_cuda_env(64)
     assert fast.task_compile.enabled, fast.task_compile.disable_reason
     assert fast.task_cuda_graph.enabled, fast.task_cuda_graph.disable_reason
     diag = fast.diagnostics()["diagnostics"]
