@@ -105,6 +105,7 @@ PHASE_BOUNDARIES = {
 }
 MOTION_ALIASES = {
     "synthetic": "motions/g1/synthetic_dance.npz",
+    "march": "motions/g1/synthetic_march.npz",
     "dance": "motions/g1/dance1_subject2_part.npz",
 }
 

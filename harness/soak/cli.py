@@ -42,6 +42,7 @@ REMOVED_KEY_MESSAGE = (
 MOTION_KEY = "env.commands.motion.motion_file"
 MOTION_IDS = {
     "synthetic": "motions/g1/synthetic_dance.npz",
+    "march": "motions/g1/synthetic_march.npz",
     "dance": "motions/g1/dance1_subject2_part.npz",
 }
 DEFAULT_SAVE_INTERVAL_OVERRIDE = "algo.save_interval=10000"
@@ -405,7 +406,7 @@ def g1_soak(
         str | None,
         typer.Option(
             "--motion",
-            help="synthetic (offline clip), dance (the seed's clip via the hub) or a path.",
+            help="synthetic (offline dance clip), march (offline marching clip), dance (the seed's clip via the hub) or a path.",
         ),
     ] = None,
     extra_override: Annotated[

@@ -44,7 +44,9 @@ __all__ = [
     "DEFAULT_HUB_REPO",
     "MOTION_FPS",
     "REQUIRED_KEYS",
+    "SYNTHETIC_CLIP_IDS",
     "SYNTHETIC_GENERATOR_VERSION",
+    "SYNTHETIC_MARCH_ID",
     "SYNTHETIC_MOTION_ID",
     "HubMode",
     "MotionClip",
@@ -53,6 +55,7 @@ __all__ = [
     "arrays_sha256",
     "download_from_hub",
     "ensure_synthetic_clip",
+    "generate_synthetic_clip",
     "generate_synthetic_dance",
     "hub_offline",
     "load_motion",
@@ -64,6 +67,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 SYNTHETIC_MOTION_ID = "motions/g1/synthetic_dance.npz"
+SYNTHETIC_MARCH_ID = "motions/g1/synthetic_march.npz"
+"""A second built-in clip of a different motion (marching in place), for learning checks."""
 DANCE_MOTION_ID = "motions/g1/dance1_subject2_part.npz"
 DEFAULT_HUB_REPO = "unilabsim/unilab-motions"
 PUBLIC_HF_ENDPOINT = "https://huggingface.co"
@@ -457,8 +462,52 @@ def _synthetic_joint_pos(num_frames: int, fps: int) -> np.ndarray:
     return q
 
 
+_MARCH_PERIOD_S = 1.2
+_MARCH_HIP_RAD = 0.5
+_MARCH_KNEE_RAD = 0.9
+_MARCH_ARM_RAD = 0.4
+
+
+def _march_joint_pos(num_frames: int, fps: int) -> np.ndarray:
+    """[T, 29] joint targets: marching in place, knees raised in turn, arms swinging opposite.
+
+    A raised leg keeps its foot flat (ankle pitch = -(hip pitch + knee)), and the lift
+    profile ``max(0, sin)^2`` is C1, so each foot leaves and meets the floor smoothly. The
+    motion fades in over the first second so frame 0 is the ``stand`` pose.
+    """
+    t = np.arange(num_frames, dtype=np.float64) / fps  # [T]
+    x = np.clip(t / _RAMP_S, 0.0, 1.0)
+    ramp = x * x * (3.0 - 2.0 * x)
+    idx = {name: i for i, name in enumerate(JOINT_NAMES)}
+    q = np.tile(np.asarray(DEFAULT_JOINT_POS, dtype=np.float64), (num_frames, 1))  # [T, 29]
+    phase = 2.0 * np.pi * t / _MARCH_PERIOD_S
+    for side, shift, sign in (("left", 0.0, 1.0), ("right", np.pi, -1.0)):
+        lift = ramp * np.maximum(0.0, np.sin(phase + shift)) ** 2
+        q[:, idx[f"{side}_hip_pitch_joint"]] -= _MARCH_HIP_RAD * lift
+        q[:, idx[f"{side}_knee_joint"]] += _MARCH_KNEE_RAD * lift
+        q[:, idx[f"{side}_ankle_pitch_joint"]] -= (_MARCH_KNEE_RAD - _MARCH_HIP_RAD) * lift
+        # The arm swings forward with the opposite leg's lift.
+        q[:, idx[f"{side}_shoulder_pitch_joint"]] += sign * _MARCH_ARM_RAD * ramp * np.sin(phase)
+        q[:, idx[f"{side}_elbow_joint"]] += 0.3 * ramp * (1.0 + np.sin(phase + shift)) * 0.5
+    q[:, idx["waist_yaw_joint"]] += 0.1 * ramp * np.sin(phase)
+    return q
+
+
+_SYNTHETIC_JOINT_POS = {
+    SYNTHETIC_MOTION_ID: _synthetic_joint_pos,
+    SYNTHETIC_MARCH_ID: _march_joint_pos,
+}
+SYNTHETIC_CLIP_IDS: tuple[str, ...] = tuple(_SYNTHETIC_JOINT_POS)
+"""Clips the trainer generates offline instead of downloading."""
+
+
 def generate_synthetic_dance(model: mujoco.MjModel) -> dict[str, np.ndarray]:
-    """Build the offline default clip ``motions/g1/synthetic_dance.npz`` (deterministic).
+    """The offline default clip ``motions/g1/synthetic_dance.npz``; see :func:`generate_synthetic_clip`."""
+    return generate_synthetic_clip(model, SYNTHETIC_MOTION_ID)
+
+
+def generate_synthetic_clip(model: mujoco.MjModel, motion_id: str) -> dict[str, np.ndarray]:
+    """Build the built-in clip ``motion_id`` (one of :data:`SYNTHETIC_CLIP_IDS`), deterministically.
 
     500 frames at 50 fps. The pelvis stays level; its xy keeps the feet centred on the world
     origin and its height puts the lowest foot point at z = 0 in every frame. Joint and root
@@ -468,13 +517,14 @@ def generate_synthetic_dance(model: mujoco.MjModel) -> dict[str, np.ndarray]:
 
     Args:
         model: the G1 scene model (its foot collision geoms define the ground contact).
+        motion_id: which built-in clip.
 
     Returns:
         The NPZ arrays in file order, including ``generator_version``.
     """
     fps = MOTION_FPS
     dt = 1.0 / fps
-    joint_pos = _synthetic_joint_pos(_SYNTH_FRAMES, fps)
+    joint_pos = _SYNTHETIC_JOINT_POS[motion_id](_SYNTH_FRAMES, fps)
     model_joints = _model_joint_names(model)
     if model_joints != JOINT_NAMES:
         msg = f"model hinge joints {model_joints[:3]}... differ from the G1 29-DoF order; build it with build_g1_model"
@@ -525,9 +575,11 @@ def _write_npz_atomic(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
 
 
 def ensure_synthetic_clip(
-    cache_dir: Path | None = None, model: mujoco.MjModel | None = None
+    cache_dir: Path | None = None,
+    model: mujoco.MjModel | None = None,
+    motion_id: str = SYNTHETIC_MOTION_ID,
 ) -> tuple[Path, Literal["present", "generated"], str]:
-    """Make sure ``<cache root>/motions/g1/synthetic_dance.npz`` holds the current clip.
+    """Make sure ``<cache root>/<motion_id>`` holds the current built-in clip.
 
     The clip is regenerated (cheap: 1000 forward-kinematics calls) and compared by
     :func:`arrays_sha256`; the file is written only when missing or different.
@@ -535,13 +587,16 @@ def ensure_synthetic_clip(
     Args:
         cache_dir: the cache root; defaults to :func:`trainer.assets.cache_root`.
         model: the G1 model; defaults to ``build_g1_model(SceneCfg())``.
+        motion_id: one of :data:`SYNTHETIC_CLIP_IDS`.
 
     Returns:
         ``(path, status, sha256)`` with status ``present`` or ``generated``.
     """
     root = cache_root() if cache_dir is None else Path(cache_dir)
-    path = root / SYNTHETIC_MOTION_ID
-    arrays = generate_synthetic_dance(build_g1_model(SceneCfg()) if model is None else model)
+    path = root / motion_id
+    arrays = generate_synthetic_clip(
+        build_g1_model(SceneCfg()) if model is None else model, motion_id
+    )
     expected = arrays_sha256(arrays)
     if path.is_file():
         try:
@@ -658,8 +713,8 @@ def resolve_motion(
             return ResolvedMotion(candidate, source, arrays_sha256(_read_npz(candidate)))
         searched.append(str(candidate))
     writable = Path(search_roots[-1]) if search_roots else cache_root()
-    if motion_id == SYNTHETIC_MOTION_ID:
-        path, _, sha = ensure_synthetic_clip(writable)
+    if motion_id in SYNTHETIC_CLIP_IDS:
+        path, _, sha = ensure_synthetic_clip(writable, motion_id=motion_id)
         return ResolvedMotion(path, "generated", sha)
     if hub == "skip":
         raise _not_found(motion_id, searched, "; hub download skipped (--hub skip)")

@@ -17,10 +17,12 @@ from trainer.sim.scene import FOOT_BODY_NAMES, SceneCfg, body_ids, build_g1_mode
 from trainer.task import motion
 from trainer.task.motion import (
     DANCE_MOTION_ID,
+    SYNTHETIC_MARCH_ID,
     SYNTHETIC_MOTION_ID,
     MotionError,
     arrays_sha256,
     ensure_synthetic_clip,
+    generate_synthetic_clip,
     generate_synthetic_dance,
     load_motion,
     load_motions,
@@ -30,6 +32,7 @@ from trainer.task.motion import (
 # Recorded in docs/assets.md; a change here means the generator changed its output: bump
 # SYNTHETIC_GENERATOR_VERSION and update the docs together with this constant.
 SYNTHETIC_SHA256 = "ed28ebd74f38407321c6206e78181b39c7d202f79d2b40c78985f5035316769e"
+MARCH_SHA256 = "16735c3272b2c7c4d46c0907e920c66baef51885780f15e39cb73ebe166d4e2e"
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +76,26 @@ def test_synthetic_clip_is_deterministic_with_recorded_sha(
     for key, value in synthetic.items():
         np.testing.assert_array_equal(again[key], value)
     assert arrays_sha256(synthetic) == SYNTHETIC_SHA256
+
+
+def test_march_clip_is_a_different_deterministic_motion_within_the_joint_ranges(
+    model: mujoco.MjModel, synthetic: dict[str, np.ndarray], tmp_path: Path
+) -> None:
+    march = generate_synthetic_clip(model, SYNTHETIC_MARCH_ID)
+    assert arrays_sha256(march) == MARCH_SHA256
+    assert march["joint_pos"].shape == synthetic["joint_pos"].shape
+    np.testing.assert_array_equal(
+        march["joint_pos"][0], synthetic["joint_pos"][0]
+    )  # both start standing
+    assert np.abs(march["joint_pos"] - synthetic["joint_pos"]).max() > 0.5
+    feet = [
+        list(march["body_names"]).index(f"{side}_ankle_roll_link") for side in ("left", "right")
+    ]
+    lift = march["body_pos_w"][:, feet, 2] - march["body_pos_w"][0, feet, 2]
+    assert lift.max() > 0.1 and lift.min() > -1e-4  # each foot rises, neither sinks
+    path, status, sha = ensure_synthetic_clip(tmp_path, model, motion_id=SYNTHETIC_MARCH_ID)
+    assert (path, status, sha) == (tmp_path / SYNTHETIC_MARCH_ID, "generated", MARCH_SHA256)
+    assert resolve_motion(SYNTHETIC_MARCH_ID, asset_roots=(tmp_path,), hub="skip").path == path
 
 
 def test_synthetic_clip_shape_rate_and_layout(synthetic: dict[str, np.ndarray]) -> None:
