@@ -64,8 +64,11 @@ class FlashSacCfg:
     lr_warmup_steps: int = 0
     """Linear warm-up updates of the schedules (0 = none, the FlashSAC default)."""
 
-    lr_decay_steps: int = 500000
-    """Cosine period T in updates; lr stays at ``lr_end`` once an optimizer made T updates."""
+    lr_decay_steps: int | None = 500000
+    """Cosine period T in updates; lr stays at ``lr_end`` once an optimizer made T updates.
+
+    null: each optimizer decays over its own updates in ``max_iterations`` (the whole run, as
+    the official FlashSAC schedules it); see :meth:`resolved_lr_decay_steps`."""
 
     learning_starts: int = 98
     """Warm-up ticks before the first iteration (W = max(learning_starts, ceil(B/N)))."""
@@ -138,7 +141,7 @@ class FlashSacCfg:
         """
         positive_ints = (
             "num_envs", "max_iterations", "batch_size", "updates_per_step", "policy_frequency",
-            "lr_decay_steps", "replay_buffer_n", "actor_hidden_dim", "critic_hidden_dim",
+            "replay_buffer_n", "actor_hidden_dim", "critic_hidden_dim",
             "num_blocks", "num_atoms", "noise_max_repeat", "save_interval",
         )  # fmt: skip
         for key in positive_ints:
@@ -147,6 +150,14 @@ class FlashSacCfg:
                 _fail(
                     f"algo.{key}={value!r} must be a positive integer; use e.g. {getattr(FlashSacCfg, key)}"
                 )
+        decay = self.lr_decay_steps
+        if decay is not None and (
+            isinstance(decay, bool) or not isinstance(decay, int) or decay <= 0
+        ):
+            _fail(
+                f"algo.lr_decay_steps={decay!r} must be a positive integer or null (the whole run); "
+                "use e.g. null"
+            )
         for key in ("learning_starts", "lr_warmup_steps"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -210,6 +221,18 @@ class FlashSacCfg:
     def replay_capacity(self) -> int:
         """Rows C of the device ring: ``replay_buffer_n * num_envs``."""
         return self.replay_buffer_n * self.num_envs
+
+    def resolved_lr_decay_steps(self) -> tuple[int, int, int]:
+        """Cosine period T of the (actor, critic, temperature) schedules, in their own updates.
+
+        ``lr_decay_steps`` when set; when null, the updates each optimizer makes in
+        ``max_iterations``: the critic steps ``updates_per_step`` times per iteration, the
+        actor and the temperature ``ceil(updates_per_step / policy_frequency)`` times.
+        """
+        if self.lr_decay_steps is not None:
+            return (self.lr_decay_steps,) * 3
+        policy = -(-self.updates_per_step // self.policy_frequency) * self.max_iterations
+        return policy, self.updates_per_step * self.max_iterations, policy
 
     @property
     def warmup_ticks(self) -> int:

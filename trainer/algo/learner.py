@@ -123,6 +123,9 @@ class FlashSacLearner:
             device=self.device,
         )
         self._peak_column = torch.tensor(peaks, dtype=torch.float32, device=self.device)[:, None]
+        self._decay_column = torch.tensor(
+            cfg.resolved_lr_decay_steps(), dtype=torch.float32, device=self.device
+        )[:, None]
         self._step_offsets = torch.arange(
             cfg.updates_per_step, dtype=torch.float32, device=self.device
         )
@@ -356,7 +359,7 @@ class FlashSacLearner:
             self.lr_steps.unsqueeze(1) + self._step_offsets,
             peak=self._peak_column,
             end=self.cfg.lr_end,
-            decay_steps=self.cfg.lr_decay_steps,
+            decay_steps=self._decay_column,
             warmup_steps=self.cfg.lr_warmup_steps,
         )
         for k in range(self.updates_per_step):

@@ -24,9 +24,14 @@ def cosine_lr(
 
 
 def cosine_lr_tensor(
-    step: Tensor, *, peak: float, end: float, decay_steps: int, warmup_steps: int = 0
+    step: Tensor,
+    *,
+    peak: float | Tensor,
+    end: float,
+    decay_steps: int | Tensor,
+    warmup_steps: int = 0,
 ) -> Tensor:
-    """Device form of :func:`cosine_lr`; ``step`` is a 0-dim float32 counter tensor."""
+    """Device form of :func:`cosine_lr`; ``step``, ``peak`` and ``decay_steps`` broadcast."""
     progress = ((step - warmup_steps).clamp(min=0.0) / decay_steps).clamp(max=1.0)
     lr = end + (peak - end) * 0.5 * (1.0 + torch.cos(math.pi * progress))
     if warmup_steps > 0:

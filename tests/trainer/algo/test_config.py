@@ -56,6 +56,15 @@ def test_fields_are_exactly_the_spec_keys_and_defaults_validate() -> None:
     assert cfg.resolved_amp_dtype("cuda") == "bf16" and cfg.resolved_amp_dtype("cpu") == "fp32"
 
 
+def test_null_lr_decay_steps_decays_each_optimizer_over_its_updates_in_the_run() -> None:
+    cfg = FlashSacCfg(max_iterations=65000, updates_per_step=4, policy_frequency=2)
+    assert cfg.resolved_lr_decay_steps() == (500000, 500000, 500000)
+    whole_run = dataclasses.replace(cfg, lr_decay_steps=None).validate()
+    assert whole_run.resolved_lr_decay_steps() == (130000, 260000, 130000)
+    odd = dataclasses.replace(whole_run, updates_per_step=3)  # actor after updates 0 and 2
+    assert odd.resolved_lr_decay_steps() == (130000, 195000, 130000)
+
+
 def test_warmup_ticks_and_total_env_steps() -> None:
     assert warmup_ticks(98, 2048, 1024) == 98
     assert warmup_ticks(98, 2048, 20) == 103
@@ -77,6 +86,7 @@ def test_warmup_ticks_and_total_env_steps() -> None:
         ({"critic_min_v": 5.0}, "algo.critic_min_v=5.0"),
         ({"gamma": 1.5}, "algo.gamma=1.5"),
         ({"tau": 0.0}, "algo.tau=0.0"),
+        ({"lr_decay_steps": 0}, "algo.lr_decay_steps=0 must be a positive integer or null"),
         ({"actor_lr": float("nan")}, "algo.actor_lr=nan"),
         ({"learning_starts": -1}, "algo.learning_starts=-1"),
     ],

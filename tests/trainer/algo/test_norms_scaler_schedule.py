@@ -85,6 +85,15 @@ def test_reward_scaler_multi_tick_fold_equals_tick_by_tick_and_round_trips() -> 
     assert float(restored.scale()) == float(many.scale())
 
 
+def test_cosine_schedule_broadcasts_a_period_per_optimizer() -> None:
+    steps = torch.tensor([[50.0], [100.0], [200.0]])
+    periods = torch.tensor([[100.0], [200.0], [100.0]])
+    lr = cosine_lr_tensor(steps, peak=3e-4, end=1.5e-4, decay_steps=periods)
+    expected = [cosine_lr(50, peak=3e-4, end=1.5e-4, decay_steps=100),
+                cosine_lr(100, peak=3e-4, end=1.5e-4, decay_steps=200), 1.5e-4]  # fmt: skip
+    torch.testing.assert_close(lr[:, 0], torch.tensor(expected), atol=1e-9, rtol=0)
+
+
 def test_cosine_schedule_reference_values() -> None:
     kw = {"peak": 3e-4, "end": 1.5e-4, "decay_steps": 500_000}
     assert cosine_lr(0, **kw) == pytest.approx(3e-4)
