@@ -3,12 +3,14 @@ summary, rejected by the §8 judge with the expected classification and a JSON p
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from harness.schemas import validate
+from harness.soak import verdict as verdict_module
 from harness.soak.verdict import judge_run_dir
 from tests.harness.schemas.builders import make_completed_summary, make_run_dir
 
@@ -72,9 +74,14 @@ def _mps(doc: Doc) -> None:
     )
 
 
+def _fl(doc: Doc) -> Doc:
+    return doc["runtime_manifest"]["inference_flight"]
+
+
 SV, UF, SCV = "schema_violation", "unknown_failure", "shutdown_contract_violation"
 RI = "$.runtime_manifest.replay_ingress"
 SD = "$.runtime_manifest.shutdown"
+FL = "$.runtime_manifest.inference_flight"
 CASES: list[tuple[str, Callable[[Doc], None], str, str]] = [
     # (id, mutation, expected classification, JSON path the reason must name)
     ("stamp-float", _set(_top, "metric_schema_version", 1.0), SV, "$.metric_schema_version"),
@@ -112,6 +119,50 @@ CASES: list[tuple[str, Callable[[Doc], None], str, str]] = [
         lambda d: _m(d)["inference_flight"].update(max_in_flight=-1),
         SV,
         "$.runtime_manifest.inference_flight.max_in_flight",
+    ),
+    # Exact ints hold inside the $ref'd runtime manifest too (issue 12 item 3).
+    ("flight-queue-depth-1.0", _set(_fl, "queue_depth", 1.0), SV, f"{FL}.queue_depth"),
+    ("flight-queue-depth-0.0", _set(_fl, "queue_depth", 0.0), SV, f"{FL}.queue_depth"),
+    ("flight-publication-lag-1.0", _set(_fl, "publication_lag", 1.0), SV, f"{FL}.publication_lag"),
+    ("flight-publication-lag-0.0", _set(_fl, "publication_lag", 0.0), SV, f"{FL}.publication_lag"),
+    ("flight-max-in-flight-1.0", _set(_fl, "max_in_flight", 1.0), SV, f"{FL}.max_in_flight"),
+    ("flight-queue-depth-missing", _del(_fl, "queue_depth"), SV, f"{FL}.queue_depth"),
+    (
+        "ring-capacity-1.0",
+        _set(_m, "inference_ring_capacity", 1.0),
+        SV,
+        "$.runtime_manifest.inference_ring_capacity",
+    ),
+    (
+        "metrics-interval-100.0",
+        _set(_m, "collector_metrics_interval", 100.0),
+        SV,
+        "$.runtime_manifest.collector_metrics_interval",
+    ),
+    (
+        "ipc-event-count-3.0",
+        lambda d: _m(d)["inference_memory_budget"].update(ipc_event_count=3.0),
+        SV,
+        "$.runtime_manifest.inference_memory_budget.ipc_event_count",
+    ),
+    (
+        "sharing-rank-0.0",
+        _set(_cps, "rank", 0.0),
+        SV,
+        "$.runtime_manifest.cuda_process_sharing.rank",
+    ),
+    (
+        "sharing-server-pid-42.0",
+        _many(_mps, _set(_cps, "server_pid", 42.0)),
+        SV,
+        "$.runtime_manifest.cuda_process_sharing.server_pid",
+    ),
+    ("shutdown-iteration-30.0", _set(_sd, "iteration", 30.0), SCV, f"{SD}.iteration"),
+    (
+        "shutdown-ring-capacity-1.0",
+        lambda d: _sd(d)["inference_ring"].update(capacity=1.0),
+        SCV,
+        f"{SD}.inference_ring.capacity",
     ),
     ("ri-null", _set(_m, "replay_ingress", None), SV, RI),
     ("ri-counter-float", _set(_ri, "ingress_depth", 2.0), SV, f"{RI}.ingress_depth"),
@@ -327,3 +378,35 @@ def test_schema_alone_accepts_the_valid_summary_and_rejects_manifest_version_2()
     assert [v.path for v in validate(summary, "run_summary.v1.json")] == [
         "$.runtime_manifest.schema_version"
     ]
+
+
+@pytest.mark.parametrize("value", [0.0, 1.0, "0", None, True, -1])
+def test_flight_check_fails_closed_on_its_own(tmp_path, monkeypatch, value: Any) -> None:
+    """Step 4.1 rejects a flight counter that is not an exact int >= 0 by itself: with the
+    schema step switched off, the run still fails, naming the counter's path."""
+    monkeypatch.setattr(verdict_module, "validate_run_summary", lambda doc, completed: [])
+    summary = make_completed_summary(str(tmp_path))
+    summary["runtime_manifest"]["inference_flight"]["publication_lag"] = value
+    verdict = judge_run_dir(
+        make_run_dir(tmp_path, summary), monitor_reasons=[], monitor_classification=None
+    )
+    assert verdict.status == "failed"
+    assert verdict.failure_classification == SV
+    assert verdict.reasons == [
+        (
+            f"final inference flight counter {FL}.publication_lag must be an exact int >= 0, "
+            f"got {json.dumps(value)}"
+        )
+    ]
+
+
+def test_a_missing_flight_counter_is_reported_once(tmp_path) -> None:
+    summary = make_completed_summary(str(tmp_path))
+    del summary["runtime_manifest"]["inference_flight"]["queue_depth"]
+    verdict = judge_run_dir(
+        make_run_dir(tmp_path, summary), monitor_reasons=[], monitor_classification=None
+    )
+    assert verdict.reasons == [
+        f"final inference flight counter {FL}.queue_depth must be an exact int >= 0, missing"
+    ]
+
