@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from harness.schemas import (
     SCHEMA_DIR,
     SchemaUnavailable,
     preload,
+    schema_store,
     validate,
 )
 
@@ -126,6 +128,38 @@ def test_an_unusable_schema_is_a_one_line_error_naming_it_and_the_fix(
     text = str(caught.value)
     assert message.format(dir=schema_dir) in text and "\n" not in text
     assert text.endswith(f"restore {schema_dir} from this checkout (git checkout -- schemas/)")
+
+
+def _string_nodes(node: Any, where: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every subschema that requires a non-empty string (minLength >= 1)."""
+    if isinstance(node, dict):
+        types = node.get("type")
+        types = types if isinstance(types, list) else [types]
+        if "string" in types and node.get("minLength", 0) >= 1:
+            yield where, node
+        for key, value in node.items():
+            yield from _string_nodes(value, f"{where}/{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _string_nodes(value, f"{where}/{index}")
+
+
+@pytest.mark.parametrize("name", ALL_SCHEMAS)
+def test_every_required_name_or_reason_rejects_blank_strings(name: str) -> None:
+    """Wherever a schema asks for a non-empty string, white space alone is not enough."""
+    nodes = list(_string_nodes(schema_store().document(name)))
+    for where, node in nodes:
+        for blank in (" ", "   ", "\t\n"):
+            assert validate(blank, name, schema=node), f"{name}{where} accepts {blank!r}"
+
+
+def test_the_blank_string_audit_sees_the_contract_reasons() -> None:
+    nodes = dict(_string_nodes(schema_store().document("runtime_manifest.v1.json")))
+    assert {
+        "/$defs/non_empty_string",
+        "/properties/collector_backend_device",
+        "/$defs/backend_diagnostics/else/properties/backend_type",
+    } <= set(nodes)
 
 
 def test_parse_stat_handles_parens_in_comm() -> None:

@@ -248,6 +248,54 @@ CASES: list[tuple[str, Callable[[Doc], None], str, str]] = [
         SV,
         "$.runtime_manifest.backend_diagnostics.unavailable_reason",
     ),
+    # Names and reasons are non-blank (issue 12 item 4).
+    (
+        "backend-unavailable-blank-type",
+        _set(
+            _m,
+            "backend_diagnostics",
+            {"available": False, "backend_type": "", "unavailable_reason": "probe raised"},
+        ),
+        SV,
+        "$.runtime_manifest.backend_diagnostics.backend_type",
+    ),
+    (
+        "backend-unavailable-blank-reason",
+        _set(
+            _m,
+            "backend_diagnostics",
+            {"available": False, "backend_type": "mujoco", "unavailable_reason": "   "},
+        ),
+        SV,
+        "$.runtime_manifest.backend_diagnostics.unavailable_reason",
+    ),
+    (
+        "backend-disabled-blank-reason",
+        lambda d: _bd(d)["diagnostics"]["device_reset_randomization"].update(disable_reason="  "),
+        SV,
+        "$.runtime_manifest.backend_diagnostics.diagnostics.device_reset_randomization.disable_reason",
+    ),
+    (
+        "backend-available-blank-type",
+        _set(_bd, "backend_type", " \t"),
+        SV,
+        "$.runtime_manifest.backend_diagnostics.backend_type",
+    ),
+    (
+        "device-blank",
+        _set(_m, "collector_backend_device", "  "),
+        SV,
+        "$.runtime_manifest.collector_backend_device",
+    ),
+    ("algo-blank", _set(_top, "algo", " "), SV, "$.algo"),
+    ("shutdown-owner-blank", _set(_sd, "owner", "  "), SCV, f"{SD}.owner"),
+    ("shutdown-phase-blank", _set(_sd, "phase", "\n"), SCV, f"{SD}.phase"),
+    (
+        "shutdown-exception-blank-type",
+        _set(_sd, "exception", {"type": " ", "message": "boom"}),
+        SCV,
+        f"{SD}.exception.type",
+    ),
     (
         "mps-not-validated",
         _many(_mps, _set(_cps, "validated", False)),
