@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -315,6 +316,12 @@ CASES: list[tuple[str, Callable[[Doc], None], str, str]] = [
         "$.runtime_manifest.cuda_process_sharing",
     ),
     (
+        "pipe-kind-bogus",
+        _set(_cps, "control_pipe_kind", "unixsocket"),
+        SV,
+        "$.runtime_manifest.cuda_process_sharing.control_pipe_kind",
+    ),
+    (
         "sharing-missing",
         _del(_m, "cuda_process_sharing"),
         SV,
@@ -458,3 +465,36 @@ def test_a_missing_flight_counter_is_reported_once(tmp_path) -> None:
         f"final inference flight counter {FL}.queue_depth must be an exact int >= 0, missing"
     ]
 
+
+REPO = Path(__file__).resolve().parents[3]
+UNILAB_PATTERN = "'^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$'"
+
+
+@pytest.mark.parametrize("kind", ["socket", "unix_socket", "fifo"])
+def test_unilab_spelling_of_the_control_pipe_kind_is_accepted(tmp_path, kind: str) -> None:
+    summary = make_completed_summary(str(tmp_path))
+    _mps(summary)
+    _cps(summary)["control_pipe_kind"] = kind
+    verdict = judge_run_dir(
+        make_run_dir(tmp_path, summary), monitor_reasons=[], monitor_classification=None
+    )
+    assert verdict.status == "passed", verdict.failure_reason
+
+
+def test_rfc3339_offset_timestamps_are_rejected_by_design_with_the_documented_line(
+    tmp_path,
+) -> None:
+    """UniLab writes '+00:00'; we accept only the Z form, and docs/schemas.md shows the line."""
+    summary = make_completed_summary(str(tmp_path))
+    summary["start_time_utc"] = "2026-11-29T10:00:00+00:00"
+    summary["end_time_utc"] = "2026-11-29T10:31:00+00:00"
+    verdict = judge_run_dir(
+        make_run_dir(tmp_path, summary), monitor_reasons=[], monitor_classification=None
+    )
+    line = (
+        "run_summary schema violation at $.start_time_utc: "
+        f"'2026-11-29T10:00:00+00:00' does not match {UNILAB_PATTERN}"
+    )
+    assert verdict.failure_classification == SV
+    assert verdict.reasons == [line.replace("start", "end").replace("10:00:00", "10:31:00"), line]
+    assert line in (REPO / "docs" / "schemas.md").read_text(encoding="utf-8")
