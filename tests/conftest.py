@@ -1,8 +1,11 @@
-"""Shared pytest setup: the `gpu` marker skips cleanly without CUDA."""
+"""Shared pytest setup: the `gpu` marker skips cleanly without CUDA; private cache and schema
+directories."""
 
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -35,6 +38,20 @@ def isolated_cache(tmp_path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
     monkeypatch.delenv("G1SOAK_ASSET_DIR", raising=False)
     return cache
+
+
+@pytest.fixture
+def schema_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private copy of schemas/ that this test reads afresh: ``harness.schemas`` keeps the
+    first directory it reads for the rest of the process, so the fixture points it at the copy
+    and forgets the kept store (both are restored after the test)."""
+    from harness import schemas
+
+    copy = tmp_path / "schemas"
+    shutil.copytree(schemas.SCHEMA_DIR, copy)
+    monkeypatch.setattr(schemas, "SCHEMA_DIR", copy)
+    monkeypatch.setattr(schemas, "_STORE", None)
+    return copy
 
 
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")

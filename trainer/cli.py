@@ -36,6 +36,7 @@ from typing import Annotated, Any
 import typer
 
 from harness.cli_app import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error, run_app
+from harness.schemas import SchemaUnavailable
 from trainer.config.checks import check_semantics, resolve_log_dir
 from trainer.config.errors import ConfigError
 from trainer.config.loader import LoadedConfig, load_config
@@ -131,7 +132,7 @@ def _record_failure(
             cuda_process_sharing=state.sharing,
             learner_device=state.learner_device,
         )
-    except OSError as err:
+    except (OSError, SchemaUnavailable) as err:  # nothing unvalidated is written
         typer.echo(f"warning: cannot write run_summary.json in {state.run_dir}: {err}", err=True)
 
 
@@ -147,7 +148,8 @@ def _prepare(
     environ: Mapping[str, str],
     argv: Sequence[str] | None,
 ) -> RunContext:
-    """Steps 1–7; returns the resolved run. Raises ConfigError, OSError, PreflightError."""
+    """Steps 1–7; returns the resolved run. Raises ConfigError, OSError, SchemaUnavailable
+    (step 6), PreflightError."""
     now = dt.datetime.now(dt.UTC)
     state.start_time_utc = _utc_stamp(now)
     # Steps 1-5: nothing is written.
@@ -296,7 +298,7 @@ def run_train(
         )
         error(f"cancelled: {message}")
         return EXIT_FAILED
-    except OSError as err:  # step 6: the run dir or run_config.json cannot be written
+    except (OSError, SchemaUnavailable) as err:  # step 6: the run dir or run_config.json
         _record_failure(
             state,
             classification="learner_failure",

@@ -1,10 +1,11 @@
 """Preflight of ``train`` (CONTRACTS §1.1 step 7): can this machine run this config?
 
 Runs after the run directory and ``run_config.json`` exist and before any env, learner or
-collector is built or spawned. Checks, in order: Linux; the CUDA facts the backend needs
-(``mjwarp``: a CUDA build that is not ROCm/HIP, exactly one visible device and the
-``mujoco_warp``/``warp`` packages; ``mujoco``: CUDA only if ``training.device`` asks for
-it); the CUDA MPS probe (CONTRACTS §11, ``trainer.runtime.mps``); the G1 model and the
+collector is built or spawned. Checks, in order: every schema the run writes against loads
+and compiles (then kept in memory for the run, ``harness.schemas.preload``); Linux; the
+CUDA facts the backend needs (``mjwarp``: a CUDA build that is not ROCm/HIP, exactly one
+visible device and the ``mujoco_warp``/``warp`` packages; ``mujoco``: CUDA only if
+``training.device`` asks for it); the CUDA MPS probe (CONTRACTS §11, ``trainer.runtime.mps``); the G1 model and the
 scene (``trainer.sim.scene``); the motion clip (``trainer.task.motion``); and a memory
 estimate against 0.8 × the free memory of the learner device. A failure raises
 :class:`PreflightError` carrying the shutdown phase; ``train`` turns it into a failed
@@ -49,6 +50,9 @@ ACTOR_OBS_DIM, CRITIC_OBS_DIM, ACTION_DIM = 160, 289, 29
 CRITIC_ENSEMBLE = 2
 
 GIB = float(1 << 30)
+
+EVALUATION_SCHEMA = "evaluation.v1.json"
+"""The schema of ``evaluation.json`` (docs/evaluation.md), preloaded with the run's others."""
 
 
 class PreflightError(Exception):
@@ -191,6 +195,31 @@ def free_memory_bytes(device: str) -> int:
 # The checks
 
 
+def _load_schemas() -> None:
+    """Compile every schema the run writes against, and keep them for the whole run.
+
+    The run's last writes (``run_summary.json`` in ``finalize/logger_finish``, even a failed
+    one) then never read ``schemas/``, which may move or change while a long run is going.
+    """
+    from harness.run_summary import MANIFEST_SCHEMA
+    from harness.schemas import SchemaUnavailable, preload
+    from trainer.rundir.metrics import REGISTRY_SCHEMA
+    from trainer.rundir.run_config import RUN_CONFIG_SCHEMA
+    from trainer.rundir.summary import SUMMARY_SCHEMA
+
+    names = (
+        RUN_CONFIG_SCHEMA,
+        SUMMARY_SCHEMA,
+        MANIFEST_SCHEMA,
+        REGISTRY_SCHEMA,
+        EVALUATION_SCHEMA,
+    )
+    try:
+        preload(names)
+    except SchemaUnavailable as err:
+        raise PreflightError(str(err), phase=PHASE_BEGIN, error_type=type(err).__name__) from err
+
+
 def _check_platform() -> None:
     if not sys.platform.startswith("linux"):
         raise PreflightError(
@@ -321,6 +350,7 @@ def run_preflight(
         PreflightError: the first failed check, with its phase.
     """
     on_phase(PHASE_BEGIN)
+    _load_schemas()
     _check_platform()
     on_phase(PHASE_CUDA)
     _check_cuda(loaded.sim, learner_device, facts)

@@ -1,7 +1,8 @@
 """``g1-soak`` (the canonical preset) and ``soak-run`` (the generic runner), CONTRACTS §1.2/§1.3.
 
-Both validate everything before launching (exit 2, nothing launched, no artifact), then
-run the monitor and always write the artifact; exit 0 iff the soak passed. stdout holds
+Both validate everything before launching (exit 2, nothing launched, no artifact), load
+the schemas the judgement needs (exit 1 when one is unusable), then run the monitor and
+always write the artifact; exit 0 iff the soak passed. stdout holds
 only the result (a summary table, or one strict-JSON object with ``--json``); the live
 status line and ``error:`` lines go to stderr.
 """
@@ -285,6 +286,19 @@ def build_g1_command(
     ]
 
 
+def _load_schemas() -> None:
+    """Compile the schemas the verdict and the artifact use after the run, before launch.
+
+    The judgement then never reads ``schemas/``, which a checkout during a long soak may
+    change or remove. Raises SchemaUnavailable (exit 1, nothing launched).
+    """
+    from harness.run_summary import MANIFEST_SCHEMA, RUN_SUMMARY_SCHEMA
+    from harness.schemas import preload
+    from harness.soak.artifact import SCHEMA_FILE
+
+    preload((RUN_SUMMARY_SCHEMA, MANIFEST_SCHEMA, SCHEMA_FILE))
+
+
 def _fmt(value: Any) -> str:
     return "-" if value is None else str(value)
 
@@ -458,6 +472,7 @@ def g1_soak(
     command = build_g1_command(
         sim=sim.value, num_envs=num_envs, iterations=iterations, log_dir=log_dir, extras=extras
     )
+    _load_schemas()
     _make_parent(output)
     result = run_soak(command, log_dir=log_dir, output=output, cfg=cfg, motion_id=motion_id)
     raise typer.Exit(_finish(result, json_out))
@@ -501,6 +516,7 @@ def soak_run(
         raise UsageError(
             "no trainer command given; pass it after --, e.g. soak-run ... -- python train.py {log_dir}"
         )
+    _load_schemas()
     _make_parent(output)
     result = run_soak(argv, log_dir=log_dir, output=output, cfg=cfg)
     raise typer.Exit(_finish(result, json_out))

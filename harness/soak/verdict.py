@@ -35,6 +35,8 @@ __all__ = ["Verdict", "judge_run_dir", "resource_summary_fields", "validate_run_
 SUMMARY_NAME = "run_summary.json"
 EVENT_GLOB = "events.out.tfevents.*"
 RI_PATH = "$.runtime_manifest.replay_ingress"
+FLIGHT_PATH = "$.runtime_manifest.inference_flight"
+FLIGHT_COUNTERS = ("queue_depth", "publication_lag")
 _REQUIRED = re.compile(r"'([^']+)' is a required property")
 MAX_SCHEMA_REASONS = 12
 MAX_MESSAGE = 240  # jsonschema quotes the whole offending value; a 16000-char error stays readable  # a fuzzed summary can break hundreds of rules; the first few say enough
@@ -182,7 +184,8 @@ def _outside(violations: list[SchemaViolation], *prefixes: str) -> list[SchemaVi
     def under(path: str, prefix: str) -> bool:
         return path == prefix or path.startswith((prefix + ".", prefix + "["))
 
-    return [v for v in violations if not any(under(v.path, p) for p in prefixes)]
+    # The pinpointed path, so "'x' is a required property" at the parent counts as under x.
+    return [v for v in violations if not any(under(_pinpoint(v)[0], p) for p in prefixes)]
 
 
 def _check_failed_run(summary: dict[str, Any], findings: _Findings) -> None:
@@ -228,15 +231,30 @@ def _check_failed_run(summary: dict[str, Any], findings: _Findings) -> None:
 
 
 def _check_flight(manifest: dict[str, Any], findings: _Findings) -> None:
-    """§8 step 4.1: the final inference flight is drained."""
+    """§8 step 4.1: the final inference flight is drained.
+
+    Fails closed: a counter that is not an exact int >= 0 is a finding here, not a value to
+    skip, so the gate never depends on the schema step to catch it (its schema violations at
+    these two paths are left out of step 4.3 to keep one reason per fault).
+    """
     flight = manifest.get("inference_flight")
     if not isinstance(flight, dict):
-        return  # absence and shape are schema findings (step 4.3)
+        return  # absence and shape of the object are schema findings (step 4.3)
+    bad = False
+    for name in FLIGHT_COUNTERS:
+        value = flight.get(name)
+        if not is_exact_int(value) or value < 0:
+            got = "missing" if name not in flight else f"got {show(value)}"
+            findings.add(
+                f"final inference flight counter {FLIGHT_PATH}.{name} must be an exact int >= 0, {got}",
+                "schema_violation",
+            )
+            bad = True
     depth, lag = flight.get("queue_depth"), flight.get("publication_lag")
-    if is_exact_int(depth) and is_exact_int(lag) and (depth != 0 or lag != 0):
+    if not bad and (depth != 0 or lag != 0):
         findings.add(
             f"final inference flight is not drained (queue_depth={depth}, publication_lag={lag}) "
-            "at $.runtime_manifest.inference_flight",
+            f"at {FLIGHT_PATH}",
             "unknown_failure",
         )
 
@@ -426,7 +444,12 @@ def _check_completed_run(summary: dict[str, Any], log_dir: Path, findings: _Find
     _check_flight(manifest, findings)
     for path, message in _replay_ingress_problems(summary, manifest.get("replay_ingress")):
         findings.add(f"replay_ingress invariant violated at {path}: {message}", "schema_violation")
-    violations = _outside(validate_run_summary(summary, completed=True), SHUTDOWN_PATH, RI_PATH)
+    violations = _outside(
+        validate_run_summary(summary, completed=True),
+        SHUTDOWN_PATH,
+        RI_PATH,
+        *(f"{FLIGHT_PATH}.{name}" for name in FLIGHT_COUNTERS),
+    )
     findings.add_violations(
         violations, "run_summary schema violation at {path}: {message}", "schema_violation"
     )

@@ -337,3 +337,98 @@ def test_sigint_before_training_exits_1_with_an_external_cancellation_summary(
         "external_cancellation", "external", "startup/begin",
     )  # fmt: skip
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+
+
+def _mujoco_args(run: Path) -> list[str]:
+    return [*OWNER, "--sim", "mujoco", *SMALL, SYNTHETIC, "training.device=cpu",
+            f"training.log_dir={run}"]  # fmt: skip
+
+
+def test_a_missing_schema_is_a_preflight_error_with_a_failed_summary(
+    tmp_path: Path,
+    schema_dir: Path,
+    captured_run: list[RunContext],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """evaluation.v1.json is needed only late in a run; its absence must stop the run up
+    front, named, instead of at the first evaluation."""
+    (schema_dir / "evaluation.v1.json").unlink()
+    run = tmp_path / "run"
+    code = cli.main(_mujoco_args(run))
+    errors = _error_lines(capsys.readouterr().err)
+    assert code == 1 and not captured_run
+    assert len(errors) == 1
+    assert errors[0].startswith(
+        f"error: preflight failed (startup/begin): unknown schema 'evaluation.v1.json': "
+        f"not in {schema_dir} (found: backend_probe.0.3.0.json, "
+    )
+    assert errors[0].endswith(f"restore {schema_dir} from this checkout (git checkout -- schemas/)")
+    summary = load_strict(run / "run_summary.json")
+    assert validate(summary, "run_summary.v1.json") == []
+    shutdown = summary["runtime_manifest"]["shutdown"]
+    assert (shutdown["classification"], shutdown["phase"]) == ("learner_failure", "startup/begin")
+    assert shutdown["exception"]["type"] == "SchemaUnavailable"
+    assert "evaluation.v1.json" in summary["error"]
+
+
+def test_without_the_summary_schema_preflight_fails_and_writes_nothing_unvalidated(
+    tmp_path: Path,
+    schema_dir: Path,
+    captured_run: list[RunContext],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (schema_dir / "run_summary.v1.json").unlink()
+    run = tmp_path / "run"
+    code = cli.main(_mujoco_args(run))
+    err = capsys.readouterr().err
+    assert code == 1 and not captured_run
+    (line,) = _error_lines(err)
+    assert line.startswith(
+        "error: preflight failed (startup/begin): unknown schema 'run_summary.v1.json'"
+    )
+    assert f"warning: cannot write run_summary.json in {run}: unknown schema" in err
+    assert sorted(p.name for p in run.iterdir()) == ["run_config.json"]
+
+
+def test_schemas_removed_after_preflight_still_give_a_valid_summary(
+    tmp_path: Path, isolated_cache: Path, schema_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkout during a long run replaces schemas/: the run's last writes (a completed or
+    a failed summary in finalize/logger_finish) must still validate and land."""
+    import shutil
+
+    from tests.harness.schemas.builders import make_completed_summary
+    from trainer.rundir.summary import write_failed_summary, write_summary
+    from trainer.runtime import learner_loop
+
+    written: list[dict] = []
+
+    def run_training_after_a_checkout(ctx: RunContext) -> int:
+        shutil.rmtree(schema_dir)  # the files are gone for the rest of the run
+        written.append(write_summary(ctx.run_dir, make_completed_summary(str(ctx.run_dir))))
+        written.append(
+            write_failed_summary(
+                ctx.run_dir, algo=ctx.algo, task=ctx.task, sim_backend=ctx.sim_backend,
+                log_dir=str(ctx.run_dir), start_time_utc=ctx.start_time_utc,
+                configured_seed=ctx.configured_seed,
+                configured_seed_source=ctx.configured_seed_source,
+                effective_seed=ctx.effective_seed, classification="learner_failure",
+                owner="learner", phase="finalize/logger_finish",
+                exception=RuntimeError("logger flush failed"), learner_device=ctx.learner_device,
+            )
+        )  # fmt: skip
+        return 1
+
+    monkeypatch.setattr(learner_loop, "run_training", run_training_after_a_checkout)
+    run = tmp_path / "run"
+    assert cli.main(_mujoco_args(run)) == 1
+    assert not schema_dir.exists()
+    completed, failed = written
+    assert completed["status"] == "completed"
+    shutdown = failed["runtime_manifest"]["shutdown"]
+    assert (failed["status"], shutdown["phase"], failed["error"]) == (
+        "failed", "finalize/logger_finish", "logger flush failed",
+    )  # fmt: skip
+    assert shutdown["cleanup"]["errors"] == []  # the full form, not the SummaryInvalid fallback
+    assert load_strict(run / "run_summary.json") == failed
+    assert validate(failed, "run_summary.v1.json") == []

@@ -3,12 +3,15 @@ summary, rejected by the §8 judge with the expected classification and a JSON p
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.schemas import validate
+from harness.soak import verdict as verdict_module
 from harness.soak.verdict import judge_run_dir
 from tests.harness.schemas.builders import make_completed_summary, make_run_dir
 
@@ -72,9 +75,14 @@ def _mps(doc: Doc) -> None:
     )
 
 
+def _fl(doc: Doc) -> Doc:
+    return doc["runtime_manifest"]["inference_flight"]
+
+
 SV, UF, SCV = "schema_violation", "unknown_failure", "shutdown_contract_violation"
 RI = "$.runtime_manifest.replay_ingress"
 SD = "$.runtime_manifest.shutdown"
+FL = "$.runtime_manifest.inference_flight"
 CASES: list[tuple[str, Callable[[Doc], None], str, str]] = [
     # (id, mutation, expected classification, JSON path the reason must name)
     ("stamp-float", _set(_top, "metric_schema_version", 1.0), SV, "$.metric_schema_version"),
@@ -112,6 +120,50 @@ CASES: list[tuple[str, Callable[[Doc], None], str, str]] = [
         lambda d: _m(d)["inference_flight"].update(max_in_flight=-1),
         SV,
         "$.runtime_manifest.inference_flight.max_in_flight",
+    ),
+    # Exact ints hold inside the $ref'd runtime manifest too (issue 12 item 3).
+    ("flight-queue-depth-1.0", _set(_fl, "queue_depth", 1.0), SV, f"{FL}.queue_depth"),
+    ("flight-queue-depth-0.0", _set(_fl, "queue_depth", 0.0), SV, f"{FL}.queue_depth"),
+    ("flight-publication-lag-1.0", _set(_fl, "publication_lag", 1.0), SV, f"{FL}.publication_lag"),
+    ("flight-publication-lag-0.0", _set(_fl, "publication_lag", 0.0), SV, f"{FL}.publication_lag"),
+    ("flight-max-in-flight-1.0", _set(_fl, "max_in_flight", 1.0), SV, f"{FL}.max_in_flight"),
+    ("flight-queue-depth-missing", _del(_fl, "queue_depth"), SV, f"{FL}.queue_depth"),
+    (
+        "ring-capacity-1.0",
+        _set(_m, "inference_ring_capacity", 1.0),
+        SV,
+        "$.runtime_manifest.inference_ring_capacity",
+    ),
+    (
+        "metrics-interval-100.0",
+        _set(_m, "collector_metrics_interval", 100.0),
+        SV,
+        "$.runtime_manifest.collector_metrics_interval",
+    ),
+    (
+        "ipc-event-count-3.0",
+        lambda d: _m(d)["inference_memory_budget"].update(ipc_event_count=3.0),
+        SV,
+        "$.runtime_manifest.inference_memory_budget.ipc_event_count",
+    ),
+    (
+        "sharing-rank-0.0",
+        _set(_cps, "rank", 0.0),
+        SV,
+        "$.runtime_manifest.cuda_process_sharing.rank",
+    ),
+    (
+        "sharing-server-pid-42.0",
+        _many(_mps, _set(_cps, "server_pid", 42.0)),
+        SV,
+        "$.runtime_manifest.cuda_process_sharing.server_pid",
+    ),
+    ("shutdown-iteration-30.0", _set(_sd, "iteration", 30.0), SCV, f"{SD}.iteration"),
+    (
+        "shutdown-ring-capacity-1.0",
+        lambda d: _sd(d)["inference_ring"].update(capacity=1.0),
+        SCV,
+        f"{SD}.inference_ring.capacity",
     ),
     ("ri-null", _set(_m, "replay_ingress", None), SV, RI),
     ("ri-counter-float", _set(_ri, "ingress_depth", 2.0), SV, f"{RI}.ingress_depth"),
@@ -197,6 +249,54 @@ CASES: list[tuple[str, Callable[[Doc], None], str, str]] = [
         SV,
         "$.runtime_manifest.backend_diagnostics.unavailable_reason",
     ),
+    # Names and reasons are non-blank (issue 12 item 4).
+    (
+        "backend-unavailable-blank-type",
+        _set(
+            _m,
+            "backend_diagnostics",
+            {"available": False, "backend_type": "", "unavailable_reason": "probe raised"},
+        ),
+        SV,
+        "$.runtime_manifest.backend_diagnostics.backend_type",
+    ),
+    (
+        "backend-unavailable-blank-reason",
+        _set(
+            _m,
+            "backend_diagnostics",
+            {"available": False, "backend_type": "mujoco", "unavailable_reason": "   "},
+        ),
+        SV,
+        "$.runtime_manifest.backend_diagnostics.unavailable_reason",
+    ),
+    (
+        "backend-disabled-blank-reason",
+        lambda d: _bd(d)["diagnostics"]["device_reset_randomization"].update(disable_reason="  "),
+        SV,
+        "$.runtime_manifest.backend_diagnostics.diagnostics.device_reset_randomization.disable_reason",
+    ),
+    (
+        "backend-available-blank-type",
+        _set(_bd, "backend_type", " \t"),
+        SV,
+        "$.runtime_manifest.backend_diagnostics.backend_type",
+    ),
+    (
+        "device-blank",
+        _set(_m, "collector_backend_device", "  "),
+        SV,
+        "$.runtime_manifest.collector_backend_device",
+    ),
+    ("algo-blank", _set(_top, "algo", " "), SV, "$.algo"),
+    ("shutdown-owner-blank", _set(_sd, "owner", "  "), SCV, f"{SD}.owner"),
+    ("shutdown-phase-blank", _set(_sd, "phase", "\n"), SCV, f"{SD}.phase"),
+    (
+        "shutdown-exception-blank-type",
+        _set(_sd, "exception", {"type": " ", "message": "boom"}),
+        SCV,
+        f"{SD}.exception.type",
+    ),
     (
         "mps-not-validated",
         _many(_mps, _set(_cps, "validated", False)),
@@ -214,6 +314,12 @@ CASES: list[tuple[str, Callable[[Doc], None], str, str]] = [
         _set(_cps, "configured", "mps"),
         SV,
         "$.runtime_manifest.cuda_process_sharing",
+    ),
+    (
+        "pipe-kind-bogus",
+        _set(_cps, "control_pipe_kind", "unixsocket"),
+        SV,
+        "$.runtime_manifest.cuda_process_sharing.control_pipe_kind",
     ),
     (
         "sharing-missing",
@@ -327,3 +433,68 @@ def test_schema_alone_accepts_the_valid_summary_and_rejects_manifest_version_2()
     assert [v.path for v in validate(summary, "run_summary.v1.json")] == [
         "$.runtime_manifest.schema_version"
     ]
+
+
+@pytest.mark.parametrize("value", [0.0, 1.0, "0", None, True, -1])
+def test_flight_check_fails_closed_on_its_own(tmp_path, monkeypatch, value: Any) -> None:
+    """Step 4.1 rejects a flight counter that is not an exact int >= 0 by itself: with the
+    schema step switched off, the run still fails, naming the counter's path."""
+    monkeypatch.setattr(verdict_module, "validate_run_summary", lambda doc, completed: [])
+    summary = make_completed_summary(str(tmp_path))
+    summary["runtime_manifest"]["inference_flight"]["publication_lag"] = value
+    verdict = judge_run_dir(
+        make_run_dir(tmp_path, summary), monitor_reasons=[], monitor_classification=None
+    )
+    assert verdict.status == "failed"
+    assert verdict.failure_classification == SV
+    assert verdict.reasons == [
+        (
+            f"final inference flight counter {FL}.publication_lag must be an exact int >= 0, "
+            f"got {json.dumps(value)}"
+        )
+    ]
+
+
+def test_a_missing_flight_counter_is_reported_once(tmp_path) -> None:
+    summary = make_completed_summary(str(tmp_path))
+    del summary["runtime_manifest"]["inference_flight"]["queue_depth"]
+    verdict = judge_run_dir(
+        make_run_dir(tmp_path, summary), monitor_reasons=[], monitor_classification=None
+    )
+    assert verdict.reasons == [
+        f"final inference flight counter {FL}.queue_depth must be an exact int >= 0, missing"
+    ]
+
+
+REPO = Path(__file__).resolve().parents[3]
+UNILAB_PATTERN = "'^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$'"
+
+
+@pytest.mark.parametrize("kind", ["socket", "unix_socket", "fifo"])
+def test_unilab_spelling_of_the_control_pipe_kind_is_accepted(tmp_path, kind: str) -> None:
+    summary = make_completed_summary(str(tmp_path))
+    _mps(summary)
+    _cps(summary)["control_pipe_kind"] = kind
+    verdict = judge_run_dir(
+        make_run_dir(tmp_path, summary), monitor_reasons=[], monitor_classification=None
+    )
+    assert verdict.status == "passed", verdict.failure_reason
+
+
+def test_rfc3339_offset_timestamps_are_rejected_by_design_with_the_documented_line(
+    tmp_path,
+) -> None:
+    """UniLab writes '+00:00'; we accept only the Z form, and docs/schemas.md shows the line."""
+    summary = make_completed_summary(str(tmp_path))
+    summary["start_time_utc"] = "2026-11-29T10:00:00+00:00"
+    summary["end_time_utc"] = "2026-11-29T10:31:00+00:00"
+    verdict = judge_run_dir(
+        make_run_dir(tmp_path, summary), monitor_reasons=[], monitor_classification=None
+    )
+    line = (
+        "run_summary schema violation at $.start_time_utc: "
+        f"'2026-11-29T10:00:00+00:00' does not match {UNILAB_PATTERN}"
+    )
+    assert verdict.failure_classification == SV
+    assert verdict.reasons == [line.replace("start", "end").replace("10:00:00", "10:31:00"), line]
+    assert line in (REPO / "docs" / "schemas.md").read_text(encoding="utf-8")

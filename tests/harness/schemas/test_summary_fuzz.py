@@ -161,3 +161,91 @@ def test_unmutated_completed_summary_passes_the_fuzz_harness(tmp_path) -> None:
         monitor_classification=None,
     )
     assert verdict.status == "passed"
+
+
+def _path_text(path: tuple) -> str:
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+
+
+def _with_mps(doc: dict[str, Any]) -> dict[str, Any]:
+    doc["runtime_manifest"]["cuda_process_sharing"].update(
+        configured="mps", effective="mps", validated=True, control_pipe="/tmp/mps/control",
+        control_pipe_kind="socket", server_pid=42,
+    )  # fmt: skip
+    return doc
+
+
+def _killed_collector(doc: dict[str, Any]) -> dict[str, Any]:
+    doc["runtime_manifest"]["shutdown"]["collector"] = {
+        "alive": False, "exitcode": -9, "signal": 9, "signal_name": "SIGKILL",
+    }  # fmt: skip
+    return doc
+
+
+def _valid_docs(run: str) -> dict[str, tuple[dict[str, Any], bool]]:
+    """Valid summaries (and whether each is completed) whose int leaves together cover every
+    integer field the builders know, in the top level, the manifest and the shutdown."""
+    return {
+        "completed": (make_completed_summary(run), True),
+        "completed-mps": (_with_mps(make_completed_summary(run)), True),
+        "failed": (make_failed_summary(), False),
+        "failed-killed": (_killed_collector(make_failed_summary("collector_failure")), False),
+    }
+
+
+def _int_leaves(node: Any, prefix: tuple = ()) -> list[tuple]:
+    return [p for p in _paths(node, prefix) if _is_int_at(node, p[len(prefix) :])]
+
+
+def _is_int_at(node: Any, path: tuple) -> bool:
+    for part in path:
+        node = node[part]
+    return isinstance(node, int) and not isinstance(node, bool)
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    base=st.sampled_from(["completed", "completed-mps", "failed", "failed-killed"]), pick=st.data()
+)
+def test_any_int_flipped_to_an_equal_float_is_rejected_at_its_path(
+    tmp_path_factory, base: str, pick
+) -> None:
+    run = tmp_path_factory.mktemp("flip")
+    doc, completed = _valid_docs(str(run))[base]
+    assert validate_run_summary(doc, completed=completed) == []
+    path = pick.draw(st.sampled_from(_int_leaves(doc)), label="int field")
+    value = doc
+    for part in path[:-1]:
+        value = value[part]
+    value[path[-1]] = float(value[path[-1]])  # 30 -> 30.0: equal, but not an exact int
+    where = _path_text(path)
+
+    assert where in [v.path for v in validate_run_summary(doc, completed=completed)]
+    verdict = judge_run_dir(
+        make_run_dir(run, raw_summary=json.dumps(doc)),
+        monitor_reasons=[],
+        monitor_classification=None,
+    )
+    assert verdict.status == "failed"
+    assert where in verdict.failure_reason, verdict.failure_reason
+
+
+def test_the_flip_property_covers_the_manifest_ints_named_in_issue_12(tmp_path) -> None:
+    covered = {
+        _path_text(p) for doc, _ in _valid_docs(str(tmp_path)).values() for p in _int_leaves(doc)
+    }
+    manifest = "$.runtime_manifest"
+    assert {
+        f"{manifest}.inference_flight.queue_depth",
+        f"{manifest}.inference_flight.publication_lag",
+        f"{manifest}.inference_ring_capacity",
+        f"{manifest}.collector_metrics_interval",
+        f"{manifest}.inference_memory_budget.ipc_event_count",
+        f"{manifest}.shutdown.collector.signal",
+        f"{manifest}.cuda_process_sharing.server_pid",
+        "$.total_env_steps",
+    } <= covered

@@ -373,3 +373,19 @@ def test_help_lists_every_monitor_flag() -> None:
         "--json",
     ):
         assert flag in result.output
+
+
+@pytest.mark.parametrize("main", [g1_soak_main, soak_run_main])
+def test_an_unusable_verdict_schema_stops_the_soak_before_launch(
+    tmp_path: Path, schema_dir: Path, captured: Captured, capsys, main
+) -> None:
+    """The verdict runs after a long soak; a schema it needs must be there at the start."""
+    (schema_dir / "soak_artifact.0.3.0.json").write_text("{", encoding="utf-8")
+    argv = [*_paths(tmp_path), "--", "true"] if main is soak_run_main else _paths(tmp_path)
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"error: schema 'soak_artifact.0.3.0.json' in {schema_dir} cannot be used: not JSON"
+    )
+    assert err.count("\n") == 1 and not captured.calls
+    assert not (tmp_path / "out.json").exists()
