@@ -56,6 +56,8 @@ class Finished:
     output: str
     seconds: float
     timed_out: bool = False
+    errors: str = ""
+    """stderr of a captured step (streamed steps merge it into ``output``)."""
 
 
 class Runner:
@@ -127,7 +129,7 @@ class Runner:
             return Finished(-signal.SIGKILL, _text(err.stdout), time.monotonic() - start, True)
         self.log.write(done.stdout + done.stderr)
         self.log.flush()
-        return Finished(done.returncode, done.stdout, time.monotonic() - start)
+        return Finished(done.returncode, done.stdout, time.monotonic() - start, errors=done.stderr)
 
 
 def _text(value: str | bytes | None) -> str:
@@ -184,7 +186,7 @@ class Smoke:
             self._command("cumps stop", steps.cumps_argv(self.python, "stop"))
         name_m = f"metrics {mode}"
         argv = steps.metrics_argv(self.python, run_dir)
-        judge = lambda d: steps.judge_metrics(name_m, d.rc, d.output)
+        judge = lambda d: steps.judge_metrics(name_m, d.rc, d.output, d.errors)
         self._step(name_m, "metrics", argv, judge, captured=True)
 
     def pytest(self) -> None:
@@ -192,7 +194,8 @@ class Smoke:
         self._step("pytest -m gpu", "pytest", argv, lambda d: steps.judge_pytest(d.rc, d.output))
 
     def _command(self, name: str, argv: list[str]) -> Outcome:
-        return self._step(name, "cumps", argv, lambda d: steps.judge_command(name, d.rc, name))
+        judge = lambda d: steps.judge_command(name, d.rc, name, d.output)
+        return self._step(name, "cumps", argv, judge)
 
     def _folder(self, name: str) -> Path:
         folder = self.art / name

@@ -149,8 +149,16 @@ def cumps_argv(python: str, verb: str) -> list[str]:
     return [python, "-m", "harness.mps.cli", verb]
 
 
-def judge_command(step: str, rc: int, what: str) -> Outcome:
-    return judged(step, [] if rc == 0 else [f"{what} exited {rc}"])
+def _exited(what: str, rc: int, output: str) -> str:
+    """``<what> exited <rc>``, with the command's last ``error:`` line when it printed one."""
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    return f"{what} exited {rc}" + (
+        f": {errors[-1].removeprefix('error:').strip()}" if errors else ""
+    )
+
+
+def judge_command(step: str, rc: int, what: str, output: str = "") -> Outcome:
+    return judged(step, [] if rc == 0 else [_exited(what, rc, output)])
 
 
 def metrics_argv(python: str, run_dir: Path) -> list[str]:
@@ -165,10 +173,10 @@ def metrics_argv(python: str, run_dir: Path) -> list[str]:
     ]
 
 
-def judge_metrics(step: str, rc: int, stdout: str) -> Outcome:
+def judge_metrics(step: str, rc: int, stdout: str, stderr: str = "") -> Outcome:
     """Passed iff extract-metrics exited 0 with a JSON object; the key is its steps/s row."""
     if rc != 0:
-        return judged(step, [f"extract-metrics exited {rc}"])
+        return judged(step, [_exited("extract-metrics", rc, stderr)])
     try:
         rows = json.loads(stdout)
     except ValueError as err:

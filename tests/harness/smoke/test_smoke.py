@@ -210,6 +210,12 @@ def test_judge_metrics() -> None:
         .startswith("extract-metrics printed no JSON")
     )
     assert steps.judge_metrics("m", 1, "").problems == ["extract-metrics exited 1"]
+    failed = steps.judge_metrics(
+        "m", 1, "", "error: no event file under /r; pass a run directory\n"
+    )
+    assert failed.problems == [
+        "extract-metrics exited 1: no event file under /r; pass a run directory"
+    ]
 
 
 def test_judge_pytest() -> None:
