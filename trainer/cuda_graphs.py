@@ -10,15 +10,11 @@ Failures never pass silently: ``GraphStatus`` records whether a graph runs and w
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -92,48 +88,6 @@ def capture_graph(
     torch.cuda.synchronize()
     _restore(state, saved)  # capture does not run kernels, but keep the contract explicit
     return graph
-
-
-class WorkerRelease:
-    """Inductor's compile-worker pool being shut down on a daemon thread.
-
-    Shutting the pool down waits for its worker processes to exit (seconds, longer while
-    they are still starting); nothing needs to wait for that, so it runs beside training.
-    """
-
-    def __init__(self) -> None:
-        self.ok: bool | None = None
-        self._thread = threading.Thread(
-            target=self._run, name="compile-worker-release", daemon=True
-        )
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            from torch._inductor import async_compile
-
-            async_compile.shutdown_compile_workers()
-        except Exception as err:  # noqa: BLE001 - hygiene only; never fail training for it
-            log.warning("could not shut down inductor compile workers: %r", err)
-            self.ok = False
-            return
-        self.ok = True
-
-    def result(self, timeout: float | None = None) -> bool | None:
-        """True once shut down, False if that failed, None while still running."""
-        self._thread.join(timeout)
-        return self.ok
-
-
-def release_compile_workers() -> WorkerRelease:
-    """Start shutting inductor's compile-worker pool down once everything compiled is
-    captured.
-
-    The pool (one subprocess per core, ~900 pipe FDs and GBs of RSS on an H200 host) would
-    otherwise live for the whole run and dominate what a soak sees; captured graphs need no
-    further compilation, and inductor recreates the pool if it ever compiles again.
-    """
-    return WorkerRelease()
 
 
 def _restore(state: Sequence[Tensor], saved: Sequence[Tensor]) -> None:

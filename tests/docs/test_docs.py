@@ -37,7 +37,9 @@ SCRIPTS = tuple(
         if entry.group == "console_scripts"
     )
 )
-MODULES = {"trainer": "train", "harness.docs_gen": "docs_gen"}
+MODULES = {"trainer": "train", "harness.docs_gen": "docs_gen", "harness.smoke": "smoke"}
+# Repository scripts that are documented like commands, with the module they run.
+REPO_SCRIPTS = {"scripts/gpu_smoke.sh": "smoke"}
 SHELL_LANGS = {"", "bash", "sh", "shell", "console"}
 # Read-only, fast and machine-independent: documented invocations of these are run for real.
 RUNNABLE = {
@@ -152,6 +154,8 @@ def _parse_segment(where: str, line: str, segment: str) -> DocCommand | None:
                 return None
             rest = rest[1:]
         command, args = (name,), rest
+    elif tokens[0] in REPO_SCRIPTS:
+        command, args = (REPO_SCRIPTS[tokens[0]],), tokens[1:]
     elif tokens[0] in SCRIPTS:
         command, args = (tokens[0],), tokens[1:]
         if tokens[0] == "cumps" and args and not args[0].startswith("-"):
@@ -182,6 +186,8 @@ def documented_commands() -> list[DocCommand]:
 def _argv(command: tuple[str, ...]) -> list[str]:
     if command[0] == "docs_gen":
         return [sys.executable, "-m", "harness.docs_gen", *command[1:]]
+    if command[0] == "smoke":
+        return [sys.executable, "-m", "harness.smoke", *command[1:]]
     script = Path(sys.executable).parent / command[0]
     return [str(script), *command[1:]]
 
@@ -210,7 +216,7 @@ COMMANDS = documented_commands()
 def test_docs_show_commands_of_every_entry_point() -> None:
     shown = {c.command[0] for c in COMMANDS}
     assert {"train", "g1-soak", "soak-run", "soak-report", "extract-metrics", "cumps"} <= shown
-    assert {"g1-backend-probe", "support-matrix", "g1-pull-assets", "docs_gen"} <= shown
+    assert {"g1-backend-probe", "support-matrix", "g1-pull-assets", "docs_gen", "smoke"} <= shown
     missing = sorted(set(SCRIPTS) - shown)  # a newly added console script needs docs too
     assert not missing, f"no doc shows a command line of {missing}"
 

@@ -27,6 +27,7 @@ from trainer.algo.networks import Actor, Critic
 from trainer.algo.replay import DeviceReplay, RowLayout
 from trainer.algo.reward_scaler import RewardScaler
 from trainer.algo.schedule import cosine_lr_tensor
+from trainer.compile_mode import compile_in_process, compile_threads
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,6 @@ METRIC_NAMES: tuple[str, ...] = (
 _ACTOR, _CRITIC, _TEMP = 0, 1, 2
 _ADAM_BETAS = (0.9, 0.999)
 _ADAM_EPS = 1e-8
-WORKER_RELEASE_WAIT_S = 30.0  # the manifest waits this long for the pool's shutdown
 
 
 class FlashSacLearner:
@@ -169,7 +169,6 @@ class FlashSacLearner:
         self._act_graph: torch.cuda.CUDAGraph | None = None
         self._compile_status = cuda_graphs.GraphStatus(requested=cfg.use_compile)
         self._td_target: Callable[..., Tensor] = _td_target
-        self._worker_release: cuda_graphs.WorkerRelease | None = None  # once captured
         self._setup_compile()
 
     # ----------------------------------------------------------------- construction helpers
@@ -199,6 +198,7 @@ class FlashSacLearner:
         elif not hasattr(torch, "compile"):
             status.disable_reason = "torch.compile is unavailable"
         else:
+            compile_in_process()  # before the first compile: no inductor worker pool
             self._td_target = torch.compile(_td_target, fullgraph=True, dynamic=False)
             # Trunks: inductor fuses BN statistics, ReLU, residual adds and casts around the
             # cuBLAS matmuls (forward and backward); one compiled variant per BN mode.
@@ -305,12 +305,8 @@ class FlashSacLearner:
             )
 
     def _ensure_cycle_graph(self) -> None:
-        # After act: the act graph compiles the eval-mode actor, so releasing inductor's
-        # workers once the cycle is captured leaves nothing that would restart them.
         if self._graph is None and self._graph_status.disable_reason is None:
             self._graph = self._capture(self._cycle_body, self._cycle_state(), self._graph_status)
-            if self._graph is not None and self._compile_status.enabled:
-                self._release_compile_workers()
 
     def _capture(
         self, body: Callable[[], None], state: list[Tensor], status: cuda_graphs.GraphStatus
@@ -328,9 +324,6 @@ class FlashSacLearner:
         status.enabled = True
         status.disable_reason = None
         return graph
-
-    def _release_compile_workers(self) -> None:
-        self._worker_release = cuda_graphs.release_compile_workers()
 
     def _disable_compile(self, reason: str) -> None:
         self._compile_status.enabled = False
@@ -478,11 +471,8 @@ class FlashSacLearner:
         out["act_graph"] = self._act_graph_status.as_dict()
         out["compile"] = {
             **self._compile_status.as_dict(),
-            "workers_released": (
-                self._worker_release.result(timeout=WORKER_RELEASE_WAIT_S)
-                if self._worker_release is not None
-                else None
-            ),
+            # 1 = inductor compiled in this process, no worker pool (trainer/compile_mode.py)
+            "compile_threads": compile_threads(),
         }
         out["precision"] = self.precision
         out["tf32_matmul"] = self.tf32_matmul

@@ -21,6 +21,9 @@ learner's ``STOP``: it never exits on its own while the learner may still read s
 memory. It detects learner death by PID + start time and exits. Exceptions are written to
 the control block's error area with their class (``backend_worker_failure`` when the
 simulator backend raised, ``collector_failure`` otherwise) and the process exits 1.
+However it ends, it frees its copies of the shared ring and ingress tensors before it exits
+and acknowledges that with ``SHARED_RELEASED`` (shared_tensors.py: the learner is their
+CUDA IPC producer and must outlive every copy).
 """
 
 from __future__ import annotations
@@ -46,6 +49,13 @@ from trainer.runtime.control import ControlBlock, FailureKind, State, Word
 from trainer.runtime.inference_ring import InferenceRing
 from trainer.runtime.liveness import PeerDied, StopRequested, Waiter, make_identity_check
 from trainer.runtime.replay_ingress import ReplayIngress
+from trainer.runtime.shared_tensors import (
+    HELD_KEY,
+    StorageWatch,
+    release,
+    release_all,
+    shared_tensors,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -244,6 +254,7 @@ class Collector:
         )
         self.env: Any = None
         self.res: CollectorResources | None = None
+        self._shared: StorageWatch | None = None  # the learner's tensors, once received
         self.startup_s: dict[str, float] = {}
         """Collector-side startup milestones (seconds; ``timings.startup.collector``)."""
         self.reward_terms: list[str] = []
@@ -276,6 +287,7 @@ class Collector:
         start = time.perf_counter()
         self.waiter.wait(mailbox.arrived, "the learner's ring and replay ingress")
         self.res = mailbox.take()
+        self._shared = StorageWatch(shared_tensors(self.res.ring, self.res.ingress))
         self.startup_s["resources_wait"] = round(time.perf_counter() - start, 3)
 
     def publish_info(self) -> None:
@@ -427,6 +439,31 @@ class Collector:
         if callable(check):
             check()
 
+    def release_shared(self) -> list[str]:
+        """Free our copies of the learner's shared tensors, then acknowledge it.
+
+        Frees them (their CUDA IPC deleters hand the references back to the learner), records
+        the names of any copy something still holds under ``shared_tensors_held`` in the
+        diagnostics text and sets ``SHARED_RELEASED``. Returns those names.
+        """
+        if self._shared is None:
+            return []  # never received: nothing of the learner's to free
+
+        def drop() -> None:
+            if self.res is not None:  # also empties the ring and ingress a frame may hold
+                release_all(self.res.ring, self.res.ingress)
+            self.res = None
+
+        held = release(drop, self._shared, [self.device])
+        self._shared = None
+        if held:
+            logger.warning("shared tensors still referenced after the release: %s", held)
+        doc = json.loads(self.block.read_text() or "{}")
+        doc[HELD_KEY] = held
+        self.block.write_text(json.dumps(doc))
+        self.block.set(Word.SHARED_RELEASED, 1)
+        return held
+
     def close(self) -> None:
         for owner in (self.env, getattr(self.env, "backend", None)):
             close = getattr(owner, "close", None)
@@ -508,6 +545,7 @@ def collector_main(spec: CollectorSpec, conn: Connection, launched_at: float) ->
     block = spec.block
     block.set(Word.COLLECTOR_PID, os.getpid())
     collector: Collector | None = None
+    failure: tuple[FailureKind, str, str] | None = None
     try:
         if spec.torch_threads is not None:
             torch.set_num_threads(spec.torch_threads)
@@ -525,34 +563,31 @@ def collector_main(spec: CollectorSpec, conn: Connection, launched_at: float) ->
         logger.info("collector stopping: %s", err)
     except BaseException as err:  # noqa: BLE001 - reported through the control block, then exit 1
         kind = FailureKind.BACKEND if is_backend_error(err) else FailureKind.COLLECTOR
-        block.write_error(kind, f"{type(err).__name__}\n{err}")
-        logger.error("collector failed: %s", "".join(traceback.format_exception(err)))
-        block.set(Word.COLLECTOR_STATE, State.FINISHED)
-        _close_quietly(collector)
-        _release_shared(collector, spec.device)
+        failure = (kind, f"{type(err).__name__}\n{err}", "".join(traceback.format_exception(err)))
+        traceback.clear_frames(err.__traceback__)
+    # Past the except clauses the exception is gone, and with it the traceback whose frames
+    # still referenced the shared tensors (run()'s locals), so the release below frees them.
+    if failure is not None:
+        kind, text, trace = failure
+        block.write_error(kind, text)
+        logger.error("collector failed: %s", trace)
+    block.set(Word.COLLECTOR_STATE, State.FINISHED)
+    _release_quietly(collector)
+    _close_quietly(collector)
+    if failure is not None:
         collector = None
         sys.stderr.flush()
         os._exit(1)
-    block.set(Word.COLLECTOR_STATE, State.FINISHED)
-    _close_quietly(collector)
-    _release_shared(collector, spec.device)
 
 
-def _release_shared(collector: Collector | None, device: str) -> None:
-    """Drop our references to the learner's IPC tensors before the interpreter exits.
-
-    torch counts CUDA IPC references per block; releasing them here (instead of at
-    interpreter teardown, where destructors may not run) lets the learner free its ring
-    without the "Producer process has been terminated before all shared CUDA tensors
-    released" warning.
-    """
-    import gc
-
-    if collector is not None:
-        collector.res = None
-    gc.collect()
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
+def _release_quietly(collector: Collector | None) -> None:
+    """``Collector.release_shared``; a failure is logged (the learner then sees no ack)."""
+    if collector is None:
+        return
+    try:
+        collector.release_shared()
+    except Exception as err:  # noqa: BLE001 - shutting down; the learner reports the missing ack
+        logger.warning("releasing the shared tensors failed: %s: %s", type(err).__name__, err)
 
 
 def _close_quietly(collector: Collector | None) -> None:

@@ -48,6 +48,7 @@ class Word(IntEnum):
     TEXT_LEN = 23  # collector: bytes used in the text area (diagnostics JSON)
     ERROR_LEN = 24  # collector: bytes used in the error area
     COLLECTOR_PID = 25  # collector: its own pid
+    SHARED_RELEASED = 26  # collector: 1 once it freed its copies of the shared tensors
 
 
 NUM_WORDS = 32

@@ -97,6 +97,11 @@ class InferenceRing:
         if self.device.type == "cpu":
             for t in (self.obs, self.critic_obs, self.done, self.actions):
                 t.share_memory_()
+        self.nbytes = sum(
+            t.numel() * t.element_size()
+            for t in (self.obs, self.critic_obs, self.done, self.actions)
+        )
+        """Bytes of the four slot tensors (kept after ``release_tensors``)."""
         events = _make_events(3 * capacity, self.device)
         self.obs_ready = events[0::3] if events else None
         self.action_ready = events[1::3] if events else None
@@ -110,12 +115,13 @@ class InferenceRing:
     def ipc_event_count(self) -> int:
         return 3 * self.capacity if self.is_device_ring else 0
 
-    @property
-    def nbytes(self) -> int:
-        return sum(
-            t.numel() * t.element_size()
-            for t in (self.obs, self.critic_obs, self.done, self.actions)
-        )
+    def release_tensors(self) -> None:
+        """Drop this process's references to the slot tensors (shutdown, shared_tensors.py).
+
+        The counters, ``snapshot`` and ``nbytes`` stay usable; the slots are empty after this.
+        """
+        self.obs = self.critic_obs = self.actions = torch.empty(0, device=self.device)
+        self.done = torch.empty(0, dtype=torch.bool, device=self.device)
 
     def __getstate__(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import collections
 import itertools
+import json
 import logging
 import math
 import os
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +78,14 @@ from trainer.runtime.control import ControlBlock, FailureKind, Word
 from trainer.runtime.inference_ring import InferenceRing
 from trainer.runtime.liveness import STALE_AFTER_S, Waiter
 from trainer.runtime.replay_ingress import ROW_WIDTH, ReplayIngress
+from trainer.runtime.shared_tensors import (
+    HELD_KEY,
+    TORCH_WARNING,
+    StorageWatch,
+    release,
+    release_all,
+    shared_tensors,
+)
 from trainer.runtime.shutdown import (
     BENIGN_COLLECTOR_EXITCODES,
     CollectorFailure,
@@ -195,6 +205,7 @@ class LearnerRuntime:
         self.block: ControlBlock | None = None
         self.ring: InferenceRing | None = None
         self.ingress: ReplayIngress | None = None
+        self._shared: StorageWatch | None = None  # the ring's and ingress's tensors, until freed
         self.learner: Any = None
         self.writer: MetricsWriter | None = None
         self.process: Any = None
@@ -330,6 +341,7 @@ class LearnerRuntime:
             device=self.collector_device,
             row_width=self.dims.row_width,
         )
+        self._shared = StorageWatch(shared_tensors(self.ring, self.ingress))
         self.block.set(Word.EPOCH, 1)
         tr.inference_epoch = 1
         tr.enter("startup/logger")
@@ -486,8 +498,6 @@ class LearnerRuntime:
             self._conn.close()
 
     def _read_collector_text(self) -> None:
-        import json
-
         assert self.block is not None
         try:
             doc = json.loads(self.block.read_text() or "{}")
@@ -745,6 +755,10 @@ class LearnerRuntime:
         ingress = self.ingress.snapshot(block)
         ring_snapshot = self.ring.snapshot(block)
         flight = InferenceRing.flight(block)
+        # The collector has exited (released its copies); now ours, then torch's IPC blocks.
+        problems = tr.best_effort("release the shared tensors", self.release_shared_tensors)
+        for problem in problems or []:
+            tr.cleanup_errors.append(error_entry(type_name="SharedTensorsHeld", message=problem))
         tr.enter("finalize/logger_finish")
         self._flush_metrics(block=True)
         self.writer.close()
@@ -764,6 +778,49 @@ class LearnerRuntime:
             proc.kill()
             proc.join(COLLECTOR_TERM_S)
         return proc.exitcode
+
+    # -- shared tensors (shared_tensors.py) ------------------------------------------------
+    def release_shared_tensors(self) -> list[str]:
+        """Free the learner's shared tensors once the collector has exited; return problems.
+
+        The collector freed its copies before exiting and acknowledged it
+        (``SHARED_RELEASED``); the learner frees its own and lets torch free the CUDA IPC
+        blocks (``torch.cuda.ipc_collect``). Each problem names what stayed referenced, so
+        torch's unnamed warning at exit never comes unexplained. Idempotent.
+        """
+        if self._shared is None:
+            return []
+        watch, self._shared = self._shared, None
+        problems = self._collector_release_problems()
+        ring, ingress = self.ring, self.ingress
+        assert ring is not None and ingress is not None
+        held = release(
+            lambda: release_all(ring, ingress), watch, [self.device, self.collector_device]
+        )
+        if self.collector_device.type == "cuda":
+            torch.cuda.ipc_collect()
+        if held:
+            problems.append(f"the learner still referenced {', '.join(held)} after freeing them")
+        if problems and ring.is_device_ring:
+            problems = [f"{p}; torch reports this at exit as '{TORCH_WARNING}'" for p in problems]
+        return problems
+
+    def _collector_release_problems(self) -> list[str]:
+        """What the exited collector left referenced ([] when it never got the tensors)."""
+        if not self._handed_over:
+            return []
+        assert self.block is not None
+        if not self.block.get(Word.SHARED_RELEASED):
+            exitcode = self.process.exitcode if self.process is not None else None
+            what = "its copies of the shared ring and ingress tensors"
+            return [f"the collector exited without freeing {what} (exit code {exitcode})"]
+        try:
+            held = json.loads(self.block.read_text() or "{}").get(HELD_KEY) or []
+        except ValueError as err:
+            return [f"the collector's release report is unreadable: {err}"]
+        if held:
+            return [f"the collector still referenced {', '.join(map(str, held))} when it exited"]
+        return []
 
     def stop_collector_after_failure(self) -> dict[str, Any] | None:
         """Ask the collector to stop, then escalate; return ``shutdown.collector``."""
@@ -1035,6 +1092,15 @@ class LearnerRuntime:
             learner_device=str(self.device),
         )
 
+    def _release_after_failure(self) -> None:
+        """A failed run frees the shared tensors too; what stayed referenced is logged."""
+        try:
+            problems = self.release_shared_tensors()
+        except Exception as err:  # noqa: BLE001 - the failure itself is already recorded
+            problems = [f"releasing the shared tensors raised {type(err).__name__}: {err}"]
+        for problem in problems:
+            logger.warning("%s", problem)
+
     # -- entry ----------------------------------------------------------------------------
     def run(self) -> int:
         with self.signals:
@@ -1071,10 +1137,14 @@ class LearnerRuntime:
                         type(write_err).__name__,
                         write_err,
                     )
+                # A logged record keeps the exception; its frames' locals (the tick loop's
+                # views of the ring) must not outlive the release in the finally below.
+                traceback.clear_frames(err.__traceback__)
                 return 1
             finally:
                 if self.process is not None and self.process.is_alive():
                     self.stop_collector_after_failure()
+                self._release_after_failure()
                 if self.writer is not None:
                     try:
                         self.writer.close()

@@ -70,6 +70,8 @@ class ReplayIngress:
         self.slots = torch.zeros(
             depth, slot_rows, row_width, dtype=torch.float32, device=self.device
         )
+        self.nbytes = self.slots.numel() * self.slots.element_size()
+        """Bytes of the slots (kept after ``release_tensors``)."""
         if self.device.type == "cpu":
             self.slots.share_memory_()
             self.slot_ready = self.slot_free = None
@@ -86,9 +88,12 @@ class ReplayIngress:
     def ipc_event_count(self) -> int:
         return 0 if self.slot_ready is None else 2 * self.depth
 
-    @property
-    def nbytes(self) -> int:
-        return self.slots.numel() * self.slots.element_size()
+    def release_tensors(self) -> None:
+        """Drop this process's reference to the slots (shutdown, shared_tensors.py).
+
+        The counters, ``snapshot`` and ``nbytes`` stay usable; the slots are empty after this.
+        """
+        self.slots = torch.empty(0, self.slot_rows, self.row_width, device=self.device)
 
     # -- collector side -------------------------------------------------------------
     def push(self, block: ControlBlock, rows: torch.Tensor, waiter: Waiter | None) -> bool:

@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from trainer.cuda_graphs import release_compile_workers
+from trainer.compile_mode import compile_in_process
 from trainer.sim.backend import BackendFailure, DiagnosticEntry, SimBackend, make_backend
 from trainer.sim.scene import (
     ANCHOR_BODY_NAME,
@@ -350,8 +350,6 @@ class G1TrackingEnv:
             self._compile_entry = DiagnosticEntry(True, False, reason[:300])
             self._capture_failed = False
             self._graph_entry = self._setup_cuda_graphs(cuda_graph)
-        if self._compile_entry.enabled and compile_backend == "inductor":
-            release_compile_workers()  # the collector compiles nothing after this
         set_diag = getattr(backend, "set_diagnostic", None)
         if set_diag is not None:
             set_diag("task_cuda_graph", self._graph_entry)
@@ -823,6 +821,8 @@ class G1TrackingEnv:
         if backend is None:
             return DiagnosticEntry(False, False, "compile_backend=None was requested")
         failures = self.sampler.failures.clone()
+        if backend == "inductor":
+            compile_in_process()  # before the first compile: no inductor worker pool
         try:
             self._fns = {
                 name: torch.compile(getattr(self, f"_{name}_core"), backend=backend, dynamic=False)

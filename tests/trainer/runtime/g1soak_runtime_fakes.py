@@ -148,6 +148,16 @@ def pack(obs, next_obs, action, reward, terminated, truncated, cobs, next_cobs):
     )
 
 
+KEPT: list[torch.Tensor] = []
+"""What ``pack_and_keep`` leaked (lives in the collector process)."""
+
+
+def pack_and_keep(obs, *rest):
+    """``pack`` that also keeps the ring slot it was given (a collector leaking a shared view)."""
+    KEPT.append(obs)
+    return pack(obs, *rest)
+
+
 class FakeReplay:
     """Checks that rows arrive in tick order, then env order (FLASHSAC.md §7)."""
 
@@ -174,7 +184,9 @@ class FakeLearner:
         raise_at_iteration: int | None = None,
         fail_at_build: bool = False,
         wait_for_file: str | None = None,
+        keep_inputs: bool = False,
     ) -> None:
+        self.kept: list[torch.Tensor] | None = [] if keep_inputs else None
         if fail_at_build:
             raise MemoryError("the fake learner could not allocate its replay")
         if wait_for_file is not None:  # e.g. the env build's marker: proves the overlap
@@ -190,6 +202,8 @@ class FakeLearner:
         self.committed_at_update: list[int] = []
 
     def act(self, obs: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+        if self.kept is not None:  # a learner leaking the ring's views
+            self.kept[:] = [obs, done]
         return torch.tanh(obs[:, 2 : 2 + ACT] * 0.0 + 0.1)
 
     def prepare_iteration(self) -> None:
