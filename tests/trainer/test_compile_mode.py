@@ -94,12 +94,14 @@ def test_compile_in_process_sets_inductor_and_the_inherited_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(COMPILE_THREADS_ENV, "8")  # a user's value is overridden
-    monkeypatch.setattr(inductor_config, "compile_threads", 8)
-    compile_in_process()
-    compile_in_process()  # idempotent
-    assert inductor_config.compile_threads == 1
-    assert compile_threads() == 1
-    assert os.environ[COMPILE_THREADS_ENV] == "1"
+    # inductor's config patch, not monkeypatch.setattr: undoing a setattr deletes the entry,
+    # and a deleted inductor config key reads as "does not exist" for the rest of the session.
+    with inductor_config.patch(compile_threads=8):
+        compile_in_process()
+        compile_in_process()  # idempotent
+        assert inductor_config.compile_threads == 1
+        assert compile_threads() == 1
+        assert os.environ[COMPILE_THREADS_ENV] == "1"
 
 
 @pytest.mark.slow
