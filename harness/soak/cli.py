@@ -405,7 +405,10 @@ def g1_soak(
         str | None,
         typer.Option(
             "--motion",
-            help="synthetic (offline clip), dance (the seed's clip via the hub) or a path.",
+            help=(
+                "synthetic (offline clip), dance (the seed's clip via the hub), a path in any "
+                "importable convention, or a comma list / directory of clips (see g1-motion list)."
+            ),
         ),
     ] = None,
     extra_override: Annotated[

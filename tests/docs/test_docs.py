@@ -38,6 +38,7 @@ SCRIPTS = tuple(
     )
 )
 MODULES = {"trainer": "train", "harness.docs_gen": "docs_gen"}
+SUBCOMMAND_SCRIPTS = {"cumps", "g1-motion"}  # their flags live in each subcommand's --help
 SHELL_LANGS = {"", "bash", "sh", "shell", "console"}
 # Read-only, fast and machine-independent: documented invocations of these are run for real.
 RUNNABLE = {
@@ -154,8 +155,8 @@ def _parse_segment(where: str, line: str, segment: str) -> DocCommand | None:
         command, args = (name,), rest
     elif tokens[0] in SCRIPTS:
         command, args = (tokens[0],), tokens[1:]
-        if tokens[0] == "cumps" and args and not args[0].startswith("-"):
-            command, args = ("cumps", args[0]), args[1:]
+        if tokens[0] in SUBCOMMAND_SCRIPTS and args and not args[0].startswith("-"):
+            command, args = (tokens[0], args[0]), args[1:]
     else:
         return None
     flags = []

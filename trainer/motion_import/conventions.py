@@ -216,7 +216,10 @@ def _frame_count(path: Path, key: str, arr: np.ndarray, frames: int) -> None:
 def _fps(path: Path, arrays: Mapping[str, np.ndarray], fps_in: float | None) -> tuple[float, str]:
     if "fps" not in arrays:
         if fps_in is None:
-            raise _fail(path, "missing key 'fps'; pass the source frame rate with --fps-in N")
+            raise _fail(
+                path,
+                "missing key 'fps'; give the source frame rate: g1-motion convert IN OUT --fps-in N",
+            )
         return float(fps_in), "--fps-in"
     value = np.asarray(arrays["fps"])
     if value.size != 1 or value.dtype.kind not in "iuf":
@@ -583,24 +586,27 @@ def _csv_rows(path: Path) -> tuple[list[str] | None, np.ndarray]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise _fail(path, f"cannot be read as UTF-8 text ({type(err).__name__}: {err})") from err
-    rows = [r for r in csv.reader(text.splitlines()) if r and not r[0].lstrip().startswith("#")]
-    rows = [[c.strip() for c in r] for r in rows if any(c.strip() for c in r)]
+    rows = [
+        (line, [c.strip() for c in cells])
+        for line, cells in enumerate(csv.reader(text.splitlines()), start=1)
+        if any(c.strip() for c in cells) and not cells[0].lstrip().startswith("#")
+    ]
     if not rows:
         raise _fail(path, "has no rows; a CSV clip needs one row per frame")
     header = None
     try:
-        [float(c) for c in rows[0]]
+        [float(c) for c in rows[0][1]]
     except ValueError:
-        header, rows = rows[0], rows[1:]
-    width = len(header) if header is not None else len(rows[0]) if rows else 0
+        header, rows = rows[0][1], rows[1:]
+    width = len(header) if header is not None else len(rows[0][1])
     values = np.empty((len(rows), width))
-    for r, row in enumerate(rows):
-        if len(row) != width:
-            raise _fail(path, f"row {r} has {len(row)} columns; every row needs {width}")
+    for r, (line, cells) in enumerate(rows):
+        if len(cells) != width:
+            raise _fail(path, f"line {line} has {len(cells)} columns; every row needs {width}")
         try:
-            values[r] = [float(c) for c in row]
+            values[r] = [float(c) for c in cells]
         except ValueError as err:
-            raise _fail(path, f"row {r}: {err}; every cell must be a number") from err
+            raise _fail(path, f"line {line}: {err}; every cell must be a number") from err
     return header, values
 
 
@@ -616,8 +622,7 @@ def _read_csv(path: Path, fps_in: float | None, choice: QuatOrder) -> SourceMoti
     else:
         names = _names(path, "header", np.asarray(header[7:], dtype=str))
     cols, extra = _map_joints(path, "header", names)
-    key = "columns 0-35"
-    _check_frames(path, key, values)
+    _check_frames(path, f"columns 0-{values.shape[1] - 1}", values)
     root_quat, order, order_source = _quat_order(
         path, "columns 3-6 (root quaternion)", values[:, 3:7], choice, stated="xyzw"
     )
