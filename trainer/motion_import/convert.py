@@ -25,8 +25,9 @@ import numpy as np
 
 from trainer.assets import sha256_file
 from trainer.motion_import import quat
-from trainer.motion_import.conventions import QuatOrder, SourceMotion, read_source
+from trainer.motion_import.conventions import read_source
 from trainer.motion_import.model import g1_body_names, g1_model
+from trainer.motion_import.source import QuatOrder, SourceMotion
 from trainer.sim.scene import JOINT_NAMES, SceneCfg, body_kinematics, locate_g1_mjcf
 from trainer.task.motion import MOTION_FPS, MotionError
 

@@ -17,9 +17,10 @@ import numpy as np
 
 from trainer.assets import asset_roots
 from trainer.motion_import.checks import Check, JointRange, joint_ranges, run_checks
-from trainer.motion_import.conventions import CONVENTIONS, read_arrays
 from trainer.motion_import.convert import PROVENANCE_KEYS, Conversion
 from trainer.motion_import.resolve import CLIP_SUFFIXES, IMPORT_DIR
+from trainer.motion_import.source import CONVENTIONS
+from trainer.motion_import.validate import read_arrays
 from trainer.task.motion import DANCE_MOTION_ID, SYNTHETIC_MOTION_ID, MotionError
 
 __all__ = [

@@ -24,9 +24,10 @@ import numpy as np
 
 from trainer.assets import sha256_file
 from trainer.motion_import.checks import run_checks
-from trainer.motion_import.conventions import detect_convention, read_arrays, read_source
+from trainer.motion_import.conventions import detect_convention, read_source
 from trainer.motion_import.convert import IMPORTER_VERSION, convert, model_sha256
 from trainer.motion_import.model import g1_model
+from trainer.motion_import.validate import read_arrays
 from trainer.sim.scene import JOINT_NAMES, TRACKED_BODY_NAMES
 from trainer.task.motion import (
     MOTION_FPS,
