@@ -56,9 +56,7 @@ class QuatOrderChoice(str, Enum):
 
 FpsIn = Annotated[
     float | None,
-    typer.Option(
-        "--fps-in", help="Source frame rate where the file has none (CSV default 30).", min=0.0
-    ),
+    typer.Option("--fps-in", help="Source frame rate where the file has none (CSV default 30)."),
 ]
 QuatOrderOpt = Annotated[
     QuatOrderChoice,
@@ -66,7 +64,7 @@ QuatOrderOpt = Annotated[
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one strict-JSON object instead.")]
 StrictFlag = Annotated[
-    bool, typer.Option("--strict", help="Exit 1 (and write nothing) when a check fails.")
+    bool, typer.Option("--strict", help="Exit 1 when a check fails (convert writes nothing).")
 ]
 
 
@@ -94,9 +92,31 @@ def _check_table(checks: list[Check]) -> Table:
     return table
 
 
+_RESIDUAL_ROWS = 8
+
+
+def _residual_table(report: Report) -> Table | None:
+    """The worst bodies when a residual check failed: which part of the mapping is off."""
+    failed = any(c.name.startswith("fk_residual") and not c.passed for c in report.checks)
+    if not failed or not report.conversion.residual:
+        return None
+    table = Table(
+        title=f"largest forward-kinematics residuals (of {len(report.conversion.residual)} bodies)"
+    )
+    for col in ("body", "position (m)", "orientation (rad)"):
+        table.add_column(col)
+    worst = sorted(report.conversion.residual, key=lambda r: r.pos_m, reverse=True)
+    for r in worst[:_RESIDUAL_ROWS]:
+        table.add_row(r.body, _fmt(r.pos_m), _fmt(r.ori_rad))
+    return table
+
+
 def _print_report(report: Report, console: Console) -> None:
     console.print(_summary_table(report))
     console.print(_check_table(report.checks))
+    residual = _residual_table(report)
+    if residual is not None:
+        console.print(residual)
     over = [r for r in report.ranges if r.excess > 0.0]
     if over:
         table = Table(title="joints beyond their XML range")
@@ -218,7 +238,7 @@ def list_command(json_out: JsonFlag = False) -> None:
         return
     table = Table(title="clips --motion can name")
     for col in ("name", "kind", "frames", "note"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for row in rows:
         table.add_row(row.name, row.kind, "-" if row.frames is None else str(row.frames), row.note)
     Console().print(table)

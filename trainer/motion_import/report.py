@@ -208,7 +208,7 @@ def list_clips(roots: Sequence[Path] | None = None) -> list[ClipRow]:
             frames, note = _frames(path)
             rows.append(
                 ClipRow(
-                    str(path) if converted else rel,
+                    rel,  # an asset id: resolution finds it under this root
                     "converted" if converted else kind,
                     str(path),
                     frames,

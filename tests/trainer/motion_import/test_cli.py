@@ -97,9 +97,20 @@ def test_list_names_the_aliases_and_the_cached_clips(
     assert rows[SYNTHETIC_MOTION_ID]["kind"] == "cache"
     converted = [r for r in rows.values() if r["kind"] == "converted"]
     assert len(converted) == 1 and converted[0]["note"] == "converted from walk.csv (csv)"
+    assert resolve_motion(converted[0]["name"], hub="skip").path == Path(converted[0]["path"])
     assert main(["list"]) == 0
     assert "clips --motion can name" in capsys.readouterr().out
 
 
 def test_aliases_are_the_ones_g1_soak_accepts() -> None:
     assert MOTION_ALIASES == MOTION_IDS
+
+
+def test_a_wrong_joint_order_shows_the_residual_per_body(
+    synthetic: dict[str, np.ndarray], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wrong = synthetic | {"joint_pos": synthetic["joint_pos"][:, ::-1].copy()}
+    src = writers.write_mjlab(wrong, tmp_path / "isaac_order.npz")
+    assert main(["inspect", str(src)]) == 0
+    out = capsys.readouterr().out
+    assert "largest forward-kinematics residuals (of 30 bodies)" in out and "FAIL" in out
