@@ -14,22 +14,26 @@ clips"):
   optional header row naming the columns.
 
 Joints and bodies are matched to the G1 by name. Files without name arrays (``mjlab``, a CSV
-without a header) carry the G1's own names in MuJoCo order by definition of the convention.
+without a header) carry the G1's own names by position: an ``mjlab`` NPZ in MuJoCo's
+depth-first order unless our forward kinematics matches its body poses only in the
+breadth-first order PhysX-based tools use; a CSV in G1 XML order.
 Every rule that fails raises :class:`~trainer.task.motion.MotionError` naming the key and the
 fix, on one line.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from trainer.motion_import import quat
 from trainer.motion_import.csv_clip import read_csv
-from trainer.motion_import.model import g1_body_names
+from trainer.motion_import.model import breadth_first_names, forward_poses, g1_body_names
 from trainer.motion_import.source import (
     CONVENTIONS,
     BodyStates,
@@ -57,6 +61,12 @@ __all__ = ["detect_convention", "read_source"]
 _ROOT_BODY = "pelvis"
 _BODY_KEYS = ("body_pos_w", "body_quat_w")
 _PROVENANCE_KEY = "import_convention"
+_DEPTH_FIRST = "depth-first (MuJoCo)"
+_BREADTH_FIRST = "breadth-first (PhysX)"
+_ORDER_FRAMES = 16
+"""Frames the tree-order test of a name-less file runs forward kinematics on."""
+_ORDER_MATCH_M = 0.01
+"""A tree order matches when our forward kinematics puts every body within this (m)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,6 +289,96 @@ def _read_root_included(
     )
 
 
+@dataclass(frozen=True)
+class _Reading:
+    """One way to read a body-rooted NPZ: joints in G1 order and the G1 bodies."""
+
+    joint_pos: np.ndarray
+    extra_joints: tuple[str, ...]
+    bodies: BodyStates
+    ignored_bodies: tuple[str, ...]
+    quat_order: str
+    quat_order_source: str
+    tree_order: str
+
+
+def _tree_orders(arrays: Mapping[str, np.ndarray]) -> tuple[str | None, ...]:
+    """None (by name) when both name arrays exist; else the orders a name-less file may use."""
+    if "joint_names" in arrays and "body_names" in arrays:
+        return (None,)
+    return (_DEPTH_FIRST, _BREADTH_FIRST)
+
+
+def _positional_names(
+    path: Path, arrays: Mapping[str, np.ndarray], order: str
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Joint and body names a name-less file has by position in ``order``."""
+    count = _body_count(arrays)
+    g1 = g1_body_names()
+    if "body_names" not in arrays and count not in (len(g1), len(g1) - 1):
+        raise fail(
+            path,
+            f"key 'body_pos_w' has B={count} bodies without 'body_names'; accepted are {len(g1) - 1} or {len(g1)} (the G1's bodies), or add 'body_names'",
+        )
+    bodies, joints = (g1[1:], JOINT_NAMES) if order == _DEPTH_FIRST else breadth_first_names()
+    return joints, (g1[:1] + bodies if count == len(g1) else bodies)
+
+
+def _reading(
+    path: Path,
+    arrays: Mapping[str, np.ndarray],
+    raw: np.ndarray,
+    order: str | None,
+    choice: QuatOrder,
+) -> _Reading:
+    joint_names, body_names = (
+        (None, None) if order is None else _positional_names(path, arrays, order)
+    )
+    if "joint_names" in arrays:
+        joint_names = read_names(path, "joint_names", arrays["joint_names"])
+    elif raw.shape[1] != len(JOINT_NAMES):
+        raise fail(
+            path,
+            f"key 'joint_pos' has {raw.shape[1]} columns; without 'joint_names' it must hold the 29 G1 joints",
+        )
+    if "body_names" in arrays:
+        body_names = read_names(path, "body_names", arrays["body_names"])
+    cols, extra = map_joints(path, "joint_names", joint_names)
+    bodies, ignored, qorder, qsource = _named_bodies(path, arrays, body_names, raw.shape[0], choice)
+    if _ROOT_BODY not in bodies.names:
+        raise fail(
+            path,
+            f"key 'body_names' has no '{_ROOT_BODY}'; the root pose comes from the pelvis body (or write joint_pos as root pos + quat + joints)",
+        )
+    return _Reading(raw[:, cols], extra, bodies, ignored, qorder, qsource, order or "by name")
+
+
+def _position_residual(reading: _Reading) -> float:
+    """Largest body position error of our forward kinematics over a few frames (m)."""
+    bodies = reading.bodies
+    frames = np.unique(np.linspace(0, bodies.pos.shape[0] - 1, _ORDER_FRAMES).astype(int))
+    root = bodies.names.index(_ROOT_BODY)
+    pos, _ = forward_poses(
+        bodies.pos[frames, root], bodies.quat[frames, root], reading.joint_pos[frames]
+    )
+    ids = [g1_body_names().index(n) for n in bodies.names]
+    return float(np.linalg.norm(pos[:, ids] - bodies.pos[frames], axis=-1).max())
+
+
+def _pick_reading(readings: list[_Reading]) -> _Reading:
+    """The only reading, or for a name-less file the tree order our forward kinematics agrees
+    with: breadth-first only when it matches and depth-first (the stated order) does not."""
+    if len(readings) == 1:
+        return readings[0]
+    depth, breadth = readings
+    depth_err, breadth_err = _position_residual(depth), _position_residual(breadth)
+    if breadth_err < _ORDER_MATCH_M <= depth_err:
+        label = f"{_BREADTH_FIRST} (detected: forward kinematics match within {breadth_err:.2g} m)"
+        return dataclasses.replace(breadth, tree_order=label)
+    how = "matches" if depth_err < _ORDER_MATCH_M else "stated; neither order matches"
+    return dataclasses.replace(depth, tree_order=f"{_DEPTH_FIRST} ({how} forward kinematics)")
+
+
 def _read_body_rooted(
     path: Path,
     arrays: Mapping[str, np.ndarray],
@@ -288,36 +388,10 @@ def _read_body_rooted(
     choice: QuatOrder,
 ) -> SourceMotion:
     """``mjlab``, ``named`` and ``g1soak``: the root pose is the pelvis body's pose."""
-    joint_pos = _joint_pos(path, arrays)
-    frames = joint_pos.shape[0]
-    extra: tuple[str, ...] = ()
-    if "joint_names" in arrays:
-        cols, extra = map_joints(
-            path, "joint_names", read_names(path, "joint_names", arrays["joint_names"])
-        )
-        joint_pos = joint_pos[:, cols]
-    elif joint_pos.shape[1] != len(JOINT_NAMES):
-        raise fail(
-            path,
-            f"key 'joint_pos' has {joint_pos.shape[1]} columns; without 'joint_names' it must hold the 29 G1 joints",
-        )
-    if "body_names" in arrays:
-        names = read_names(path, "body_names", arrays["body_names"])
-    else:
-        count = _body_count(arrays)
-        g1 = g1_body_names()
-        if count not in (len(g1), len(g1) - 1):
-            raise fail(
-                path,
-                f"key 'body_pos_w' has B={count} bodies without 'body_names'; accepted are {len(g1) - 1} or {len(g1)} (G1 in MuJoCo order), or add 'body_names'",
-            )
-        names = g1 if count == len(g1) else g1[1:]
-    bodies, ignored, order, order_source = _named_bodies(path, arrays, names, frames, choice)
-    if _ROOT_BODY not in bodies.names:
-        raise fail(
-            path,
-            f"key 'body_names' has no '{_ROOT_BODY}'; the root pose comes from the pelvis body (or write joint_pos as root pos + quat + joints)",
-        )
+    raw = _joint_pos(path, arrays)
+    frames = raw.shape[0]
+    reading = _pick_reading([_reading(path, arrays, raw, o, choice) for o in _tree_orders(arrays)])
+    bodies = reading.bodies
     root = bodies.names.index(_ROOT_BODY)
     clip_ends: tuple[int, ...] = ()
     if "clip_ends" in arrays:
@@ -330,17 +404,19 @@ def _read_body_rooted(
     return SourceMotion(
         path=path,
         convention=convention,
-        native=native,
+        # a name-less file in PhysX order has our shapes but not our bodies: convert it
+        native=native and not reading.tree_order.startswith(_BREADTH_FIRST),
         fps=fps[0],
         fps_source=fps[1],
         root_pos=bodies.pos[:, root],
         root_quat=quat.continuous_sign(bodies.quat[:, root]),
-        joint_pos=joint_pos,
-        quat_order=order,  # type: ignore[arg-type]
-        quat_order_source=order_source,
+        joint_pos=reading.joint_pos,
+        quat_order=reading.quat_order,  # type: ignore[arg-type]
+        quat_order_source=reading.quat_order_source,
+        tree_order=reading.tree_order,
         bodies=bodies,
-        ignored_joints=extra,
-        ignored_bodies=ignored,
+        ignored_joints=reading.extra_joints,
+        ignored_bodies=reading.ignored_bodies,
         clip_ends=clip_ends,
     )
 

@@ -26,7 +26,7 @@ import numpy as np
 from trainer.assets import sha256_file
 from trainer.motion_import import quat
 from trainer.motion_import.conventions import read_source
-from trainer.motion_import.model import g1_body_names, g1_model
+from trainer.motion_import.model import forward_poses, g1_body_names, g1_model
 from trainer.motion_import.source import QuatOrder, SourceMotion
 from trainer.sim.scene import JOINT_NAMES, SceneCfg, body_kinematics, locate_g1_mjcf
 from trainer.task.motion import MOTION_FPS, MotionError
@@ -54,6 +54,7 @@ PROVENANCE_KEYS = (
     "import_fps_source",
     "import_quat_order",
     "import_quat_order_source",
+    "import_tree_order",
     "import_model_sha256",
 )
 """Keys a converted file carries besides the contract's (the loader ignores extra keys)."""
@@ -150,11 +151,10 @@ def _residual(source: SourceMotion) -> tuple[BodyResidual, ...] | None:
     """Producer's body poses vs our forward kinematics at the source's own frames."""
     if source.bodies is None:
         return None
-    qpos = np.concatenate((source.root_pos, source.root_quat, source.joint_pos), axis=1)
-    ours = body_kinematics(g1_model(), qpos, np.zeros((qpos.shape[0], g1_model().nv)))
+    pos, rot = forward_poses(source.root_pos, source.root_quat, source.joint_pos)
     ids = [g1_body_names().index(name) for name in source.bodies.names]
-    pos_err = np.linalg.norm(ours["body_pos_w"][:, ids] - source.bodies.pos, axis=-1).max(0)
-    ori_err = quat.angle_between(ours["body_quat_w"][:, ids], source.bodies.quat).max(0)
+    pos_err = np.linalg.norm(pos[:, ids] - source.bodies.pos, axis=-1).max(0)
+    ori_err = quat.angle_between(rot[:, ids], source.bodies.quat).max(0)
     return tuple(
         BodyResidual(name, float(p), float(o))
         for name, p, o in zip(source.bodies.names, pos_err, ori_err, strict=True)
@@ -171,6 +171,7 @@ def _provenance(source: SourceMotion, source_sha256: str) -> dict[str, np.ndarra
         "import_fps_source": np.asarray(source.fps_source),
         "import_quat_order": np.asarray(source.quat_order),
         "import_quat_order_source": np.asarray(source.quat_order_source),
+        "import_tree_order": np.asarray(source.tree_order),
         "import_model_sha256": np.asarray(model_sha256()),
     }
 

@@ -89,5 +89,6 @@ def read_csv(path: Path, fps_in: float | None, choice: QuatOrder) -> SourceMotio
         quat_order=order,
         quat_order_source=order_source,
         bodies=None,
+        tree_order="by name" if header is not None else "G1 XML order (stated)",
         ignored_joints=extra,
     )

@@ -62,6 +62,7 @@ class Report:
             ("duration", f"{(frames_in - 1) / src.fps:.3f} s"),
             ("converted", f"{self.conversion.num_frames} frames at 50 fps"),
             ("root quaternion", f"{src.quat_order} ({src.quat_order_source})"),
+            ("joint/body order", src.tree_order),
         ]
         if self.clip_count > 1:
             rows.append(("clips", str(self.clip_count)))
@@ -96,6 +97,7 @@ class Report:
             "clips": self.clip_count,
             "quat_order": src.quat_order,
             "quat_order_source": src.quat_order_source,
+            "tree_order": src.tree_order,
             "ignored_joints": list(src.ignored_joints),
             "ignored_bodies": list(src.ignored_bodies),
             "provenance": self.provenance,

@@ -67,10 +67,11 @@ def converted_path(source: Path, source_sha256: str, cache: Path) -> Path:
 
 
 def _is_native(path: Path) -> bool:
+    """In our contract by shape, and, without names, in MuJoCo's order (``read_source``)."""
     if path.suffix.lower() == ".csv":
         return False
     _, native = detect_convention(path, read_arrays(path))
-    return native
+    return native and read_source(path).native
 
 
 def _reuse(target: Path, source_sha: str) -> bool:

@@ -58,6 +58,8 @@ class SourceMotion:
     """How the order was found (stated by the convention, detected, or ``--quat-order``)."""
     bodies: BodyStates | None
     """The producer's body poses (None for a CSV)."""
+    tree_order: str = "by name"
+    """How joints and bodies were matched: by name, or a name-less file's tree order."""
     ignored_joints: tuple[str, ...] = ()
     """Source joints that are not G1 hinges (e.g. hand joints); not used."""
     ignored_bodies: tuple[str, ...] = ()

@@ -167,3 +167,22 @@ def write_csv(arrays: dict, path: Path, *, order: str = "xyzw", header: bool = F
         head = ",".join(root + [str(n) for n in arrays["joint_names"]])
     np.savetxt(path, rows, delimiter=",", fmt="%.9g", header=head, comments="")
     return path
+
+
+def write_physx_order(arrays: dict, path: Path) -> Path:
+    """An mjlab-shaped NPZ without names whose joints and bodies are in the breadth-first
+    order PhysX-based tools (Isaac Lab) use: pelvis, left_hip_pitch, right_hip_pitch, waist..."""
+    from trainer.motion_import.model import breadth_first_names
+
+    bodies_bfs, joints_bfs = breadth_first_names()
+    names, bodies = _bodies(arrays, with_world=False)
+    body_cols = [names.index(n) for n in bodies_bfs]
+    joint_cols = [[str(n) for n in arrays["joint_names"]].index(n) for n in joints_bfs]
+    np.savez(
+        path,
+        fps=arrays["fps"],
+        joint_pos=arrays["joint_pos"][:, joint_cols],
+        joint_vel=arrays["joint_vel"][:, joint_cols],
+        **{k: v[:, body_cols] for k, v in bodies.items()},
+    )
+    return path

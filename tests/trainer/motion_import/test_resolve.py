@@ -119,3 +119,16 @@ def test_bad_clip_sets_are_named(roots: tuple[Path, Path], tmp_path: Path) -> No
         _resolve(str(empty), roots)
     with pytest.raises(MotionError, match="motion file 'nothere.npz' not found"):
         _resolve("nothere.npz,other.npz", roots)
+
+
+def test_a_nameless_clip_in_physx_order_is_converted_not_taken_by_position(
+    synthetic: dict[str, np.ndarray], roots: tuple[Path, Path], tmp_path: Path
+) -> None:
+    mujoco_order = _resolve(str(writers.write_mjlab(synthetic, tmp_path / "m.npz")), roots)
+    assert mujoco_order.source == "path"  # our world-exclusive layout: used as it is
+    physx = _resolve(str(writers.write_physx_order(synthetic, tmp_path / "p.npz")), roots)
+    assert physx.source == "converted"
+    model = g1_model()
+    ours, theirs = load_motion(mujoco_order.path, model), load_motion(physx.path, model)
+    np.testing.assert_array_equal(theirs.joint_pos, ours.joint_pos)
+    np.testing.assert_allclose(theirs.body_pos_w, ours.body_pos_w, atol=1e-6)

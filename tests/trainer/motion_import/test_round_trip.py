@@ -72,6 +72,7 @@ SAME_FPS_WRITERS: dict[str, Callable[[dict, Path], Path]] = {
     "csv_wxyz_header_50fps": lambda a, d: writers.write_csv(
         a, d / "clip.csv", order="wxyz", header=True
     ),
+    "physx_order_no_names": lambda a, d: writers.write_physx_order(a, d / "isaac.npz"),
 }
 CONVENTION = {
     "named_shuffled": "named",
@@ -79,6 +80,7 @@ CONVENTION = {
     "root_included": "root-included",
     "root_included_sign_flips": "root-included",
     "csv_wxyz_header_50fps": "csv",
+    "physx_order_no_names": "mjlab",
 }
 
 
@@ -109,6 +111,18 @@ def test_superset_ignores_the_extra_bodies_and_joints(
     assert len(conv.source.bodies.names) + len(conv.source.ignored_bodies) == 51
 
 
+def test_a_nameless_file_takes_the_tree_order_our_forward_kinematics_matches(
+    synthetic: dict[str, np.ndarray], tmp_path: Path
+) -> None:
+    mujoco_order = convert_file(writers.write_mjlab(synthetic, tmp_path / "m.npz"))
+    assert mujoco_order.source.tree_order == "depth-first (MuJoCo) (matches forward kinematics)"
+    physx = convert_file(writers.write_physx_order(synthetic, tmp_path / "p.npz"))
+    assert physx.source.tree_order.startswith("breadth-first (PhysX) (detected: forward kinematics")
+    np.testing.assert_array_equal(physx.arrays["joint_pos"], mujoco_order.arrays["joint_pos"])
+    named = convert_file(writers.write_named_shuffled(synthetic, tmp_path / "n.npz"))
+    assert named.source.tree_order == "by name"
+
+
 def test_root_included_detects_wxyz_from_the_pelvis_body(
     synthetic: dict[str, np.ndarray], tmp_path: Path
 ) -> None:
@@ -120,6 +134,7 @@ def test_root_included_detects_wxyz_from_the_pelvis_body(
 RESAMPLED_WRITERS: dict[str, Callable[[dict, Path], Path]] = {
     "csv_xyzw_30fps": lambda a, d: writers.write_csv(a, d / "clip.csv", order="xyzw"),
     "mjlab_30fps": lambda a, d: writers.write_mjlab(a, d / "mjlab.npz"),
+    "physx_order_30fps": lambda a, d: writers.write_physx_order(a, d / "isaac.npz"),
 }
 
 
