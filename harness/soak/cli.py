@@ -407,10 +407,7 @@ def g1_soak(
         str | None,
         typer.Option(
             "--motion",
-            help=(
-                "synthetic (offline clip), dance (the seed's clip via the hub), a path in any "
-                "importable convention, or a comma list / directory of clips (see g1-motion list)."
-            ),
+            help="synthetic (offline clip), dance (the seed's clip via the hub) or a path.",
         ),
     ] = None,
     extra_override: Annotated[

@@ -38,7 +38,6 @@ SCRIPTS = tuple(
     )
 )
 MODULES = {"trainer": "train", "harness.docs_gen": "docs_gen"}
-SUBCOMMAND_SCRIPTS = {"cumps", "g1-motion"}  # their flags live in each subcommand's --help
 SHELL_LANGS = {"", "bash", "sh", "shell", "console"}
 # Read-only, fast and machine-independent: documented invocations of these are run for real.
 RUNNABLE = {
@@ -130,6 +129,9 @@ def _tokens(segment: str) -> list[str]:
         return shlex.split(segment, comments=True)
     except ValueError:
         return segment.split()
+
+
+SUBCOMMAND_SCRIPTS = {"cumps", "g1-motion"}  # their flags live in each subcommand's --help
 
 
 def _parse_segment(where: str, line: str, segment: str) -> DocCommand | None:

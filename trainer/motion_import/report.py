@@ -15,13 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from harness.soak.cli import MOTION_IDS
 from trainer.assets import asset_roots
 from trainer.motion_import.checks import Check, JointRange, joint_ranges, run_checks
 from trainer.motion_import.convert import PROVENANCE_KEYS, Conversion
 from trainer.motion_import.resolve import CLIP_SUFFIXES, IMPORT_DIR
 from trainer.motion_import.source import CONVENTIONS
 from trainer.motion_import.validate import read_arrays
-from trainer.task.motion import DANCE_MOTION_ID, SYNTHETIC_MOTION_ID, MotionError
+from trainer.task.motion import MotionError
 
 __all__ = [
     "INSPECT_SCHEMA",
@@ -33,8 +34,8 @@ __all__ = [
 ]
 
 INSPECT_SCHEMA = "motion_inspect.v1.json"
-MOTION_ALIASES = {"synthetic": SYNTHETIC_MOTION_ID, "dance": DANCE_MOTION_ID}
-"""The short names ``g1-soak --motion`` and ``g1-backend-probe --motion`` accept."""
+MOTION_ALIASES = MOTION_IDS
+"""The short names ``g1-soak --motion`` accepts (one table, the soak's)."""
 
 
 @dataclass(frozen=True)
@@ -184,18 +185,13 @@ def list_clips(roots: Sequence[Path] | None = None) -> list[ClipRow]:
     rows: list[ClipRow] = []
     for alias, asset_id in MOTION_ALIASES.items():
         found = next((Path(r) / asset_id for r in roots if (Path(r) / asset_id).is_file()), None)
-        how = (
-            "generated on first use"
-            if asset_id == SYNTHETIC_MOTION_ID
-            else "downloaded from the hub on first use"
-        )
         rows.append(
             ClipRow(
                 alias,
                 "alias",
                 str(found) if found else None,
                 _frames(found)[0] if found else None,
-                asset_id if found else f"{asset_id}, {how}",
+                asset_id if found else f"{asset_id}, not cached yet (made on first use)",
             )
         )
     for root, kind in zip(roots, ("package", "cache"), strict=False):

@@ -7,8 +7,8 @@ put the clip into one device table. :func:`resolve_motion` turns a motion id or 
 file (path, package root, cache root, local synthetic generation, Hugging Face hub) and
 never substitutes another clip; a clip in a foreign convention, or a clip set (comma list or
 directory), goes through ``trainer.motion_import`` into one cached file in this contract
-(an optional ``clip_ends`` key marks the clips of a set). :func:`generate_synthetic_dance` builds the offline default
-clip, a deterministic flat-foot squat with waist and arm motion.
+(an optional ``clip_ends`` key marks the clips of a set). :func:`generate_synthetic_dance`
+builds the offline default clip, a deterministic flat-foot squat with waist and arm motion.
 """
 
 from __future__ import annotations
@@ -493,13 +493,10 @@ def _synthetic_joint_pos(num_frames: int, fps: int) -> np.ndarray:
     return q
 
 
-def generate_synthetic_dance(
-    model: mujoco.MjModel, *, fps: int = MOTION_FPS, num_frames: int = _SYNTH_FRAMES
-) -> dict[str, np.ndarray]:
+def generate_synthetic_dance(model: mujoco.MjModel) -> dict[str, np.ndarray]:
     """Build the offline default clip ``motions/g1/synthetic_dance.npz`` (deterministic).
 
-    500 frames at 50 fps (other ``fps``/``num_frames`` sample the same motion, e.g. as a
-    30 fps source for the importer's tests; such a clip is not the offline default). The pelvis stays level; its xy keeps the feet centred on the world
+    500 frames at 50 fps. The pelvis stays level; its xy keeps the feet centred on the world
     origin and its height puts the lowest foot point at z = 0 in every frame. Joint and root
     velocities are central finite differences of the positions (one-sided at the ends);
     body velocities come from :func:`trainer.sim.scene.body_kinematics`. World-inclusive
@@ -511,8 +508,9 @@ def generate_synthetic_dance(
     Returns:
         The NPZ arrays in file order, including ``generator_version``.
     """
+    fps = MOTION_FPS
     dt = 1.0 / fps
-    joint_pos = _synthetic_joint_pos(num_frames, fps)
+    joint_pos = _synthetic_joint_pos(_SYNTH_FRAMES, fps)
     model_joints = _model_joint_names(model)
     if model_joints != JOINT_NAMES:
         msg = f"model hinge joints {model_joints[:3]}... differ from the G1 29-DoF order; build it with build_g1_model"
@@ -521,16 +519,16 @@ def generate_synthetic_dance(
     if (joint_pos < low).any() or (joint_pos > high).any():
         msg = "synthetic clip leaves the joint range; the generator constants are wrong"
         raise AssertionError(msg)
-    qpos = np.zeros((num_frames, model.nq))
+    qpos = np.zeros((_SYNTH_FRAMES, model.nq))
     qpos[:, 3] = 1.0  # level pelvis, wxyz
     qpos[:, 7:] = joint_pos
-    qvel0 = np.zeros((num_frames, model.nv))
+    qvel0 = np.zeros((_SYNTH_FRAMES, model.nv))
     rooted = body_kinematics(model, qpos, qvel0)
     feet = [model.body(name).id for name in FOOT_BODY_NAMES]
     feet_xy = rooted["body_pos_w"][:, feet, :2].mean(axis=1)  # [T, 2]
     qpos[:, 0:2] = -feet_xy
     qpos[:, 2] = -rooted["foot_min_z"]
-    qvel = np.zeros((num_frames, model.nv))
+    qvel = np.zeros((_SYNTH_FRAMES, model.nv))
     qvel[:, 0:3] = np.gradient(qpos[:, 0:3], dt, axis=0)  # world linear velocity of the root
     qvel[:, 6:] = np.gradient(joint_pos, dt, axis=0)
     states = body_kinematics(model, qpos, qvel)

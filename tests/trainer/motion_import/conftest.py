@@ -29,4 +29,6 @@ def synthetic() -> dict[str, np.ndarray]:
 @pytest.fixture(scope="session")
 def synthetic30() -> dict[str, np.ndarray]:
     """The same motion sampled at 30 fps (a typical retargeted-clip rate)."""
-    return generate_synthetic_dance(g1_model(), fps=30, num_frames=SOURCE_30FPS_FRAMES)
+    import g1soak_motion_writers as writers
+
+    return writers.synthetic_at(30, SOURCE_30FPS_FRAMES)

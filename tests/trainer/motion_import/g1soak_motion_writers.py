@@ -12,6 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
+from trainer.motion_import.model import g1_model
+from trainer.sim.scene import FOOT_BODY_NAMES, JOINT_NAMES, body_kinematics
+from trainer.task import motion
+
 BODY_KEYS = ("body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
 EXTRA_BODIES = (
     *(
@@ -30,6 +34,35 @@ EXTRA_JOINTS = tuple(
     for side in ("left", "right")
     for finger in ("thumb_0", "thumb_1", "index_0", "middle_0")
 )
+
+
+def synthetic_at(fps: int, num_frames: int) -> dict[str, np.ndarray]:
+    """The synthetic clip's motion sampled at another rate, built the way the generator builds
+    it (level pelvis, feet centred on the origin, lowest foot point at z = 0; joint and root
+    velocities by central differences), so each frame is the 50 fps clip's motion at k / fps."""
+    model = g1_model()
+    dt = 1.0 / fps
+    joint_pos = motion._synthetic_joint_pos(num_frames, fps)
+    qpos = np.zeros((num_frames, model.nq))
+    qpos[:, 3] = 1.0
+    qpos[:, 7:] = joint_pos
+    rooted = body_kinematics(model, qpos, np.zeros((num_frames, model.nv)))
+    feet = [model.body(name).id for name in FOOT_BODY_NAMES]
+    qpos[:, 0:2] = -rooted["body_pos_w"][:, feet, :2].mean(axis=1)
+    qpos[:, 2] = -rooted["foot_min_z"]
+    qvel = np.zeros((num_frames, model.nv))
+    qvel[:, 0:3] = np.gradient(qpos[:, 0:3], dt, axis=0)
+    qvel[:, 6:] = np.gradient(joint_pos, dt, axis=0)
+    states = body_kinematics(model, qpos, qvel)
+    f32 = np.float32
+    return {
+        "fps": np.asarray(fps, dtype=np.int64),
+        "joint_pos": joint_pos.astype(f32),
+        "joint_vel": qvel[:, 6:].astype(f32),
+        **{key: states[key].astype(f32) for key in BODY_KEYS},
+        "joint_names": np.asarray(JOINT_NAMES),
+        "body_names": np.asarray([model.body(b).name for b in range(model.nbody)]),
+    }
 
 
 def _rng(seed: int = 7) -> np.random.Generator:

@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 from harness.schemas import validate
-from harness.soak.cli import MOTION_IDS
 from trainer.motion_import.cli import main
-from trainer.motion_import.report import INSPECT_SCHEMA, MOTION_ALIASES
+from trainer.motion_import.report import INSPECT_SCHEMA
 from trainer.task.motion import SYNTHETIC_MOTION_ID
 
 
@@ -93,17 +92,13 @@ def test_list_names_the_aliases_and_the_cached_clips(
     assert main(["list", "--json"]) == 0
     rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
     assert rows["synthetic"]["kind"] == "alias" and rows["synthetic"]["frames"] == 500
-    assert rows["dance"]["path"] is None and "hub" in rows["dance"]["note"]
+    assert rows["dance"]["path"] is None and "not cached yet" in rows["dance"]["note"]
     assert rows[SYNTHETIC_MOTION_ID]["kind"] == "cache"
     converted = [r for r in rows.values() if r["kind"] == "converted"]
     assert len(converted) == 1 and converted[0]["note"] == "converted from walk.csv (csv)"
     assert resolve_motion(converted[0]["name"], hub="skip").path == Path(converted[0]["path"])
     assert main(["list"]) == 0
     assert "clips --motion can name" in capsys.readouterr().out
-
-
-def test_aliases_are_the_ones_g1_soak_accepts() -> None:
-    assert MOTION_ALIASES == MOTION_IDS
 
 
 def test_a_wrong_joint_order_shows_the_residual_per_body(

@@ -62,6 +62,13 @@ def _assert_same_clip(arrays: dict, original: dict, tol: dict[str, float], frame
         assert err <= bound, f"{key}: max error {err:.3g} > {bound:.3g}"
 
 
+def test_the_resampling_source_is_the_generators_motion(synthetic: dict[str, np.ndarray]) -> None:
+    """The 30 fps source is built like the offline clip: at 50 fps it is the offline clip."""
+    again = writers.synthetic_at(50, 500)
+    for key, value in again.items():
+        np.testing.assert_array_equal(value, synthetic[key], err_msg=key)
+
+
 SAME_FPS_WRITERS: dict[str, Callable[[dict, Path], Path]] = {
     "named_shuffled": lambda a, d: writers.write_named_shuffled(a, d / "named.npz"),
     "superset_51": lambda a, d: writers.write_superset(a, d / "superset.npz"),
