@@ -256,10 +256,12 @@ def check_overrides(overrides: Sequence[str]) -> None:
 
 
 def motion_override(motion: str | None) -> tuple[str | None, str]:
-    """``(override or None, motion id)`` for ``--motion`` (None = the owner's default, dance)."""
+    """``(override or None, motion id)`` for ``--motion`` (None = the owner's default, dance).
+
+    Aliases are expanded in each item of a comma list (a clip set, docs/assets.md)."""
     if motion is None:
         return None, MOTION_IDS["dance"]
-    motion_id = MOTION_IDS.get(motion, motion)
+    motion_id = ",".join(MOTION_IDS.get(item.strip(), item.strip()) for item in motion.split(","))
     return f"{MOTION_KEY}={motion_id}", motion_id
 
 

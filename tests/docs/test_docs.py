@@ -133,6 +133,9 @@ def _tokens(segment: str) -> list[str]:
         return segment.split()
 
 
+SUBCOMMAND_SCRIPTS = {"cumps", "g1-motion"}  # their flags live in each subcommand's --help
+
+
 def _parse_segment(where: str, line: str, segment: str) -> DocCommand | None:
     tokens = _tokens(segment)
     while tokens and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", tokens[0]):
@@ -158,8 +161,8 @@ def _parse_segment(where: str, line: str, segment: str) -> DocCommand | None:
         command, args = (REPO_SCRIPTS[tokens[0]],), tokens[1:]
     elif tokens[0] in SCRIPTS:
         command, args = (tokens[0],), tokens[1:]
-        if tokens[0] == "cumps" and args and not args[0].startswith("-"):
-            command, args = ("cumps", args[0]), args[1:]
+        if tokens[0] in SUBCOMMAND_SCRIPTS and args and not args[0].startswith("-"):
+            command, args = (tokens[0], args[0]), args[1:]
     else:
         return None
     flags = []

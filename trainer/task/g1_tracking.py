@@ -298,6 +298,7 @@ class G1TrackingEnv:
             kernel_size=cfg.sampler_kernel_size,
             kernel_lambda=cfg.sampler_kernel_lambda,
             start_ratio=cfg.sampling_start_ratio,
+            clip_ends=motion.clip_ends.tolist(),
         )
 
         self.reset_generator = torch.Generator(device=dev)

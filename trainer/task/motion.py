@@ -5,8 +5,10 @@ loader checks every rule of the contract and fails with a :class:`MotionError` n
 offending key; it keeps only the 14 tracked bodies (TASK.md §3) as float32, so the env can
 put the clip into one device table. :func:`resolve_motion` turns a motion id or path into a
 file (path, package root, cache root, local synthetic generation, Hugging Face hub) and
-never substitutes another clip. :func:`generate_synthetic_dance` builds the offline default
-clip, a deterministic flat-foot squat with waist and arm motion.
+never substitutes another clip; a clip in a foreign convention, or a clip set (comma list or
+directory), goes through ``trainer.motion_import`` into one cached file in this contract
+(an optional ``clip_ends`` key marks the clips of a set). :func:`generate_synthetic_dance`
+builds the offline default clip, a deterministic flat-foot squat with waist and arm motion.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from trainer.assets import AssetError, cache_root, check_asset_id
+from trainer.assets import AssetError, cache_root, check_asset_id, sha256_file
 from trainer.assets import asset_roots as default_asset_roots
 from trainer.sim.scene import (
     DEFAULT_JOINT_POS,
@@ -53,6 +55,7 @@ __all__ = [
     "MotionError",
     "ResolvedMotion",
     "arrays_sha256",
+    "check_clip_ends",
     "download_from_hub",
     "ensure_synthetic_clip",
     "generate_synthetic_clip",
@@ -62,6 +65,7 @@ __all__ = [
     "load_motions",
     "npz_sha256",
     "resolve_motion",
+    "write_npz_atomic",
 ]
 
 logger = logging.getLogger(__name__)
@@ -94,7 +98,9 @@ _OFFLINE_ALTERNATIVE = (
 )
 
 HubMode = Literal["auto", "skip", "require"]
-MotionSource = Literal["path", "package", "cache", "generated", "downloaded"]
+MotionSource = Literal[
+    "path", "package", "cache", "generated", "downloaded", "converted", "clip-set"
+]
 BodyLayout = Literal["world-inclusive", "world-exclusive", "named"]
 
 
@@ -144,7 +150,8 @@ class ResolvedMotion:
     path: Path
     source: MotionSource
     sha256: str
-    """:func:`arrays_sha256` of the file's arrays (zip containers embed timestamps)."""
+    """:func:`arrays_sha256` of the file's arrays (zip containers embed timestamps); the
+    file's sha256 for a CSV (which resolution then converts)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,6 +191,13 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
         msg = f"motion file '{path}' is not a readable .npz ({type(err).__name__}: {err}); re-export it with numpy.savez"
         raise MotionError(msg) from err
+
+
+def _content_sha256(path: Path) -> str:
+    """:func:`arrays_sha256` of an NPZ; the bytes' sha256 of a CSV clip (no arrays to hash)."""
+    if path.suffix.lower() == ".csv":
+        return sha256_file(path)
+    return arrays_sha256(_read_npz(path))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -302,6 +316,27 @@ def _check_finite_and_quats(path: Path, arrays: dict[str, np.ndarray]) -> None:
         raise MotionError(msg)
 
 
+def check_clip_ends(path: Path, raw: np.ndarray | None, num_frames: int) -> np.ndarray:
+    """The optional ``clip_ends`` of a clip set: exclusive end frames, each clip >= 2 frames."""
+    if raw is None:
+        return np.asarray([num_frames], dtype=np.int64)
+    ends = np.asarray(raw)
+    lengths = np.diff(ends, prepend=0) if ends.ndim == 1 else np.zeros(0)
+    if (
+        ends.ndim != 1
+        or ends.dtype.kind not in "iu"
+        or ends.size == 0
+        or int(ends[-1]) != num_frames
+        or (lengths < 2).any()
+    ):
+        msg = (
+            f"motion file '{path}': key 'clip_ends' must be increasing int end frames ending at "
+            f"T={num_frames} with every clip >= 2 frames, got {ends.tolist()[:8]}; rebuild the clip set"
+        )
+        raise MotionError(msg)
+    return ends.astype(np.int64)
+
+
 @dataclass(frozen=True)
 class _LoadedClip:
     clip: MotionClip
@@ -339,6 +374,7 @@ def _load_one(path: Path, model: mujoco.MjModel, fps: int) -> _LoadedClip:
             raise MotionError(msg)
     columns, layout = _body_columns(path, raw, num_bodies, model)
     _check_finite_and_quats(path, arrays)
+    clip_ends = check_clip_ends(path, raw.get("clip_ends"), num_frames)
     f32 = {key: arr.astype(np.float32) for key, arr in arrays.items()}
     clip = MotionClip(
         fps=clip_fps,
@@ -348,7 +384,7 @@ def _load_one(path: Path, model: mujoco.MjModel, fps: int) -> _LoadedClip:
         body_quat_w=np.ascontiguousarray(f32["body_quat_w"][:, columns]),
         body_lin_vel_w=np.ascontiguousarray(f32["body_lin_vel_w"][:, columns]),
         body_ang_vel_w=np.ascontiguousarray(f32["body_ang_vel_w"][:, columns]),
-        clip_ends=np.asarray([num_frames], dtype=np.int64),
+        clip_ends=clip_ends,
         source=str(path),
         sha256=arrays_sha256(raw),
     )
@@ -399,7 +435,7 @@ def load_motions(
     if len(loaded) == 1:
         return first.clip
     clips = [item.clip for item in loaded]
-    lengths = np.asarray([c.num_frames for c in clips], dtype=np.int64)
+    offsets = np.cumsum([0] + [c.num_frames for c in clips[:-1]])
     combined_sha = hashlib.sha256("\n".join(c.sha256 for c in clips).encode()).hexdigest()
     return MotionClip(
         fps=first.clip.fps,
@@ -409,7 +445,7 @@ def load_motions(
         body_quat_w=np.concatenate([c.body_quat_w for c in clips]),
         body_lin_vel_w=np.concatenate([c.body_lin_vel_w for c in clips]),
         body_ang_vel_w=np.concatenate([c.body_ang_vel_w for c in clips]),
-        clip_ends=np.cumsum(lengths),
+        clip_ends=np.concatenate([c.clip_ends + o for c, o in zip(clips, offsets, strict=True)]),
         source=",".join(c.source for c in clips),
         sha256=combined_sha,
     )
@@ -562,7 +598,8 @@ def generate_synthetic_clip(model: mujoco.MjModel, motion_id: str) -> dict[str, 
     }
 
 
-def _write_npz_atomic(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+def write_npz_atomic(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """Write ``arrays`` to ``path`` through a temp file and a rename (never half-written)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".npz", dir=path.parent)
     try:
@@ -604,7 +641,7 @@ def ensure_synthetic_clip(
                 return path, "present", expected
         except MotionError:
             logger.warning("regenerating unreadable synthetic clip %s", path)
-    _write_npz_atomic(path, arrays)
+    write_npz_atomic(path, arrays)
     return path, "generated", expected
 
 
@@ -673,16 +710,21 @@ def resolve_motion(
     hub: HubMode = "auto",
     asset_roots: Sequence[Path] | None = None,
 ) -> ResolvedMotion:
-    """Resolve a motion id or path to a local file, in CONTRACTS §12 order.
+    """Resolve a motion id or path to a local file in our NPZ contract.
 
-    1. The path as given (absolute or CWD-relative) if it exists; a missing absolute path
-       fails at once. 2. ``<package root>/<id>``, then ``<cache root>/<id>``. 3. The synthetic
-    id is generated into the cache root; any other id is downloaded from the dataset repo
-    ``hub_repo`` unless ``hub == "skip"`` or ``HF_HUB_OFFLINE`` is truthy. Another clip is
-    never substituted.
+    Each file is found in CONTRACTS §12 order: 1. the path as given (absolute or CWD-relative)
+    if it exists; a missing absolute path fails at once. 2. ``<package root>/<id>``, then
+    ``<cache root>/<id>``. 3. The synthetic id is generated into the cache root; any other id
+    is downloaded from the dataset repo ``hub_repo`` unless ``hub == "skip"`` or
+    ``HF_HUB_OFFLINE`` is truthy. Another clip is never substituted.
+
+    A file already in our contract is returned unchanged. A clip in a foreign convention is
+    converted into the cache root, keyed by its digest; a comma list or a directory of clips
+    becomes one cached clip set (``trainer.motion_import.resolve``, docs/assets.md).
 
     Args:
-        motion_id: a path or an asset id such as ``motions/g1/dance1_subject2_part.npz``.
+        motion_id: a path or an asset id such as ``motions/g1/dance1_subject2_part.npz``, a
+            comma-separated list of them, or a directory of clips.
         hub_repo: Hugging Face dataset repository.
         hub: ``auto``/``require`` try the hub (unless offline), ``skip`` never does.
         asset_roots: asset roots (package, cache); defaults to :func:`trainer.assets.asset_roots`.
@@ -691,17 +733,31 @@ def resolve_motion(
         The local path, where it came from and its arrays hash.
 
     Raises:
-        MotionError: not found anywhere; the message carries the contract's wording.
+        MotionError: not found anywhere (the contract's wording), or not convertible.
     """
     if hub not in ("auto", "skip", "require"):
         msg = f"hub={hub!r} must be one of auto, skip, require"
         raise MotionError(msg)
+    roots = tuple(default_asset_roots() if asset_roots is None else asset_roots)
+    from trainer.motion_import.resolve import resolve_imported  # lazy: it imports this module
+
+    return resolve_imported(
+        motion_id,
+        lambda item: _resolve_file(item, hub_repo=hub_repo, hub=hub, search_roots=roots),
+        roots=roots,
+        cache=Path(roots[-1]) if roots else cache_root(),
+    )
+
+
+def _resolve_file(
+    motion_id: str, *, hub_repo: str, hub: HubMode, search_roots: tuple[Path, ...]
+) -> ResolvedMotion:
+    """One file in CONTRACTS §12 order (see :func:`resolve_motion`), as it is on disk."""
     given = Path(motion_id).expanduser()
     if given.is_file():
-        return ResolvedMotion(given, "path", arrays_sha256(_read_npz(given)))
+        return ResolvedMotion(given, "path", _content_sha256(given))
     if given.is_absolute():
         raise _not_found(motion_id, [str(given)], "")
-    search_roots = tuple(default_asset_roots() if asset_roots is None else asset_roots)
     searched = [str(given)]
     try:
         check_asset_id(motion_id)
@@ -710,7 +766,7 @@ def resolve_motion(
     for root, source in zip(search_roots, ("package", "cache"), strict=False):
         candidate = Path(root) / motion_id
         if candidate.is_file():
-            return ResolvedMotion(candidate, source, arrays_sha256(_read_npz(candidate)))
+            return ResolvedMotion(candidate, source, _content_sha256(candidate))
         searched.append(str(candidate))
     writable = Path(search_roots[-1]) if search_roots else cache_root()
     if motion_id in SYNTHETIC_CLIP_IDS:
@@ -724,4 +780,4 @@ def resolve_motion(
         path = download_from_hub(motion_id, hub_repo, writable)
     except Exception as err:  # any hub failure is reported, never swallowed into a fallback
         raise _not_found(motion_id, searched, f"; hub download failed: {_describe(err)}") from err
-    return ResolvedMotion(path, "downloaded", arrays_sha256(_read_npz(path)))
+    return ResolvedMotion(path, "downloaded", _content_sha256(path))

@@ -153,6 +153,10 @@ def test_motion_dance_and_path(tmp_path: Path, captured: Captured) -> None:
     other = tmp_path / "b"
     assert g1_soak_main([*_paths(other), "--motion", "/data/clip.npz"]) == 0
     assert "env.commands.motion.motion_file=/data/clip.npz" in captured.calls[1]["command"]
+    clips = tmp_path / "c"
+    assert g1_soak_main([*_paths(clips), "--motion", "synthetic, /data/walk.csv"]) == 0
+    expected = "env.commands.motion.motion_file=motions/g1/synthetic_dance.npz,/data/walk.csv"
+    assert expected in captured.calls[2]["command"]
 
 
 def test_json_output_is_one_strict_object(tmp_path: Path, captured: Captured, capsys) -> None:

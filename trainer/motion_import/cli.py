@@ -1,0 +1,266 @@
+"""``g1-motion``: inspect, convert and list motion clips (docs/assets.md, "Importing clips").
+
+* ``inspect FILE``: the detected convention, frames, rates, duration, the check table, the
+  forward-kinematics residual; ``--json`` (``schemas/motion_inspect.v1.json``), ``--png``.
+* ``convert IN OUT``: write IN in our NPZ contract, with provenance; ``--strict`` writes
+  nothing when a check fails.
+* ``list``: the clips ``--motion`` / ``env.commands.motion.motion_file`` can name.
+
+Exit codes: 0 done; 1 a check failed under ``--strict`` or a write failed; 2 a bad input file
+or bad usage (one ``error:`` line naming the key and the fix).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from harness.cli_app import run_app
+from harness.errors import UsageError
+from harness.jsonio import dumps_strict
+from harness.schemas import validate
+from trainer.assets import AssetError
+from trainer.motion_import.checks import BOUNDS, Check
+from trainer.motion_import.convert import convert_file
+from trainer.motion_import.report import INSPECT_SCHEMA, Report, build_report, list_clips
+from trainer.task.motion import MotionError, write_npz_atomic
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="g1-motion",
+    help=(
+        "Inspect, convert and list G1 motion clips. Clips in the mjlab/BeyondMimic, "
+        "root-included-with-names, retargeted-CSV and our own conventions are detected and "
+        "mapped by name. Example: g1-motion inspect clip.csv --png clip.png"
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class QuatOrderChoice(str, Enum):
+    auto = "auto"
+    wxyz = "wxyz"
+    xyzw = "xyzw"
+
+
+FpsIn = Annotated[
+    float | None,
+    typer.Option("--fps-in", help="Source frame rate where the file has none (CSV default 30)."),
+]
+QuatOrderOpt = Annotated[
+    QuatOrderChoice,
+    typer.Option("--quat-order", help="Root quaternion component order; auto detects it."),
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one strict-JSON object instead.")]
+StrictFlag = Annotated[
+    bool, typer.Option("--strict", help="Exit 1 when a check fails (convert writes nothing).")
+]
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _summary_table(report: Report) -> Table:
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in report.summary_rows():
+        table.add_row(key, value)
+    return table
+
+
+def _check_table(checks: list[Check]) -> Table:
+    table = Table(title="checks")
+    for col in ("check", "value", "bound", "unit", "result", "where"):
+        table.add_column(col, justify="right" if col in ("value", "bound") else "left")
+    for c in checks:
+        sign = "≤" if BOUNDS[c.name].kind == "max" else "≥"
+        result = "ok" if c.passed else "FAIL"
+        table.add_row(c.name, _fmt(c.value), f"{sign} {_fmt(c.limit)}", c.unit, result, c.detail)
+    return table
+
+
+_RESIDUAL_ROWS = 8
+
+
+def _residual_table(report: Report) -> Table | None:
+    """The worst bodies when a residual check failed: which part of the mapping is off."""
+    failed = any(c.name.startswith("fk_residual") and not c.passed for c in report.checks)
+    if not failed or not report.conversion.residual:
+        return None
+    table = Table(
+        title=f"largest forward-kinematics residuals (of {len(report.conversion.residual)} bodies)"
+    )
+    for col in ("body", "position (m)", "orientation (rad)"):
+        table.add_column(col)
+    worst = sorted(report.conversion.residual, key=lambda r: r.pos_m, reverse=True)
+    for r in worst[:_RESIDUAL_ROWS]:
+        table.add_row(r.body, _fmt(r.pos_m), _fmt(r.ori_rad))
+    return table
+
+
+def _print_report(report: Report, console: Console) -> None:
+    console.print(_summary_table(report))
+    console.print(_check_table(report.checks))
+    residual = _residual_table(report)
+    if residual is not None:
+        console.print(residual)
+    over = [r for r in report.ranges if r.excess > 0.0]
+    if over:
+        table = Table(title="joints beyond their XML range")
+        for col in ("joint", "clip min", "clip max", "lower", "upper", "excess (rad)"):
+            table.add_column(col)
+        for r in over:
+            table.add_row(
+                r.joint, *(_fmt(v) for v in (r.clip_min, r.clip_max, r.lower, r.upper, r.excess))
+            )
+        console.print(table)
+
+
+def _emit_json(doc: dict) -> None:
+    violations = validate(doc, INSPECT_SCHEMA)
+    if violations:  # our own output breaking its schema is a bug, not a user error
+        raise AssertionError(f"inspect JSON breaks {INSPECT_SCHEMA}: {violations[0]}")
+    sys.stdout.write(dumps_strict(doc) + "\n")
+
+
+def _strict_failure(report: Report) -> str:
+    failed = [c for c in report.checks if not c.passed]
+    parts = [
+        f"{c.name} = {_fmt(c.value)} {c.unit} (bound {_fmt(c.limit)}; {c.detail})" for c in failed
+    ]
+    return f"{len(failed)} check(s) fail under --strict: " + "; ".join(parts)
+
+
+@contextmanager
+def _input_errors() -> Iterator[None]:
+    """A bad input file is an input error (exit 2), like a bad flag."""
+    try:
+        yield
+    except MotionError as err:
+        raise UsageError(str(err)) from err
+
+
+@app.command()
+def inspect(
+    file: Annotated[Path, typer.Argument(help="A clip: .npz or .csv, any supported convention.")],
+    fps_in: FpsIn = None,
+    quat_order: QuatOrderOpt = QuatOrderChoice.auto,
+    png: Annotated[
+        Path | None, typer.Option("--png", help="Also draw root height and joint ranges here.")
+    ] = None,
+    json_out: JsonFlag = False,
+    strict: StrictFlag = False,
+) -> None:
+    """Report a clip's convention, frames, rate, duration and checks.
+
+    Example: g1-motion inspect lafan_walk.csv --fps-in 30 --png walk.png
+    """
+    with _input_errors():
+        report = build_report(convert_file(file, fps_in=fps_in, quat_order=quat_order.value))
+    if png is not None:
+        from trainer.motion_import.plot import render_png
+
+        render_png(report, png)
+    if json_out:
+        _emit_json(report.as_json())
+    else:
+        console = Console()
+        _print_report(report, console)
+        if png is not None:
+            console.print(f"figure: {png}")
+    if strict and not report.passed:
+        raise MotionCheckFailed(_strict_failure(report))
+
+
+@app.command()
+def convert(
+    src: Annotated[Path, typer.Argument(metavar="IN", help="The clip to convert.")],
+    out: Annotated[Path, typer.Argument(metavar="OUT", help="The .npz to write.")],
+    fps_in: FpsIn = None,
+    quat_order: QuatOrderOpt = QuatOrderChoice.auto,
+    strict: StrictFlag = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace OUT if it exists.")] = False,
+    json_out: JsonFlag = False,
+) -> None:
+    """Convert a clip to our NPZ contract at 50 fps, recording its provenance.
+
+    Example: g1-motion convert lafan_walk.csv walk.npz --fps-in 30 --strict
+    """
+    if out.suffix.lower() != ".npz":
+        raise UsageError(f"OUT {out} must end in .npz (the converted clip is an NPZ)")
+    if out.exists() and not force:
+        raise UsageError(f"OUT {out} already exists; pass --force to replace it")
+    if out.resolve() == src.resolve():
+        raise UsageError(f"OUT {out} is IN; write the converted clip to another file")
+    with _input_errors():
+        conversion = convert_file(src, fps_in=fps_in, quat_order=quat_order.value)
+        if conversion.source.clip_ends:
+            raise MotionError(
+                f"motion file '{src}': key 'clip_ends' marks a clip set of {len(conversion.source.clip_ends)} clips; convert the clips one by one"
+            )
+        report = build_report(conversion)
+    if strict and not report.passed:
+        if json_out:
+            _emit_json(report.as_json())
+        raise MotionCheckFailed(_strict_failure(report) + "; nothing written")
+    write_npz_atomic(out, conversion.arrays)
+    if json_out:
+        _emit_json({**report.as_json(), "output": str(out)})
+        return
+    console = Console()
+    _print_report(report, console)
+    console.print(f"wrote {out} ({conversion.num_frames} frames at 50 fps)")
+
+
+@app.command(name="list")
+def list_command(json_out: JsonFlag = False) -> None:
+    """List the clips --motion (env.commands.motion.motion_file) can name.
+
+    Any path works too, as does a comma list or a directory of clips (one clip set).
+    Example: g1-motion list --json
+    """
+    rows = list_clips()
+    if json_out:
+        sys.stdout.write(dumps_strict([row.__dict__ for row in rows]) + "\n")
+        return
+    table = Table(title="clips --motion can name")
+    for col in ("name", "kind", "frames", "note"):
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(row.name, row.kind, "-" if row.frames is None else str(row.frames), row.note)
+    Console().print(table)
+
+
+class MotionCheckFailed(Exception):
+    """A check failed under ``--strict`` (exit 1)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: exit 0 done, 1 check or write failed, 2 bad input or usage."""
+    return run_app(
+        app,
+        argv,
+        prog="g1-motion",
+        failures={
+            MotionCheckFailed: str,
+            AssetError: str,
+            OSError: lambda err: f"cannot write the output: {err}; pick a writable OUT/--png path",
+        },
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
