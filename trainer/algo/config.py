@@ -43,7 +43,7 @@ class FlashSacCfg:
     gamma: float = 0.99
     """Discount factor, also used by the reward scaler's running return."""
 
-    tau: float = 0.05
+    tau: float = 0.01
     """Polyak factor of the target critic, applied after every critic update."""
 
     n_step: int = 1
@@ -64,7 +64,7 @@ class FlashSacCfg:
     lr_warmup_steps: int = 0
     """Linear warm-up updates of the schedules (0 = none, the FlashSAC default)."""
 
-    lr_decay_steps: int | None = 500000
+    lr_decay_steps: int | None = None
     """Cosine period T in updates; lr stays at ``lr_end`` once an optimizer made T updates.
 
     null: each optimizer decays over its own updates in ``max_iterations`` (the whole run, as
@@ -74,7 +74,8 @@ class FlashSacCfg:
     """Warm-up ticks before the first iteration (W = max(learning_starts, ceil(B/N)))."""
 
     replay_buffer_n: int = 512
-    """Replay capacity per env: the ring holds ``replay_buffer_n * num_envs`` rows."""
+    """Replay capacity per env: the ring holds ``replay_buffer_n * num_envs`` rows (the
+    mjwarp owner sets 8192)."""
 
     actor_hidden_dim: int = 128
     """Actor trunk width d."""

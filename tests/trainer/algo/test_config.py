@@ -57,7 +57,8 @@ def test_fields_are_exactly_the_spec_keys_and_defaults_validate() -> None:
 
 
 def test_null_lr_decay_steps_decays_each_optimizer_over_its_updates_in_the_run() -> None:
-    cfg = FlashSacCfg(max_iterations=65000, updates_per_step=4, policy_frequency=2)
+    cfg = FlashSacCfg(max_iterations=65000, updates_per_step=4, policy_frequency=2,
+                      lr_decay_steps=500000)  # fmt: skip
     assert cfg.resolved_lr_decay_steps() == (500000, 500000, 500000)
     whole_run = dataclasses.replace(cfg, lr_decay_steps=None).validate()
     assert whole_run.resolved_lr_decay_steps() == (130000, 260000, 130000)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -58,12 +59,15 @@ def test_mjwarp_chain_merges_config_base_mujoco_then_mjwarp() -> None:
     ]
 
 
-def test_mjwarp_owner_differs_from_mujoco_only_in_backend_and_metrics_interval() -> None:
+def test_mjwarp_owner_differs_from_mujoco_only_in_backend_metrics_interval_and_replay() -> None:
     mjwarp = _flat(load_config(ALGO, TASK, "mjwarp").config)
     mujoco = _flat(load_config(ALGO, TASK, "mujoco").config)
     assert mjwarp.keys() == mujoco.keys()
     differing = {k for k in mjwarp if mjwarp[k] != mujoco[k]}
-    assert differing == {"training.sim_backend", "training.collector_metrics_interval"}
+    assert differing == {
+        "training.sim_backend", "training.collector_metrics_interval", "algo.replay_buffer_n"
+    }  # fmt: skip
+    assert (mjwarp["algo.replay_buffer_n"], mujoco["algo.replay_buffer_n"]) == (8192, 512)
     assert (mjwarp["training.sim_backend"], mjwarp["training.collector_metrics_interval"]) == (
         "mjwarp",
         100,
@@ -98,8 +102,8 @@ def test_effective_settings_match_the_contract_table() -> None:
         "hub_repo": "unilabsim/unilab-motions",
     }
     assert "tensor_runtime" not in cfg["env"]
-    # The YAML owns the values; they equal FLASHSAC.md §8 and TASK.md (the dataclass defaults).
-    assert loaded.algo_cfg == FlashSacCfg()
+    # The YAML owns the values; they equal the dataclass defaults but for the GPU replay size.
+    assert loaded.algo_cfg == dataclasses.replace(FlashSacCfg(), replay_buffer_n=8192)
     assert (loaded.algo_cfg.num_envs, loaded.algo_cfg.max_iterations) == (2048, 25000)
     assert loaded.task_cfg == G1TrackingCfg()
     assert loaded.loader_values == {"env.scene.model_file": "robots/g1/scene_flat.xml"}
@@ -162,8 +166,8 @@ def test_unknown_key_in_owner_file_is_rejected(conf_root: Path) -> None:
 
 def test_missing_key_in_owner_chain_is_rejected(conf_root: Path) -> None:
     path = conf_root / ALGO / "config.yaml"
-    path.write_text(path.read_text().replace("  tau: 0.05", ""))
-    with pytest.raises(ConfigError, match=r"missing config key 'algo.tau'"):
+    path.write_text(path.read_text().replace("  n_step: 1", ""))
+    with pytest.raises(ConfigError, match=r"missing config key 'algo.n_step'"):
         load_config(ALGO, TASK, "mujoco", conf_root=conf_root)
 
 
