@@ -12,7 +12,8 @@ at the learner's ``startup/collector_start``. Per tick t (``t < total_ticks``):
 3. ``env.step(actions)``;
 4. pack the transitions (obs, terminal next obs, action, reward, flags, critic obs) into
    ``num_envs / slot_rows`` replay-ingress chunks and push them (bounded: waits when full);
-5. every ``collector_metrics_interval`` ticks, publish a metrics report (seqlock).
+5. every ``collector_metrics_interval`` ticks, run the env's health check (a diverged
+   policy, physics overflow) and publish a metrics report (seqlock).
 
 The transitions of tick t are pushed *before* the observations of tick t + 1 are
 published, so when the learner sees tick t + 1 it can commit all of tick t. After its last
@@ -348,7 +349,7 @@ class Collector:
             self._env_step_total_s += t3 - t2
             self._window_ticks += 1
             if (tick + 1) % res.metrics_interval == 0 or tick + 1 == res.total_ticks:
-                self.check_backend_health()
+                self.check_health(tick)
                 self.publish_report(tick + 1, episodes)
         block.set(Word.COLLECTOR_DONE, 1)
         block.add(Word.COLLECTOR_PROGRESS)
@@ -421,11 +422,19 @@ class Collector:
         except StopRequested:
             return
 
-    def check_backend_health(self) -> None:
-        """Let the backend raise on contact/constraint overflow (it syncs: once per report)."""
-        check = getattr(getattr(self.env, "backend", None), "check_health", None)
-        if callable(check):
-            check()
+    def check_health(self, tick: int) -> None:
+        """Let the env raise on a diverged policy or a physics overflow (syncs: once per report).
+
+        The env's own check covers both: on mjwarp it zeroes non-finite actions on the device
+        and only this call turns them into an error, and it checks the backend's contact and
+        constraint overflow after that. The error names the tick, so the run's failure
+        record says when the collector noticed.
+        """
+        try:
+            self.env.check_health()
+        except Exception as err:
+            err.add_note(f"collector health check after tick {tick}")
+            raise
 
     def close(self) -> None:
         for owner in (self.env, getattr(self.env, "backend", None)):
@@ -525,7 +534,7 @@ def collector_main(spec: CollectorSpec, conn: Connection, launched_at: float) ->
         logger.info("collector stopping: %s", err)
     except BaseException as err:  # noqa: BLE001 - reported through the control block, then exit 1
         kind = FailureKind.BACKEND if is_backend_error(err) else FailureKind.COLLECTOR
-        block.write_error(kind, f"{type(err).__name__}\n{err}")
+        block.write_error(kind, f"{type(err).__name__}\n{_error_message(err)}")
         logger.error("collector failed: %s", "".join(traceback.format_exception(err)))
         block.set(Word.COLLECTOR_STATE, State.FINISHED)
         _close_quietly(collector)
@@ -536,6 +545,12 @@ def collector_main(spec: CollectorSpec, conn: Connection, launched_at: float) ->
     block.set(Word.COLLECTOR_STATE, State.FINISHED)
     _close_quietly(collector)
     _release_shared(collector, spec.device)
+
+
+def _error_message(err: BaseException) -> str:
+    """The exception's message with its notes (e.g. which health check raised it)."""
+    notes = getattr(err, "__notes__", ())
+    return " ".join([str(err), *(f"({note})" for note in notes)])
 
 
 def _release_shared(collector: Collector | None, device: str) -> None:

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import g1soak_runtime_fakes as fakes
+import numpy as np
 import psutil
 import pytest
 
@@ -18,11 +19,13 @@ from harness.schemas import validate
 from harness.soak.verdict import judge_run_dir
 from trainer.runtime.learner_loop import run_training
 from trainer.runtime.shutdown import STARTUP_PHASES
+from trainer.sim.scene import SceneCfg, build_g1_model
+from trainer.task.motion import generate_synthetic_dance
 
 pytestmark = pytest.mark.slow
 
 
-def _hooks(ctx, learner_box=None, **env_kwargs):
+def _hooks(ctx, learner_box=None, env_factory=fakes.make_fake_env, **env_kwargs):
     def learner_factory(ctx, device):
         learner = fakes.FakeLearner(ctx.algo_cfg.num_envs, device, **(learner_box or {}))
         hooks_state["learner"] = learner
@@ -31,7 +34,7 @@ def _hooks(ctx, learner_box=None, **env_kwargs):
     hooks_state: dict = {}
     return hooks_state, {
         "learner_factory": learner_factory,
-        "env_factory": fakes.make_fake_env,
+        "env_factory": env_factory,
         "env_kwargs": {"num_envs": ctx.algo_cfg.num_envs, "device": "cpu", **env_kwargs},
         "pack_fn": fakes.pack,
     }
@@ -201,6 +204,38 @@ def test_collector_failures_are_classified(make_ctx, env_kwargs, classification,
     else:
         assert shutdown["collector"]["exitcode"] == 1
         assert summary["status"] == "failed"
+    assert [p.cmdline() for p in _children_of_me()] == []
+
+
+def test_diverged_policy_on_mjwarp_fails_at_the_collector_health_check(make_ctx, tmp_path):
+    """NaN actions through the real collector on MJWarp (Warp's CPU device): the env zeroes
+    them on the device, so only the collector's health check can stop the run."""
+    pytest.importorskip("mujoco_warp")
+    motion = tmp_path / "synthetic_dance.npz"
+    np.savez(motion, **generate_synthetic_dance(build_g1_model(SceneCfg())))
+    ctx = make_ctx()  # collector_metrics_interval=1: a health check after every tick
+    _, hooks = _hooks(
+        ctx,
+        learner_box={"nan_actions": True, "check_order": False},
+        env_factory=fakes.make_warp_cpu_env,
+        motion_path=str(motion),
+    )
+    summary, shutdown = _run_failing(ctx, hooks)
+    assert summary["status"] == "failed"
+    assert (shutdown["classification"], shutdown["owner"]) == (
+        "backend_worker_failure",
+        "collector",
+    )
+    # The collector raised after stepping tick 0; the learner was waiting for tick 1.
+    assert shutdown["phase"] == "training/wait_for_inference_request"
+    assert shutdown["coordination_tick"] == 1
+    assert shutdown["exception"]["type"] == "BackendFailure"
+    message = shutdown["exception"]["message"]
+    assert "8 env rows received non-finite actions (zeroed); the policy diverged" in message
+    assert "collector health check after tick 0" in message
+    assert shutdown["collector"]["exitcode"] == 1
+    verdict = judge_run_dir(ctx.run_dir, monitor_reasons=[], monitor_classification=None)
+    assert verdict.status == "failed"
     assert [p.cmdline() for p in _children_of_me()] == []
 
 
