@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -47,6 +47,9 @@ from trainer.runtime.control import ControlBlock, FailureKind, State, Word
 from trainer.runtime.inference_ring import InferenceRing
 from trainer.runtime.liveness import PeerDied, StopRequested, Waiter, make_identity_check
 from trainer.runtime.replay_ingress import ReplayIngress
+
+if TYPE_CHECKING:
+    from trainer.task.motion import ResolvedMotion
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +98,9 @@ class CollectorSpec:
             ``env_factory(**env_kwargs)`` inside the collector.
         learner_pid, learner_start_ticks: identity of the learner (death detection).
         torch_threads: intra-op threads of the collector (None keeps torch's default).
+        motion: the clip preflight resolved; passed to the factory as ``resolved_motion``,
+            which loads exactly that path and rejects a file whose digest changed since.
+            None when the caller's ``env_kwargs`` own the env (test doubles).
     """
 
     block: ControlBlock
@@ -105,6 +111,7 @@ class CollectorSpec:
     learner_start_ticks: int
     stale_after_s: float = 30.0
     torch_threads: int | None = None
+    motion: ResolvedMotion | None = None
     log_level: int = logging.INFO
 
 
@@ -264,7 +271,10 @@ class Collector:
     def build_env(self) -> None:
         spec = self.spec
         start = time.perf_counter()
-        self.env = spec.env_factory(**spec.env_kwargs)
+        kwargs = dict(spec.env_kwargs)
+        if spec.motion is not None:
+            kwargs["resolved_motion"] = spec.motion
+        self.env = spec.env_factory(**kwargs)
         built = time.perf_counter() - start
         parts = {k: round(float(v), 3) for k, v in getattr(self.env, "setup_seconds", {}).items()}
         logger.info(
@@ -286,6 +296,9 @@ class Collector:
             "cuda_graph": _env_graph(self.env),
             "startup": self.startup_s,
         }
+        motion = getattr(self.env, "motion", None)
+        if motion is not None:
+            doc["motion"] = {"path": motion.source, "sha256": motion.sha256}
         self.block.write_text(json.dumps(doc))
 
     def run(self) -> None:

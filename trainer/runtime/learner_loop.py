@@ -118,6 +118,13 @@ def _default_env_factory() -> Callable[..., Any]:
     return make_env
 
 
+def _preflight_motion(ctx: Any) -> Any:
+    """The clip preflight resolved (``RunContext.motion_*``): the collector loads exactly it."""
+    from trainer.task.motion import ResolvedMotion
+
+    return ResolvedMotion(Path(ctx.motion_path), ctx.motion_source, ctx.motion_sha256)
+
+
 def _default_pack_fn() -> Callable[..., torch.Tensor]:
     from trainer.algo.replay import pack_transitions
 
@@ -431,6 +438,7 @@ class LearnerRuntime:
         ctx = self.ctx
         env_factory = self._env_factory or _default_env_factory()
         env_kwargs = self._env_kwargs
+        motion = None
         if env_kwargs is None:
             env_kwargs = {
                 "task_cfg": ctx.task_cfg,
@@ -439,6 +447,7 @@ class LearnerRuntime:
                 "device": str(self.collector_device),
                 "seed": int(ctx.seed.effective_seed),
             }
+            motion = _preflight_motion(ctx)
         me = os.getpid()
         from harness.procfs import start_time_ticks
 
@@ -451,6 +460,7 @@ class LearnerRuntime:
             learner_pid=me,
             learner_start_ticks=int(start_time_ticks(me) or 0),
             stale_after_s=self.stale_after_s,
+            motion=motion,
         )
         spawn = mp.get_context("spawn")
         receiver, self._conn = spawn.Pipe(duplex=False)
@@ -844,6 +854,8 @@ class LearnerRuntime:
             out["replay_ingress"] = ingress
         if "backend_diagnostics" in info:
             out["backend_diagnostics"] = info["backend_diagnostics"]
+        if "motion" in info:
+            out["motion"] = info["motion"]
         graph: dict[str, Any] = {"env": info.get("cuda_graph")}
         fn = getattr(self.learner, "cuda_graph_diagnostics", None)
         if callable(fn):
