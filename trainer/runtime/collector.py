@@ -97,7 +97,8 @@ class CollectorSpec:
         env_factory: ``make_env``-compatible callable; called as
             ``env_factory(**env_kwargs)`` inside the collector.
         learner_pid, learner_start_ticks: identity of the learner (death detection).
-        torch_threads: intra-op threads of the collector (None keeps torch's default).
+        torch_threads: intra-op threads of the collector (None keeps torch's default); the
+            learner picks it with ``trainer.cpu_threads.plan_training_threads``.
         motion: the clip preflight resolved; passed to the factory as ``resolved_motion``,
             which loads exactly that path and rejects a file whose digest changed since.
             None when the caller's ``env_kwargs`` own the env (test doubles).
@@ -299,6 +300,10 @@ class Collector:
         motion = getattr(self.env, "motion", None)
         if motion is not None:
             doc["motion"] = {"path": motion.source, "sha256": motion.sha256}
+        doc["cpu_threads"] = {
+            "torch": torch.get_num_threads(),
+            "physics": getattr(getattr(self.env, "backend", None), "num_threads", None),
+        }
         self.block.write_text(json.dumps(doc))
 
     def run(self) -> None:

@@ -19,6 +19,7 @@ import pytest
 from harness.jsonio import load_strict, write_json_atomic
 from harness.schemas import validate
 from harness.soak.verdict import judge_run_dir
+from trainer.cpu_threads import plan_training_threads
 from trainer.runtime.learner_loop import run_training
 from trainer.runtime.shutdown import STARTUP_PHASES
 from trainer.sim.scene import SceneCfg, build_g1_model
@@ -283,6 +284,13 @@ def test_collector_loads_exactly_the_clip_preflight_resolved(make_ctx, tmp_path)
         "path": str(clip),
         "sha256": ctx.motion_sha256,
     }
+    # The thread plan reached both processes and the physics pool (docs/runtime.md).
+    plan = plan_training_threads(learner_device="cpu", collector_device="cpu", sim_backend="mujoco")
+    threads = summary["runtime_manifest"]["cpu_threads"]
+    assert threads["cpus"] == plan.cpus and threads["torch_source"] == plan.torch_source
+    assert threads["collector_physics"] == plan.collector_physics
+    if plan.torch_source == "rule":
+        assert (threads["learner_torch"], threads["collector_torch"]) == (plan.learner_torch, 1)
 
 
 def test_clip_swapped_after_preflight_is_a_classified_collector_failure(make_ctx, tmp_path):
