@@ -136,6 +136,16 @@ def _record_failure(
         typer.echo(f"warning: cannot write run_summary.json in {state.run_dir}: {err}", err=True)
 
 
+def _check_thread_environment() -> None:
+    """A malformed ``OMP_NUM_THREADS`` is an input error (torch would only warn)."""
+    from trainer.cpu_threads import omp_threads
+
+    try:
+        omp_threads(os.environ)
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
+
+
 def _prepare(
     state: _Startup,
     algo: str | None,
@@ -157,6 +167,7 @@ def _prepare(
         raise ConfigError(FLAGS_TOGETHER)
     loaded = load_config(algo, task, sim, overrides, conf_root=conf_root)
     check_semantics(loaded)
+    _check_thread_environment()
     run_dir = resolve_log_dir(loaded, now=now, cwd=cwd, environ=environ)
     seed = SeedInfo.resolve(
         loaded.algo_cfg.seed, overridden=loaded.seed_overridden, now_ns=time.time_ns()

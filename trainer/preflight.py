@@ -90,6 +90,7 @@ class PreflightResult:
 
     scene_xml: Path
     motion: ResolvedMotion
+    """The clip, resolved once: the collector loads exactly this path and re-checks its digest."""
     cuda_process_sharing: dict[str, Any]
     memory_estimate_bytes: int
     memory_free_bytes: int

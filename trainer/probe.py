@@ -8,11 +8,12 @@ and exits 0, or writes a failed result with the reason and exits 1 (2 for bad fl
 Workload. The owner config ``flashsac / g1_motion_tracking / <X>`` builds the G1 env
 (``make_env``, seed 7) with the owner's physics substeps. Actions are U(−1, 1) float32
 ``[num_envs, 29]`` from ``numpy.random.default_rng(7)`` (a pool uploaded once, so no per-step
-host copy), ``torch.cuda.manual_seed(7)``. Each iteration is one control step of the task
-(TASK.md §1 steps 1–7, the same calls ``G1TrackingEnv.step`` makes) followed by a selected-row
-reset of the *scheduled* rows (``row % stride == iter % stride``, stride 16 if N ≥ 16 else N)
-plus the rows at their clip end. Terminated rows are **not** reset (random actions would make
-the probe reset-bound), and an empty reset is a no-op.
+host copy), ``torch.cuda.manual_seed(7)``. With CPU tensors torch runs on one thread and the
+physics pool keeps every CPU (``trainer.cpu_threads.plan_probe_threads``). Each iteration is
+one control step of the task (TASK.md §1 steps 1–7, the same calls ``G1TrackingEnv.step``
+makes) followed by a selected-row reset of the *scheduled* rows (``row % stride == iter %
+stride``, stride 16 if N ≥ 16 else N) plus the rows at their clip end. Terminated rows are
+**not** reset (random actions would make the probe reset-bound), and an empty reset is a no-op.
 
 Two drivers, one set of phases; the iteration (the whole step) is bounded by
 ``torch.cuda.synchronize()`` at both ends:
@@ -404,6 +405,7 @@ def run_backend_probe(
 
     from trainer.config.errors import ConfigError
     from trainer.config.loader import load_config
+    from trainer.cpu_threads import apply_torch_threads, plan_probe_threads
     from trainer.sim.scene import build_g1_model
     from trainer.task.g1_tracking import make_env
     from trainer.task.motion import MotionError, load_motion, resolve_motion
@@ -415,6 +417,10 @@ def run_backend_probe(
         raise ProbeFailure(f"owner {ALGO}/{TASK}/{backend}: {err}") from err
     task_cfg = loaded.task_cfg
     device = _select_device(backend, loaded.training.device)
+    try:
+        torch_threads = apply_torch_threads(plan_probe_threads(device=str(device)))
+    except ValueError as err:
+        raise ProbeFailure(str(err)) from err
     torch.manual_seed(SEED)
     torch.cuda.manual_seed(SEED)  # lazy without CUDA; CONTRACTS §10 seeds
     model = build_g1_model(task_cfg.scene)
@@ -537,7 +543,11 @@ def run_backend_probe(
         "transfer_inventory": transfer_inventory() if backend == "mujoco" else None,
         "host_bridge_transfer_stats": host_bridge if backend == "mujoco" else None,
         "gpu_snapshots": {"before": None, "child_before_cuda_init": child_snapshot, "after": None},
-        "child_runtime": _child_runtime(device),
+        "child_runtime": {
+            **_child_runtime(device),
+            "torch_threads": torch_threads,
+            "physics_threads": getattr(be, "num_threads", None),
+        },
         "measured_wall_s": measured_wall_s,
     }
 

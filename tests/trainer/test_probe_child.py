@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from trainer import probe
+from trainer.cpu_threads import affinity_cpus
 
 NUM_ENVS = 4
 
@@ -135,16 +136,21 @@ def test_empty_reset_is_a_no_op_without_backend_call(make) -> None:
 
 
 @pytest.mark.slow
-def test_run_backend_probe_on_cpu_mujoco(isolated_cache) -> None:
-    result = probe.run_backend_probe(
-        "mujoco",
-        num_envs=NUM_ENVS,
-        warmup=1,
-        iters=4,
-        motion="synthetic",
-        acceptance=True,
-        child_snapshot=None,
-    )
+def test_run_backend_probe_on_cpu_mujoco(isolated_cache, monkeypatch) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    threads_before = torch.get_num_threads()
+    try:
+        result = probe.run_backend_probe(
+            "mujoco",
+            num_envs=NUM_ENVS,
+            warmup=1,
+            iters=4,
+            motion="synthetic",
+            acceptance=True,
+            child_snapshot=None,
+        )
+    finally:
+        torch.set_num_threads(threads_before)  # the probe sets the (child) process's count
     assert result["status"] == "passed" and result["tensor_execution"] == "host_bridge"
     assert result["reset_counts"]["scheduled_rows"] == 4  # one row per iteration at N=4
     assert (
@@ -155,6 +161,9 @@ def test_run_backend_probe_on_cpu_mujoco(isolated_cache) -> None:
     assert stats["d2h_count"] == 8 and stats["h2d_count"] == 8  # 2 per iteration, <= 2 x iters
     assert result["motion"]["source"] == "generated"
     assert result["child_runtime"]["cuda_device"] is None
+    # One torch thread; the physics pool keeps the CPUs (capped at one per env).
+    assert result["child_runtime"]["torch_threads"] == 1
+    assert result["child_runtime"]["physics_threads"] == min(affinity_cpus(), NUM_ENVS)
 
 
 def test_child_without_single_result_is_a_usage_error(capsys) -> None:

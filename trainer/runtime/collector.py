@@ -12,7 +12,8 @@ at the learner's ``startup/collector_start``. Per tick t (``t < total_ticks``):
 3. ``env.step(actions)``;
 4. pack the transitions (obs, terminal next obs, action, reward, flags, critic obs) into
    ``num_envs / slot_rows`` replay-ingress chunks and push them (bounded: waits when full);
-5. every ``collector_metrics_interval`` ticks, publish a metrics report (seqlock).
+5. every ``collector_metrics_interval`` ticks, run the env's health check (a diverged
+   policy, physics overflow) and publish a metrics report (seqlock).
 
 The transitions of tick t are pushed *before* the observations of tick t + 1 are
 published, so when the learner sees tick t + 1 it can commit all of tick t. After its last
@@ -41,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -56,6 +57,9 @@ from trainer.runtime.shared_tensors import (
     release_all,
     shared_tensors,
 )
+
+if TYPE_CHECKING:
+    from trainer.task.motion import ResolvedMotion
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +107,11 @@ class CollectorSpec:
         env_factory: ``make_env``-compatible callable; called as
             ``env_factory(**env_kwargs)`` inside the collector.
         learner_pid, learner_start_ticks: identity of the learner (death detection).
-        torch_threads: intra-op threads of the collector (None keeps torch's default).
+        torch_threads: intra-op threads of the collector (None keeps torch's default); the
+            learner picks it with ``trainer.cpu_threads.plan_training_threads``.
+        motion: the clip preflight resolved; passed to the factory as ``resolved_motion``,
+            which loads exactly that path and rejects a file whose digest changed since.
+            None when the caller's ``env_kwargs`` own the env (test doubles).
     """
 
     block: ControlBlock
@@ -114,6 +122,7 @@ class CollectorSpec:
     learner_start_ticks: int
     stale_after_s: float = 30.0
     torch_threads: int | None = None
+    motion: ResolvedMotion | None = None
     log_level: int = logging.INFO
 
 
@@ -274,7 +283,10 @@ class Collector:
     def build_env(self) -> None:
         spec = self.spec
         start = time.perf_counter()
-        self.env = spec.env_factory(**spec.env_kwargs)
+        kwargs = dict(spec.env_kwargs)
+        if spec.motion is not None:
+            kwargs["resolved_motion"] = spec.motion
+        self.env = spec.env_factory(**kwargs)
         built = time.perf_counter() - start
         parts = {k: round(float(v), 3) for k, v in getattr(self.env, "setup_seconds", {}).items()}
         logger.info(
@@ -296,6 +308,13 @@ class Collector:
             "backend_diagnostics": _backend_diagnostics(self.env),
             "cuda_graph": _env_graph(self.env),
             "startup": self.startup_s,
+        }
+        motion = getattr(self.env, "motion", None)
+        if motion is not None:
+            doc["motion"] = {"path": motion.source, "sha256": motion.sha256}
+        doc["cpu_threads"] = {
+            "torch": torch.get_num_threads(),
+            "physics": getattr(getattr(self.env, "backend", None), "num_threads", None),
         }
         self.block.write_text(json.dumps(doc))
 
@@ -360,7 +379,7 @@ class Collector:
             self._env_step_total_s += t3 - t2
             self._window_ticks += 1
             if (tick + 1) % res.metrics_interval == 0 or tick + 1 == res.total_ticks:
-                self.check_backend_health()
+                self.check_health(tick)
                 self.publish_report(tick + 1, episodes)
         block.set(Word.COLLECTOR_DONE, 1)
         block.add(Word.COLLECTOR_PROGRESS)
@@ -433,11 +452,19 @@ class Collector:
         except StopRequested:
             return
 
-    def check_backend_health(self) -> None:
-        """Let the backend raise on contact/constraint overflow (it syncs: once per report)."""
-        check = getattr(getattr(self.env, "backend", None), "check_health", None)
-        if callable(check):
-            check()
+    def check_health(self, tick: int) -> None:
+        """Let the env raise on a diverged policy or a physics overflow (syncs: once per report).
+
+        The env's own check covers both: on mjwarp it zeroes non-finite actions on the device
+        and only this call turns them into an error, and it checks the backend's contact and
+        constraint overflow after that. The error names the tick, so the run's failure
+        record says when the collector noticed.
+        """
+        try:
+            self.env.check_health()
+        except Exception as err:
+            err.add_note(f"collector health check after tick {tick}")
+            raise
 
     def release_shared(self) -> list[str]:
         """Free our copies of the learner's shared tensors, then acknowledge it.
@@ -563,7 +590,11 @@ def collector_main(spec: CollectorSpec, conn: Connection, launched_at: float) ->
         logger.info("collector stopping: %s", err)
     except BaseException as err:  # noqa: BLE001 - reported through the control block, then exit 1
         kind = FailureKind.BACKEND if is_backend_error(err) else FailureKind.COLLECTOR
-        failure = (kind, f"{type(err).__name__}\n{err}", "".join(traceback.format_exception(err)))
+        failure = (
+            kind,
+            f"{type(err).__name__}\n{_error_message(err)}",
+            "".join(traceback.format_exception(err)),
+        )
         traceback.clear_frames(err.__traceback__)
     # Past the except clauses the exception is gone, and with it the traceback whose frames
     # still referenced the shared tensors (run()'s locals), so the release below frees them.
@@ -588,6 +619,12 @@ def _release_quietly(collector: Collector | None) -> None:
         collector.release_shared()
     except Exception as err:  # noqa: BLE001 - shutting down; the learner reports the missing ack
         logger.warning("releasing the shared tensors failed: %s: %s", type(err).__name__, err)
+
+
+def _error_message(err: BaseException) -> str:
+    """The exception's message with its notes (e.g. which health check raised it)."""
+    notes = getattr(err, "__notes__", ())
+    return " ".join([str(err), *(f"({note})" for note in notes)])
 
 
 def _close_quietly(collector: Collector | None) -> None:

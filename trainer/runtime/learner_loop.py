@@ -51,6 +51,7 @@ import torch
 import torch.multiprocessing as mp
 
 from trainer.config.checks import resolve_resume_path
+from trainer.cpu_threads import ThreadPlan, apply_torch_threads, plan_training_threads
 from trainer.rundir.checkpoint import (
     ResumeError,
     carry_prior_checkpoints,
@@ -128,6 +129,13 @@ def _default_env_factory() -> Callable[..., Any]:
     return make_env
 
 
+def _preflight_motion(ctx: Any) -> Any:
+    """The clip preflight resolved (``RunContext.motion_*``): the collector loads exactly it."""
+    from trainer.task.motion import ResolvedMotion
+
+    return ResolvedMotion(Path(ctx.motion_path), ctx.motion_source, ctx.motion_sha256)
+
+
 def _default_pack_fn() -> Callable[..., torch.Tensor]:
     from trainer.algo.replay import pack_transitions
 
@@ -193,6 +201,9 @@ class LearnerRuntime:
         self.slot_rows = self.num_envs if rows is None else int(rows)
         self.device = torch.device(ctx.learner_device)
         self.collector_device = torch.device(ctx.collector_device)
+        self.threads: ThreadPlan | None = None
+        """Thread counts of this run's processes (chosen at ``startup/begin``)."""
+        self._torch_threads_before: int | None = None
         self.dims = dims
         self.stale_after_s = stale_after_s
         self._learner_factory = learner_factory or _default_learner_factory
@@ -296,6 +307,7 @@ class LearnerRuntime:
     def startup(self) -> None:
         tr = self.tracker
         tr.enter("startup/begin")
+        self._plan_threads()
         if int(self.training.env_steps_per_sync) != 1:
             raise ValueError(
                 f"training.env_steps_per_sync={self.training.env_steps_per_sync} is not supported: "
@@ -370,6 +382,18 @@ class LearnerRuntime:
         )
         self._read_collector_text()
 
+    def _plan_threads(self) -> None:
+        """Choose every process's thread counts and set the learner's own (docs/runtime.md,
+        "CPU threads"); the collector gets its share through its spec."""
+        self.threads = plan_training_threads(
+            learner_device=str(self.device),
+            collector_device=str(self.collector_device),
+            sim_backend=str(self.ctx.sim_backend),
+        )
+        self._torch_threads_before = torch.get_num_threads()
+        apply_torch_threads(self.threads.learner_torch)
+        logger.info("threads: %s", self.threads)
+
     def checkpoint_meta(self) -> dict[str, Any]:
         """What a resume from this run's checkpoints must match (``MATCHED_META_KEYS``)."""
         cfg = self.algo_cfg
@@ -443,6 +467,7 @@ class LearnerRuntime:
         ctx = self.ctx
         env_factory = self._env_factory or _default_env_factory()
         env_kwargs = self._env_kwargs
+        motion = None
         if env_kwargs is None:
             env_kwargs = {
                 "task_cfg": ctx.task_cfg,
@@ -451,6 +476,10 @@ class LearnerRuntime:
                 "device": str(self.collector_device),
                 "seed": int(ctx.seed.effective_seed),
             }
+            motion = _preflight_motion(ctx)
+            physics = self.threads.collector_physics if self.threads is not None else None
+            if physics is not None:
+                env_kwargs["backend_options"] = {"num_threads": physics}
         me = os.getpid()
         from harness.procfs import start_time_ticks
 
@@ -463,6 +492,8 @@ class LearnerRuntime:
             learner_pid=me,
             learner_start_ticks=int(start_time_ticks(me) or 0),
             stale_after_s=self.stale_after_s,
+            torch_threads=self.threads.collector_torch if self.threads is not None else None,
+            motion=motion,
         )
         spawn = mp.get_context("spawn")
         receiver, self._conn = spawn.Pipe(duplex=False)
@@ -901,6 +932,10 @@ class LearnerRuntime:
             out["replay_ingress"] = ingress
         if "backend_diagnostics" in info:
             out["backend_diagnostics"] = info["backend_diagnostics"]
+        if "motion" in info:
+            out["motion"] = info["motion"]
+        if self.threads is not None:
+            out["cpu_threads"] = self._cpu_threads_record()
         graph: dict[str, Any] = {"env": info.get("cuda_graph")}
         fn = getattr(self.learner, "cuda_graph_diagnostics", None)
         if callable(fn):
@@ -921,6 +956,18 @@ class LearnerRuntime:
             **self._startup_timings(),
         }
         return out
+
+    def _cpu_threads_record(self) -> dict[str, Any]:
+        """``runtime_manifest.cpu_threads``: the plan's basis and the counts in effect."""
+        assert self.threads is not None
+        collector = self.collector_info.get("cpu_threads") or {}
+        return {
+            "cpus": self.threads.cpus,
+            "torch_source": self.threads.torch_source,
+            "learner_torch": torch.get_num_threads(),
+            "collector_torch": collector.get("torch"),
+            "collector_physics": collector.get("physics"),
+        }
 
     def _startup_timings(self) -> dict[str, Any]:
         """Launch → first iteration and where it went (``timings`` in the manifest).
@@ -1151,6 +1198,8 @@ class LearnerRuntime:
                     except Exception as err:  # noqa: BLE001
                         logger.warning("metrics writer close failed: %s", err)
                 self.progress.close()
+                if self._torch_threads_before is not None:
+                    torch.set_num_threads(self._torch_threads_before)  # in-process callers
 
 
 class _Window:

@@ -30,7 +30,6 @@ and counts as one host synchronization.
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 import mujoco
@@ -39,6 +38,7 @@ import torch
 from mujoco.batch import Batch, SimulationError
 from torch import Tensor
 
+from trainer.cpu_threads import affinity_cpus
 from trainer.sim.backend import BackendFailure, body_velocities_from_cvel, sensor_slices
 
 __all__ = ["MujocoCpuBackend"]
@@ -47,14 +47,6 @@ log = logging.getLogger(__name__)
 
 # MjData fields of the packed state row, in row order.
 _PACKED_FIELDS = ("qpos", "qvel", "xpos", "xquat", "cvel", "subtree_com", "sensordata")
-
-
-def _default_num_threads() -> int:
-    """CPUs this process may run on (``os.sched_getaffinity``), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 class MujocoCpuBackend:
@@ -86,7 +78,7 @@ class MujocoCpuBackend:
         self.device = torch.device(device)
         self.decimation = decimation
         self.nbody = model.nbody
-        threads = num_threads if num_threads is not None else _default_num_threads()
+        threads = num_threads if num_threads is not None else affinity_cpus()
         if threads < 1:
             msg = f"num_threads={threads} must be >= 1 (or None for every CPU)"
             raise ValueError(msg)

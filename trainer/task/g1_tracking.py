@@ -86,7 +86,7 @@ from trainer.task.state import TrackedState
 if TYPE_CHECKING:
     import mujoco
 
-    from trainer.task.motion import MotionClip
+    from trainer.task.motion import MotionClip, ResolvedMotion
 
 __all__ = ["STEP_PHASES", "G1TrackingEnv", "StepResult", "make_env"]
 
@@ -902,6 +902,7 @@ def make_env(
     device: torch.device | str,
     seed: int,
     motion: MotionClip | None = None,
+    resolved_motion: ResolvedMotion | None = None,
     model: mujoco.MjModel | None = None,
     backend_options: dict | None = None,
     cuda_graph: bool = True,
@@ -916,7 +917,10 @@ def make_env(
         num_envs: parallel worlds.
         device: torch device of all task tensors.
         seed: task seed (reset generator ``seed``, obs-noise generator ``seed + 1``).
-        motion: an already loaded clip (skips resolution); otherwise ``task_cfg.motion_file``.
+        motion: an already loaded clip (skips resolution).
+        resolved_motion: the clip preflight resolved (path and digest): loaded from exactly
+            that path and checked against that digest (``MotionError`` naming both digests
+            when the file changed). With neither, ``task_cfg.motion_file`` is resolved here.
         model: an already built scene; otherwise ``build_g1_model(task_cfg.scene)``.
         backend_options: extra keyword arguments for the backend constructor.
         cuda_graph: capture the torch part of ``step`` as CUDA graphs (mjwarp on CUDA).
@@ -929,10 +933,11 @@ def make_env(
     model = build_g1_model(task_cfg.scene) if model is None else model
     t1 = time.perf_counter()
     if motion is None:
-        from trainer.task.motion import load_motion, resolve_motion
+        from trainer.task.motion import load_resolved_motion, resolve_motion
 
-        resolved = resolve_motion(task_cfg.motion_file, hub_repo=task_cfg.hub_repo)
-        motion = load_motion(resolved.path, model)
+        if resolved_motion is None:
+            resolved_motion = resolve_motion(task_cfg.motion_file, hub_repo=task_cfg.hub_repo)
+        motion = load_resolved_motion(resolved_motion, model)
     t2 = time.perf_counter()
     options = {"decimation": task_cfg.scene.decimation}
     if sim_backend == "mjwarp":

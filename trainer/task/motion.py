@@ -63,6 +63,7 @@ __all__ = [
     "hub_offline",
     "load_motion",
     "load_motions",
+    "load_resolved_motion",
     "npz_sha256",
     "resolve_motion",
     "write_npz_atomic",
@@ -343,8 +344,17 @@ class _LoadedClip:
     layout: BodyLayout
 
 
-def _load_one(path: Path, model: mujoco.MjModel, fps: int) -> _LoadedClip:
+def _load_one(
+    path: Path, model: mujoco.MjModel, fps: int, expected_sha256: str | None = None
+) -> _LoadedClip:
     raw = _read_npz(path)
+    sha256 = arrays_sha256(raw)
+    if expected_sha256 is not None and sha256 != expected_sha256:
+        msg = (
+            f"motion file '{path}' changed after preflight: its arrays hash to sha256 {sha256}, "
+            f"preflight resolved sha256 {expected_sha256}; restore that clip or start a new run"
+        )
+        raise MotionError(msg)
     for key in REQUIRED_KEYS:
         if key not in raw:
             msg = (
@@ -386,26 +396,44 @@ def _load_one(path: Path, model: mujoco.MjModel, fps: int) -> _LoadedClip:
         body_ang_vel_w=np.ascontiguousarray(f32["body_ang_vel_w"][:, columns]),
         clip_ends=clip_ends,
         source=str(path),
-        sha256=arrays_sha256(raw),
+        sha256=sha256,
     )
     return _LoadedClip(clip=clip, layout=layout)
 
 
-def load_motion(path: str | Path, model: mujoco.MjModel, *, fps: int = MOTION_FPS) -> MotionClip:
+def load_motion(
+    path: str | Path,
+    model: mujoco.MjModel,
+    *,
+    fps: int = MOTION_FPS,
+    expected_sha256: str | None = None,
+) -> MotionClip:
     """Load and validate one motion NPZ (CONTRACTS §12).
 
     Args:
         path: the ``.npz`` file.
         model: the G1 model; joint and body names and ``nbody`` come from it.
         fps: the required frame rate, ``1 / ctrl_dt``.
+        expected_sha256: the :func:`arrays_sha256` the file must still have (the digest
+            preflight recorded); checked before any other rule.
 
     Returns:
         The clip reduced to the 14 tracked bodies, float32.
 
     Raises:
-        MotionError: the file is unreadable or breaks a rule; the message names the key.
+        MotionError: the file is unreadable, no longer has ``expected_sha256`` (the message
+            names both digests) or breaks a rule (the message names the key).
     """
-    return _load_one(Path(path), model, fps).clip
+    return _load_one(Path(path), model, fps, expected_sha256).clip
+
+
+def load_resolved_motion(resolved: ResolvedMotion, model: mujoco.MjModel) -> MotionClip:
+    """Load exactly the file ``resolved`` names and check it still hashes to its digest.
+
+    The collector loads the clip preflight resolved this way instead of resolving the id a
+    second time, so the run trains on the clip its ``run_config`` preflight checked.
+    """
+    return load_motion(resolved.path, model, expected_sha256=resolved.sha256)
 
 
 def load_motions(

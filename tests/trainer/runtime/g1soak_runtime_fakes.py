@@ -7,6 +7,7 @@ observation columns 0 and 1, so the fake replay can check the commit order of ev
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import time
@@ -94,6 +95,9 @@ class FakeEnv:
     def reset_all(self):
         return self._obs(0)
 
+    def check_health(self) -> None:
+        """The fake simulator never overflows; its failures are the constructor's options."""
+
     def step(self, actions: torch.Tensor) -> StepResult:
         t = self.tick
         if self.fail_at_tick is not None and t == self.fail_at_tick:
@@ -137,6 +141,26 @@ class FakeEnv:
 
 def make_fake_env(*, num_envs: int, device: str, **kwargs) -> FakeEnv:
     return FakeEnv(num_envs, device, **kwargs)
+
+
+def make_warp_cpu_env(*, num_envs: int, device: str, motion_path: str, seed: int = 1):
+    """The real G1 env on MJWarp over Warp's CPU device (a staged backend without CUDA).
+
+    It zeroes non-finite actions on the device and reports them only in ``check_health``,
+    exactly as on the GPU; ``motion_path`` is an NPZ the test wrote.
+    """
+    from trainer.sim.mjwarp import MjWarpBackend
+    from trainer.sim.scene import SceneCfg, build_g1_model
+    from trainer.task.config import G1TrackingCfg
+    from trainer.task.g1_tracking import G1TrackingEnv
+    from trainer.task.motion import load_motion
+
+    model = build_g1_model(SceneCfg())
+    backend = MjWarpBackend(
+        model, num_envs, torch.device(device), warp_device="cpu", _allow_cpu_for_tests=True
+    )
+    clip = load_motion(motion_path, model)
+    return G1TrackingEnv(G1TrackingCfg(), backend, model, clip, seed=seed)
 
 
 def pack(obs, next_obs, action, reward, terminated, truncated, cobs, next_cobs):
@@ -185,6 +209,8 @@ class FakeLearner:
         fail_at_build: bool = False,
         wait_for_file: str | None = None,
         keep_inputs: bool = False,
+        nan_actions: bool = False,
+        check_order: bool = True,
     ) -> None:
         self.kept: list[torch.Tensor] | None = [] if keep_inputs else None
         if fail_at_build:
@@ -195,16 +221,22 @@ class FakeLearner:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{wait_for_file} never appeared")
                 time.sleep(0.02)
-        self.replay = FakeReplay(num_envs)
+        # Only the fake env numbers its rows; a real env's rows are just counted.
+        self.replay = (
+            FakeReplay(num_envs) if check_order else DeviceReplayStandIn(num_envs * 64, device)
+        )
         self.device = device
         self.updates = 0
         self.raise_at_iteration = raise_at_iteration
+        self.nan_actions = nan_actions
         self.committed_at_update: list[int] = []
 
     def act(self, obs: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+        """A constant action; NaN in every row when built with ``nan_actions`` (diverged)."""
         if self.kept is not None:  # a learner leaking the ring's views
             self.kept[:] = [obs, done]
-        return torch.tanh(obs[:, 2 : 2 + ACT] * 0.0 + 0.1)
+        value = math.nan if self.nan_actions else 0.1
+        return torch.full((obs.shape[0], ACT), math.tanh(value), device=obs.device)
 
     def prepare_iteration(self) -> None:
         self.committed_at_update.append(self.replay.committed)

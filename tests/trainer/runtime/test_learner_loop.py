@@ -2,27 +2,34 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import g1soak_runtime_fakes as fakes
+import numpy as np
 import psutil
 import pytest
 
 from harness.jsonio import load_strict, write_json_atomic
 from harness.schemas import validate
 from harness.soak.verdict import judge_run_dir
+from trainer.cpu_threads import plan_training_threads
 from trainer.runtime.learner_loop import run_training
 from trainer.runtime.shutdown import STARTUP_PHASES
+from trainer.sim.scene import SceneCfg, build_g1_model
+from trainer.task.config import G1TrackingCfg
+from trainer.task.motion import arrays_sha256, generate_synthetic_dance
 
 pytestmark = pytest.mark.slow
 
 
-def _hooks(ctx, learner_box=None, **env_kwargs):
+def _hooks(ctx, learner_box=None, env_factory=fakes.make_fake_env, **env_kwargs):
     def learner_factory(ctx, device):
         learner = fakes.FakeLearner(ctx.algo_cfg.num_envs, device, **(learner_box or {}))
         hooks_state["learner"] = learner
@@ -31,7 +38,7 @@ def _hooks(ctx, learner_box=None, **env_kwargs):
     hooks_state: dict = {}
     return hooks_state, {
         "learner_factory": learner_factory,
-        "env_factory": fakes.make_fake_env,
+        "env_factory": env_factory,
         "env_kwargs": {"num_envs": ctx.algo_cfg.num_envs, "device": "cpu", **env_kwargs},
         "pack_fn": fakes.pack,
     }
@@ -201,6 +208,105 @@ def test_collector_failures_are_classified(make_ctx, env_kwargs, classification,
     else:
         assert shutdown["collector"]["exitcode"] == 1
         assert summary["status"] == "failed"
+    assert [p.cmdline() for p in _children_of_me()] == []
+
+
+def test_diverged_policy_on_mjwarp_fails_at_the_collector_health_check(make_ctx, tmp_path):
+    """NaN actions through the real collector on MJWarp (Warp's CPU device): the env zeroes
+    them on the device, so only the collector's health check can stop the run."""
+    pytest.importorskip("mujoco_warp")
+    motion = tmp_path / "synthetic_dance.npz"
+    np.savez(motion, **generate_synthetic_dance(build_g1_model(SceneCfg())))
+    ctx = make_ctx()  # collector_metrics_interval=1: a health check after every tick
+    _, hooks = _hooks(
+        ctx,
+        learner_box={"nan_actions": True, "check_order": False},
+        env_factory=fakes.make_warp_cpu_env,
+        motion_path=str(motion),
+    )
+    summary, shutdown = _run_failing(ctx, hooks)
+    assert summary["status"] == "failed"
+    assert (shutdown["classification"], shutdown["owner"]) == (
+        "backend_worker_failure",
+        "collector",
+    )
+    # The collector raised after stepping tick 0; the learner was waiting for tick 1.
+    assert shutdown["phase"] == "training/wait_for_inference_request"
+    assert shutdown["coordination_tick"] == 1
+    assert shutdown["exception"]["type"] == "BackendFailure"
+    message = shutdown["exception"]["message"]
+    assert "8 env rows received non-finite actions (zeroed); the policy diverged" in message
+    assert "collector health check after tick 0" in message
+    assert shutdown["collector"]["exitcode"] == 1
+    verdict = judge_run_dir(ctx.run_dir, monitor_reasons=[], monitor_classification=None)
+    assert verdict.status == "failed"
+    assert [p.cmdline() for p in _children_of_me()] == []
+
+
+def _npz_sha256(path: Path) -> str:
+    with np.load(path) as npz:
+        return arrays_sha256({key: npz[key] for key in npz.files})
+
+
+def _synthetic_clip(path: Path, joint_offset: float = 0.0) -> Path:
+    arrays = generate_synthetic_dance(build_g1_model(SceneCfg()))
+    arrays["joint_pos"] = arrays["joint_pos"] + np.float32(joint_offset)
+    np.savez(path, **arrays)
+    return path
+
+
+def _real_env_run(make_ctx, clip: Path, motion_file: str) -> tuple[Any, dict]:
+    """A context and hooks whose collector builds the real G1 env (CPU mujoco) from the
+    production kwargs: ``motion_file`` as configured, ``clip`` as preflight resolved it.
+    Only the learner is a fake."""
+    ctx = dataclasses.replace(
+        make_ctx(),
+        task_cfg=G1TrackingCfg(motion_file=motion_file),
+        motion_path=clip,
+        motion_source="path",
+        motion_sha256=_npz_sha256(clip),
+    )
+
+    def learner_factory(ctx, device):
+        return fakes.FakeLearner(ctx.algo_cfg.num_envs, device, check_order=False)
+
+    return ctx, {"learner_factory": learner_factory}
+
+
+def test_collector_loads_exactly_the_clip_preflight_resolved(make_ctx, tmp_path):
+    clip = _synthetic_clip(tmp_path / "resolved.npz")
+    # Resolving the configured id again would fail: only the preflight path can be loaded.
+    ctx, hooks = _real_env_run(make_ctx, clip, motion_file=str(tmp_path / "elsewhere.npz"))
+    assert run_training(ctx, **hooks) == 0
+    summary = load_strict(ctx.run_dir / "run_summary.json")
+    assert validate(summary, "run_summary.v1.json") == []
+    assert summary["runtime_manifest"]["motion"] == {
+        "path": str(clip),
+        "sha256": ctx.motion_sha256,
+    }
+    # The thread plan reached both processes and the physics pool (docs/runtime.md).
+    plan = plan_training_threads(learner_device="cpu", collector_device="cpu", sim_backend="mujoco")
+    threads = summary["runtime_manifest"]["cpu_threads"]
+    assert threads["cpus"] == plan.cpus and threads["torch_source"] == plan.torch_source
+    assert threads["collector_physics"] == plan.collector_physics
+    if plan.torch_source == "rule":
+        assert (threads["learner_torch"], threads["collector_torch"]) == (plan.learner_torch, 1)
+
+
+def test_clip_swapped_after_preflight_is_a_classified_collector_failure(make_ctx, tmp_path):
+    clip = _synthetic_clip(tmp_path / "clip.npz")
+    ctx, hooks = _real_env_run(make_ctx, clip, motion_file=str(clip))
+    preflight_sha = ctx.motion_sha256
+    _synthetic_clip(clip, joint_offset=1e-3)  # replaced between preflight and the env build
+    summary, shutdown = _run_failing(ctx, hooks)
+    assert summary["status"] == "failed"
+    assert (shutdown["classification"], shutdown["owner"]) == ("collector_failure", "collector")
+    assert shutdown["phase"] == "startup/collector_start"
+    assert shutdown["exception"]["type"] == "MotionError"
+    message = shutdown["exception"]["message"]
+    assert f"motion file '{clip}' changed after preflight" in message
+    assert f"preflight resolved sha256 {preflight_sha}" in message
+    assert f"hash to sha256 {_npz_sha256(clip)}" in message
     assert [p.cmdline() for p in _children_of_me()] == []
 
 

@@ -48,6 +48,8 @@ def test_tiny_cpu_training_run_passes_the_soak_checks(tmp_path, isolated_cache):
     ingress = summary["runtime_manifest"]["replay_ingress"]
     assert ingress["published_sequence"] == ingress["release_sequence"] == (2 + 24) * 4 // 2
     assert summary["runtime_manifest"]["backend_diagnostics"]["available"] is False
+    # The collector loaded the clip preflight resolved (not a second resolution of the id).
+    assert summary["runtime_manifest"]["motion"]["path"].endswith("motions/g1/synthetic_dance.npz")
     assert sorted(p.name for p in run_dir.glob("model_*.pt")) == sorted(
         [f"model_{k}.pt" for k in range(2, 25, 2)]
     )

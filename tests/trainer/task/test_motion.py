@@ -26,6 +26,7 @@ from trainer.task.motion import (
     generate_synthetic_dance,
     load_motion,
     load_motions,
+    load_resolved_motion,
     resolve_motion,
 )
 
@@ -297,6 +298,28 @@ def test_non_npz_file_is_rejected(model: mujoco.MjModel, tmp_path: Path) -> None
     bad.write_text("not a zip")
     with pytest.raises(MotionError, match="not a readable .npz"):
         load_motion(bad, model)
+
+
+def test_resolved_clip_loads_from_its_path_and_a_swapped_file_is_rejected(
+    model: mujoco.MjModel, synthetic: dict[str, np.ndarray], write_npz: Callable[..., Path]
+) -> None:
+    path = write_npz(_short(synthetic, 10))
+    resolved = resolve_motion(str(path), hub="skip")
+    clip = load_resolved_motion(resolved, model)
+    assert (clip.source, clip.sha256) == (str(path), resolved.sha256)
+    swapped = _short(synthetic, 10)
+    swapped["joint_pos"] = swapped["joint_pos"] + np.float32(1e-3)  # a valid, different clip
+    write_npz(swapped)  # same path, after "preflight"
+    now = arrays_sha256(swapped)
+    with pytest.raises(MotionError) as info:
+        load_resolved_motion(resolved, model)
+    message = str(info.value)
+    assert f"'{path}' changed after preflight" in message
+    assert f"sha256 {now}" in message and f"preflight resolved sha256 {resolved.sha256}" in message
+    # The digest is checked first: even a file that breaks the contract reports the swap.
+    write_npz({"fps": np.asarray(50)})
+    with pytest.raises(MotionError, match="changed after preflight"):
+        load_resolved_motion(resolved, model)
 
 
 def test_concatenated_clips_record_clip_ends_and_reject_mixed_layouts(
