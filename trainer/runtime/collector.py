@@ -42,6 +42,7 @@ from typing import Any
 
 import torch
 
+from trainer.evaluation.stage import serve_evaluation
 from trainer.runtime.control import ControlBlock, FailureKind, State, Word
 from trainer.runtime.inference_ring import InferenceRing
 from trainer.runtime.liveness import PeerDied, StopRequested, Waiter, make_identity_check
@@ -114,6 +115,7 @@ class CollectorResources:
     Attributes:
         pack_fn: ``pack_transitions``-compatible callable building [n, 930] rows.
         total_ticks: W warm-up ticks + the iterations of this run.
+        evaluation: the ``EvalPlan`` of the evaluation after training (None: none runs).
     """
 
     ring: InferenceRing
@@ -122,6 +124,7 @@ class CollectorResources:
     num_envs: int
     total_ticks: int
     metrics_interval: int
+    evaluation: Any = None
 
 
 class ResourceMailbox:
@@ -520,6 +523,7 @@ def collector_main(spec: CollectorSpec, conn: Connection, launched_at: float) ->
         collector.receive_resources(mailbox)
         collector.publish_info()
         collector.run()
+        serve_evaluation(collector)
         collector.wait_for_stop()
     except (StopRequested, PeerDied) as err:
         logger.info("collector stopping: %s", err)
