@@ -203,14 +203,23 @@ class LearnerEvaluation:
         if outcome.get("status") != "evaluated":
             failure = str(outcome.get("reason") or "the collector reported no evaluation outcome")
         if doc is not None:
-            for point in doc["points"]:
-                runtime.writer.write_evaluation(point["env_steps"], eval_scalars(point))
+            self._write_scalars(runtime, doc)
         self.section = summary_section(
             doc=doc,
             path=EVALUATION_FILE if doc is not None else None,
             failure=failure,
             wall_time_s=time.monotonic() - start,
         )
+
+    @staticmethod
+    def _write_scalars(runtime: Any, doc: dict[str, Any]) -> None:
+        """``Eval/*`` of this run's points at their step on this run's TensorBoard axis (its
+        own env steps: a resumed lineage's earlier env steps are not on it, and the points
+        carried over from the earlier run stay in that run's event file)."""
+        for point in doc["points"]:
+            if point["iteration"] > runtime.start_iteration:
+                step = point["env_steps"] - runtime.lineage_env_steps
+                runtime.writer.write_evaluation(max(0, step), eval_scalars(point))
 
     def _read_points(self) -> tuple[dict[str, Any] | None, str | None]:
         path = self.run_dir / EVALUATION_FILE

@@ -944,8 +944,9 @@ class LearnerRuntime:
             "final_inference_h2d_ms": self.final.get("inference_h2d_ms"),
             "final_inference_forward_ms": self.final.get("inference_forward_ms"),
             "final_inference_d2h_ms": self.final.get("inference_d2h_ms"),
-            "evaluation": self.evaluation.section,
         }
+        if self.evaluation.section is not None:
+            completed["evaluation"] = self.evaluation.section
         if self.device.type == "cuda":
             completed["tf32_matmul"] = bool(torch.backends.cuda.matmul.allow_tf32)
         return build_summary(
@@ -1039,7 +1040,9 @@ class LearnerRuntime:
             total_env_steps=self.total_env_steps,
             shutdown_extra=shutdown_extra,
             learner_device=str(self.device),
-            evaluation=self.evaluation.failed_run_section(phase),
+            evaluation=tr.best_effort(
+                "evaluation section", lambda: self.evaluation.failed_run_section(phase)
+            ),
         )
 
     # -- entry ----------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from trainer.algo.networks import Actor
 from trainer.task.config import REWARD_TERM_NAMES
 from trainer.task.terminations import CONDITION_NAMES, TERMINATION_NAMES
 
@@ -140,3 +141,46 @@ def test_the_staged_compiled_step_honours_the_evaluation_mode(make_warp_cpu_env)
         held = env.backend.qpos[0].clone()
         ev.step(torch.zeros(3, 29))
         assert torch.equal(env.backend.qpos[0], held)
+
+
+@pytest.mark.gpu
+def test_the_compiled_captured_cuda_env_evaluates_noise_free_without_host_syncs(make_cuda_env):
+    """The GPU path: inductor-compiled phases replayed as CUDA graphs honour the zeroed noise
+    scale (actor obs = clean critic obs on the noisy columns, exactly), the evaluation step
+    never syncs, it agrees with the eager env up to MJWarp's non-bitwise contacts, and the
+    env trains again afterwards."""
+    from trainer.evaluation.policy import PolicyPoint
+    from trainer.evaluation.protocol import Protocol
+    from trainer.evaluation.runner import evaluate_points
+
+    n, noisy = 64, slice(67, 131)
+    fast = make_cuda_env(n)
+    assert fast.task_compile.enabled and fast.task_cuda_graph.enabled
+    eager = make_cuda_env(n, cuda_graph=False, compile_backend=None)
+    frames = (torch.arange(n, device="cuda") * 7) % 498
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    acts = [torch.rand(n, 29, generator=gen, device="cuda") * 0.2 - 0.1 for _ in range(6)]
+    with fast.evaluation() as a, eager.evaluation() as b:
+        a.start(frames)
+        b.start(frames)
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            got = [(s.result.obs.clone(), s.result.critic_obs.clone(), s.active.clone())
+                   for s in (a.step(act) for act in acts)]  # fmt: skip
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        want = [(s.result.obs.clone(), s.active.clone()) for s in (b.step(act) for act in acts)]
+    for (obs, critic, active), (obs_e, active_e) in zip(got, want, strict=True):
+        assert torch.equal(obs[:, noisy], critic[:, noisy])
+        assert torch.equal(active, active_e)
+        assert (obs - obs_e).abs().max().item() < 2e-2
+    fast.step(torch.zeros(n, 29, device="cuda"))  # back to training: graphs, resets, noise
+    fast.check_health()
+    torch.manual_seed(0)
+    actor = Actor(160, 29, 32, 1).to("cuda").eval()
+    points = [PolicyPoint(k, k, "checkpoint", f"model_{k}.pt", None, actor) for k in (1, 2)]
+    records = evaluate_points(fast, points, Protocol(24, 4, 500, "mjwarp", "cuda:0"))
+    assert [r["modes"]["uniform"]["episodes"] for r in records] == [24, 24]
+    modes = [r["modes"][m] for r in records for m in ("frame0", "uniform")]
+    assert all(m["success_rate"] is not None and m["mpkpe_mm"] is not None for m in modes)

@@ -20,6 +20,7 @@ from trainer.rundir.checkpoint import save_checkpoint
 from trainer.rundir.metrics import MetricsWriter, UnknownMetricTag
 
 SECTION = {"$ref": "evaluation.v1.json#/$defs/summary_section"}
+ON_TINY = EvalCfg(enabled=True, uniform_episodes=3, frame0_episodes=1)
 
 
 def _save(run_dir: Path, iteration: int) -> Path:
@@ -119,3 +120,16 @@ def test_eval_scalars_are_backfilled_at_their_checkpoints_steps(tmp_path, make_r
     assert [e.step for e in scalars["Eval/uniform_success_rate"]] == [16, 32]
     assert [e.step for e in scalars["Train/iteration"]] == [100]
     assert all(math.isfinite(e.value) for e in scalars["Eval/uniform_r_mpkpe_mm"])
+
+
+def test_a_resumed_run_writes_only_its_own_points_on_its_own_axis(tmp_path, make_replay_env):
+    for k in (2, 4, 6):  # model_2 was carried over from the earlier run (lineage: 16 steps)
+        _save(tmp_path, k)
+    stage = LearnerEvaluation(_ctx(tmp_path, ON_TINY))
+    evaluate_run(make_replay_env(8), _plan(tmp_path), final_iteration=6)
+    writer = MetricsWriter(tmp_path / "tb")
+    runtime = SimpleNamespace(writer=writer, start_iteration=2, lineage_env_steps=16)
+    stage._write_scalars(runtime, read_document(tmp_path / EVALUATION_FILE))
+    writer.close()
+    (event_file,) = (tmp_path / "tb").glob("events.out.tfevents.*")
+    assert [e.step for e in read_scalars(event_file)["Eval/uniform_mpkpe_mm"]] == [16, 32]
