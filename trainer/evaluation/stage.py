@@ -31,8 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.schemas import validate
 from trainer.evaluation.document import (
     EVALUATION_FILE,
+    EVALUATION_SCHEMA,
     EvaluationFileError,
     build_document,
     eval_scalars,
@@ -47,7 +49,14 @@ from trainer.rundir.checkpoint import checkpoint_name, save_checkpoint
 from trainer.runtime.control import ControlBlock, Word
 from trainer.runtime.liveness import StopRequested
 
-__all__ = ["EvalPlan", "LearnerEvaluation", "evaluate_run", "one_line", "serve_evaluation"]
+__all__ = [
+    "EvalPlan",
+    "LearnerEvaluation",
+    "evaluate_run",
+    "one_line",
+    "prepare_collector",
+    "serve_evaluation",
+]
 
 logger = logging.getLogger(__name__)
 OUTCOME_KEY = "evaluation"
@@ -122,6 +131,14 @@ def evaluate_run(
     outcome["wall_time_s"] = time.monotonic() - start
     logger.info("evaluation %s in %.1f s", outcome["status"], outcome["wall_time_s"])
     return outcome
+
+
+def prepare_collector(resources: Any) -> None:
+    """Collector side, at ``startup/collector_start``: load and compile the schema of
+    ``evaluation.json`` now, so the writes after a long run do not depend on ``schemas/``
+    staying where it was (nothing happens without a plan)."""
+    if getattr(resources, "evaluation", None) is not None:
+        validate({}, EVALUATION_SCHEMA)
 
 
 def serve_evaluation(collector: Any) -> None:

@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from trainer.evaluation.stage import serve_evaluation
+from trainer.evaluation.stage import prepare_collector, serve_evaluation
 from trainer.runtime.control import ControlBlock, FailureKind, State, Word
 from trainer.runtime.inference_ring import InferenceRing
 from trainer.runtime.liveness import PeerDied, StopRequested, Waiter, make_identity_check
@@ -521,6 +521,7 @@ def collector_main(spec: CollectorSpec, conn: Connection, launched_at: float) ->
         logger.info("collector up %.1f s after launch", collector.startup_s["process_up"])
         collector.build_env()
         collector.receive_resources(mailbox)
+        prepare_collector(collector.res)
         collector.publish_info()
         collector.run()
         serve_evaluation(collector)

@@ -48,8 +48,8 @@ class Word(IntEnum):
     TEXT_LEN = 23  # collector: bytes used in the text area (diagnostics JSON)
     ERROR_LEN = 24  # collector: bytes used in the error area
     COLLECTOR_PID = 25  # collector: its own pid
-    EVAL_REQUEST = 26  # learner: the final iteration once every checkpoint is on disk
-    EVAL_DONE = 27  # collector: 1 once the evaluation's outcome is in the text area
+    EVAL_REQUEST = 27  # learner: the final iteration once every checkpoint is on disk
+    EVAL_DONE = 28  # collector: 1 once the evaluation's outcome is in the text area
 
 
 NUM_WORDS = 32
