@@ -29,7 +29,7 @@ from trainer.sim.backend import BackendFailure
 __all__ = ["app", "main", "render"]
 
 EXAMPLE = (
-    "Example: evaluate logs/flashsac/g1_motion_tracking/2026-11-29T10:00:00Z_mujoco "
+    "Example: evaluate logs/flashsac/g1_motion_tracking/2026-11-29T08-30-05Z_mujoco "
     "--sim mujoco --episodes 32"
 )
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
