@@ -216,6 +216,7 @@ def _prepare(
         training=training,
         algo_cfg=loaded.algo_cfg,
         task_cfg=loaded.task_cfg,
+        eval_cfg=loaded.eval_cfg,
         learner_device=learner_device,
         collector_device=learner_device,
         seed=seed,
@@ -335,6 +336,7 @@ def print_summary_table(run_dir: Path) -> None:
 
     from harness.errors import StrictJsonError
     from harness.jsonio import load_strict
+    from trainer.evaluation.table import evaluation_rows
 
     try:
         summary = load_strict(run_dir / "run_summary.json")
@@ -356,6 +358,7 @@ def print_summary_table(run_dir: Path) -> None:
         ("last checkpoint", summary.get("last_checkpoint") or "-"),
         ("error", f"{summary.get('error_type')}: {error_text[0][:200]}" if error_text else "-"),
         ("run directory", str(run_dir)),
+        *evaluation_rows(summary.get("evaluation")),
     ]  # fmt: skip
     typer.echo(tabulate(rows, tablefmt="simple"))
 

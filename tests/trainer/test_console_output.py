@@ -45,3 +45,44 @@ def test_summary_table_of_a_failed_run_shows_the_error(tmp_path: Path, capsys) -
 def test_no_summary_prints_nothing(tmp_path: Path, capsys) -> None:
     print_summary_table(tmp_path)
     assert capsys.readouterr().out == ""
+
+
+def test_summary_table_ends_with_the_final_evaluation(tmp_path: Path, capsys) -> None:
+    summary = make_completed_summary(str(tmp_path))
+    point = {
+        "iteration": 10000,
+        "modes": {
+            "frame0": {"success_rate": 0.75, "r_mpkpe_mm": 14.25, "mpkpe_mm": 20.0},
+            "uniform": {"success_rate": 1.0, "r_mpkpe_mm": 12.125, "mpkpe_mm": 17.875},
+        },
+    }
+    summary["evaluation"] = {
+        "status": "evaluated",
+        "path": "evaluation.json",
+        "points": 7,
+        "final": point,
+        "best": point,
+        "wall_time_s": 3.5,
+    }
+    write_json_atomic(tmp_path / "run_summary.json", summary)
+    print_summary_table(tmp_path)
+    lines = capsys.readouterr().out.splitlines()
+    assert "7 points, 3.5 s (evaluation.json)" in lines[-5]
+    assert "100.0% / 12.1 mm / 17.9 mm (iteration 10,000)" in lines[-4]
+    assert "75.0% / 14.2 mm" in lines[-3] and "eval best (uniform)" in lines[-2]
+
+
+def test_summary_table_says_why_a_run_was_not_evaluated(tmp_path: Path, capsys) -> None:
+    summary = make_failed_summary()
+    summary["evaluation"] = {
+        "status": "skipped",
+        "reason": "the run failed before its evaluation (learner_failure in training/learner_update)",
+        "path": None,
+        "points": 0,
+        "final": None,
+        "best": None,
+    }
+    write_json_atomic(tmp_path / "run_summary.json", summary)
+    print_summary_table(tmp_path)
+    out = capsys.readouterr().out.splitlines()
+    assert "skipped: the run failed before its evaluation" in out[-2]

@@ -83,9 +83,10 @@ asset id), with their types; used only while the dataclass has no such field."""
 def section_types() -> dict[str, type]:
     """Top-level config sections and the dataclass each one fills."""
     from trainer.algo.config import FlashSacCfg
+    from trainer.evaluation.config import EvalCfg
     from trainer.task.config import G1TrackingCfg
 
-    return {"algo": FlashSacCfg, "env": G1TrackingCfg, "training": TrainingCfg}
+    return {"algo": FlashSacCfg, "env": G1TrackingCfg, "training": TrainingCfg, "eval": EvalCfg}
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,8 @@ class LoadedConfig:
     """``FlashSacCfg``."""
     task_cfg: Any
     """``G1TrackingCfg``."""
+    eval_cfg: Any
+    """``EvalCfg`` (the ``eval`` section; None with a custom ``sections`` map lacking it)."""
     overrides: tuple[Override, ...]
     config: dict[str, Any]
     """The resolved config in contract spelling (plain JSON types, ``inherits`` removed)."""
@@ -713,6 +716,7 @@ def load_config(
         training=built["training"],
         algo_cfg=built.get("algo"),
         task_cfg=built.get("env"),
+        eval_cfg=built.get("eval"),
         overrides=tuple(parsed),
         config=container,
         loader_values=loader_values,

@@ -173,6 +173,9 @@ class RunContext:
     extra: dict[str, Any] = field(default_factory=dict)
     """Free-form preflight facts (device counts, free memory) for diagnostics."""
 
+    eval_cfg: Any = None
+    """``EvalCfg``: the evaluation after training (None skips it; docs/evaluation.md)."""
+
     @property
     def configured_seed(self) -> int | None:
         return self.seed.configured_seed

@@ -7,7 +7,10 @@ learner's own metric map may only carry learner-owned tags (``check_learner_tags
 cannot inject logger or collector tags.
 
 Exactly one event file lives at the run-directory root. The global step is the total env
-steps at logging time (monotone). ``SummaryWriter`` calls run on a background thread so the
+steps at logging time (monotone). The one exception is ``Eval/*``
+(:meth:`MetricsWriter.write_evaluation`): the evaluation of the run's checkpoints runs after
+training, and each point is written at its checkpoint's env steps, so those tags are
+monotone per tag but come after the last training step in the file. ``SummaryWriter`` calls run on a background thread so the
 learner's hot loop only validates tags and enqueues a dict; the thread flushes at least
 every ``flush_secs`` (≤ 30 s by contract).
 """
@@ -26,6 +29,7 @@ from typing import Any
 from harness.schemas import load_schema
 
 REGISTRY_SCHEMA = "metric_registry.v1.json"
+EVAL_PREFIX = "Eval/"
 FLUSH_SECS = 10
 
 
@@ -91,6 +95,7 @@ class MetricsWriter:
         self._queue: queue.Queue = queue.Queue()
         self._error: BaseException | None = None
         self._last_step = -1
+        self._last_eval_step: dict[str, int] = {}
         self._closed = False
         self._thread = threading.Thread(target=self._drain, name="metrics-writer", daemon=True)
         self._thread.start()
@@ -133,6 +138,29 @@ class MetricsWriter:
         self._last_step = step
         clean = {k: float(v) for k, v in scalars.items() if v is not None}
         self._queue.put((int(step), clean))
+
+    def write_evaluation(self, step: int, scalars: Mapping[str, float]) -> None:
+        """Queue the ``Eval/*`` scalars of one evaluation point at its checkpoint's env steps.
+
+        The step may lie before the last training step (the module docstring says why); per
+        tag it must not decrease.
+
+        Raises:
+            UnknownMetricTag: a tag outside ``Eval/*`` or not registered.
+            ValueError: a step smaller than that tag's previous one.
+        """
+        if self._error is not None or self._closed:
+            raise RuntimeError("metrics writer failed or is closed")
+        check_tags(scalars)
+        for tag in scalars:
+            if not tag.startswith(EVAL_PREFIX):
+                raise UnknownMetricTag(
+                    f"write_evaluation takes only {EVAL_PREFIX}* tags, got {tag!r}"
+                )
+            if step < self._last_eval_step.get(tag, -1):
+                raise ValueError(f"metric step {step} < previous step of {tag}")
+        self._last_eval_step.update(dict.fromkeys(scalars, int(step)))
+        self._queue.put((int(step), {k: float(v) for k, v in scalars.items()}))
 
     def close(self) -> None:
         """Write everything queued, flush and close the event file; re-raise a writer error."""

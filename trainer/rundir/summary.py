@@ -192,6 +192,7 @@ def write_failed_summary(
     total_env_steps: int = 0,
     shutdown_extra: dict[str, Any] | None = None,
     learner_device: str = "cpu",
+    evaluation: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write the summary of a failed run (preflight or runtime) and return it.
 
@@ -201,6 +202,7 @@ def write_failed_summary(
         cuda_process_sharing: the §4.4 record; a null-mode record is attached when None.
         manifest_extra: more runtime-manifest keys (snapshots, diagnostics).
         shutdown_extra: more shutdown keys (iteration, collector, snapshots, cleanup).
+        evaluation: ``run_summary.evaluation``; default: skipped, the run failed before it.
     """
     if isinstance(exception, BaseException):
         exc = {"type": type(exception).__name__, "message": str(exception)[:ERROR_LIMIT]}
@@ -248,4 +250,12 @@ def write_failed_summary(
         error_type=(exc or {}).get("type") or "RunFailure",
         error=(exc or {}).get("message") or f"{classification} in {phase}",
     )
+    doc["evaluation"] = evaluation or {
+        "status": "skipped",
+        "reason": f"the run failed before its evaluation ({classification} in {phase})",
+        "path": None,
+        "points": 0,
+        "final": None,
+        "best": None,
+    }
     return write_summary(run_dir, doc)

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trainer.evaluation.stage import prepare_collector, serve_evaluation
 from trainer.runtime.control import ControlBlock, FailureKind, State, Word
 from trainer.runtime.inference_ring import InferenceRing
 from trainer.runtime.liveness import PeerDied, StopRequested, Waiter, make_identity_check
@@ -133,6 +134,7 @@ class CollectorResources:
     Attributes:
         pack_fn: ``pack_transitions``-compatible callable building [n, 930] rows.
         total_ticks: W warm-up ticks + the iterations of this run.
+        evaluation: the ``EvalPlan`` of the evaluation after training (None: none runs).
     """
 
     ring: InferenceRing
@@ -141,6 +143,7 @@ class CollectorResources:
     num_envs: int
     total_ticks: int
     metrics_interval: int
+    evaluation: Any = None
 
 
 class ResourceMailbox:
@@ -583,8 +586,10 @@ def collector_main(spec: CollectorSpec, conn: Connection, launched_at: float) ->
         logger.info("collector up %.1f s after launch", collector.startup_s["process_up"])
         collector.build_env()
         collector.receive_resources(mailbox)
+        prepare_collector(collector.res)
         collector.publish_info()
         collector.run()
+        serve_evaluation(collector)
         collector.wait_for_stop()
     except (StopRequested, PeerDied) as err:
         logger.info("collector stopping: %s", err)

@@ -49,6 +49,8 @@ class Word(IntEnum):
     ERROR_LEN = 24  # collector: bytes used in the error area
     COLLECTOR_PID = 25  # collector: its own pid
     SHARED_RELEASED = 26  # collector: 1 once it freed its copies of the shared tensors
+    EVAL_REQUEST = 27  # learner: the final iteration once every checkpoint is on disk
+    EVAL_DONE = 28  # collector: 1 once the evaluation's outcome is in the text area
 
 
 NUM_WORDS = 32

@@ -52,6 +52,7 @@ import torch.multiprocessing as mp
 
 from trainer.config.checks import resolve_resume_path
 from trainer.cpu_threads import ThreadPlan, apply_torch_threads, plan_training_threads
+from trainer.evaluation.stage import LearnerEvaluation
 from trainer.rundir.checkpoint import (
     ResumeError,
     carry_prior_checkpoints,
@@ -239,6 +240,7 @@ class LearnerRuntime:
         self._tail: collections.deque = collections.deque(maxlen=TAIL_WINDOW + 1)
         self._window = _Window()
         self.final: dict[str, float | None] = {}
+        self.evaluation = LearnerEvaluation(ctx)
 
     # -- helpers ------------------------------------------------------------------------
     def _on_phase(self, phase: str) -> None:
@@ -518,6 +520,7 @@ class LearnerRuntime:
             num_envs=self.num_envs,
             total_ticks=self.total_ticks,
             metrics_interval=int(self.training.collector_metrics_interval),
+            evaluation=self.evaluation.plan(self.num_envs),
         )
         try:
             self._conn.send(resources)
@@ -764,6 +767,8 @@ class LearnerRuntime:
         self.waiter.wait(
             lambda: bool(block.ints[Word.COLLECTOR_DONE]), "the collector's last report"
         )
+        tr.enter("finalize/evaluation")
+        self.evaluation.run(self)
         block.set(Word.STOP, 1)
         exitcode = self._join_collector()
         if exitcode not in BENIGN_COLLECTOR_EXITCODES:
@@ -1044,6 +1049,8 @@ class LearnerRuntime:
             "final_inference_forward_ms": self.final.get("inference_forward_ms"),
             "final_inference_d2h_ms": self.final.get("inference_d2h_ms"),
         }
+        if self.evaluation.section is not None:
+            completed["evaluation"] = self.evaluation.section
         if self.device.type == "cuda":
             completed["tf32_matmul"] = bool(torch.backends.cuda.matmul.allow_tf32)
         return build_summary(
@@ -1137,6 +1144,9 @@ class LearnerRuntime:
             total_env_steps=self.total_env_steps,
             shutdown_extra=shutdown_extra,
             learner_device=str(self.device),
+            evaluation=tr.best_effort(
+                "evaluation section", lambda: self.evaluation.failed_run_section(phase)
+            ),
         )
 
     def _release_after_failure(self) -> None:

@@ -39,6 +39,7 @@ TRAINING_PHASES = (
 )
 FINALIZE_PHASES = (
     "finalize/collector_quiesce",
+    "finalize/evaluation",
     "finalize/collector_metrics_drain",
     "finalize/replay_pipeline_close",
     "finalize/replay_ingress_snapshot",

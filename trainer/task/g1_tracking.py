@@ -40,6 +40,14 @@ reset and observation generators are registered with the graphs (philox offsets 
 every replay: fresh numbers each step, the same stream as eager). Capture failure falls back to
 eager with the reason in ``diagnostics()["diagnostics"]["task_cuda_graph"]``, never silently.
 
+Evaluation mode. :meth:`G1TrackingEnv.evaluation` (``trainer/task/eval_mode.py``) runs fixed
+episodes: explicit start frames (a tensor input of the compiled reset), no observation noise
+(the scale tensor the graphs read is zeroed in place, the config is untouched), no reset noise
+(fixed noise-free uniforms instead of generator draws), no auto-reset (:meth:`G1TrackingEnv.step_without_reset` replays the first four phases only) and
+done rows held at their terminal state; each step returns per-row conditions, weighted reward
+terms, the scored frame and the robot and reference states. Training never pays for it: the
+update phase writes three small per-row buffers, nothing else changes.
+
 torch.compile. With ``compile_backend`` (make_env: ``inductor`` when ``env.torch_compile`` and
 the device is CUDA) the arithmetic of each torch phase is compiled before capture, so a phase is
 a handful of fused kernels instead of hundreds of small ones. Random draws stay eager (dynamo
@@ -86,6 +94,7 @@ from trainer.task.state import TrackedState
 if TYPE_CHECKING:
     import mujoco
 
+    from trainer.task.eval_mode import EvalMode
     from trainer.task.motion import MotionClip, ResolvedMotion
 
 __all__ = ["STEP_PHASES", "G1TrackingEnv", "StepResult", "make_env"]
@@ -93,7 +102,7 @@ __all__ = ["STEP_PHASES", "G1TrackingEnv", "StepResult", "make_env"]
 log = logging.getLogger(__name__)
 
 _ROOT = TRACKED_BODY_NAMES.index("pelvis")  # reset root, tracked column 0
-_COND_NAMES = (*term.TERMINATION_NAMES, *term.TRUNCATION_NAMES)
+_COND_NAMES = term.CONDITION_NAMES
 _NUM_TERMINAL = len(term.TERMINATION_NAMES)
 _SAMPLER_DIAG_NAMES = ("sampler/entropy", "sampler/top1_prob", "sampler/top1_bin_frac")
 _INFO_NAMES = (*(f"Episode_Termination/{k}" for k in _COND_NAMES), *_SAMPLER_DIAG_NAMES)
@@ -101,6 +110,8 @@ _REWARD_TAGS = tuple(f"reward/{k}" for k in REWARD_TERM_NAMES)
 _ALIGN = 16  # byte alignment of each field in the packed output buffer
 _WARMUP_STEPS = 2  # eager steps on the side stream before capture
 _CLIP_END = _COND_NAMES.index("motion_clip_end")
+_NO_RESET_PHASES = ("actions", "physics_step", "exchange", "update")
+"""The phases of :meth:`G1TrackingEnv.step_without_reset` (steps 1-7, no reset)."""
 STEP_PHASES = (
     "actions",
     "physics_step",
@@ -173,6 +184,18 @@ class StepResult:
     """[N] length in control steps of the episode that ended (valid where done)."""
     info: dict[str, Tensor]
     """Termination rates and sampler diagnostics (scalar tensors, stay on device)."""
+    # Per-row fields of :meth:`G1TrackingEnv.step_without_reset` (evaluation); None from
+    # ``step``, whose training hot path copies nothing it does not need.
+    frame: Tensor | None = None
+    """[N] long, the reference frame k this step was scored against."""
+    conditions: Tensor | None = None
+    """[N, 5] bool, the :data:`~trainer.task.terminations.CONDITION_NAMES` conditions."""
+    row_reward_terms: Tensor | None = None
+    """[N, 9] wᵢ·termᵢ of every row (before the dt factor), ``REWARD_TERM_NAMES`` order."""
+    robot: TrackedState | None = None
+    """The robot state the terms saw (after physics; the terminal state where done)."""
+    reference: TrackedState | None = None
+    """The reference at ``frame``."""
 
 
 class G1TrackingEnv:
@@ -246,7 +269,9 @@ class G1TrackingEnv:
         self._q_lo = torch.as_tensor(model.jnt_range[jid, 0], **f32)
         self._q_hi = torch.as_tensor(model.jnt_range[jid, 1], **f32)
         self._q_default = torch.as_tensor(DEFAULT_JOINT_POS, **f32)
-        self._noise_scale = obs_terms.actor_noise_scale(cfg, dev)
+        self._noise_scale = obs_terms.actor_noise_scale(cfg, dev)  # read by the graphs
+        self._configured_noise_scale = self._noise_scale.clone()
+        self._observation_noise = True
         self._weights = cfg.reward_weights()
         self._weight_vec = torch.as_tensor(
             [self._weights[k] for k in REWARD_TERM_NAMES], **f32
@@ -321,7 +346,20 @@ class G1TrackingEnv:
         # (clip end), select → stage_reset/finish (reset mask).
         self._robot_buf = TrackedState(*(torch.zeros(s, **f32) for s in _state_shapes(n)))
         self._ref_buf = TrackedState(*(torch.zeros(s, **f32) for s in _state_shapes(n)))
-        self._clip_end = torch.zeros(n, dtype=torch.bool, device=dev)
+        # Per-row outputs of the update (public through step_without_reset): conditions,
+        # weighted reward terms and the scored frame.
+        self._conds = torch.zeros(n, len(_COND_NAMES), dtype=torch.bool, device=dev)
+        self._row_terms = torch.zeros(n, len(REWARD_TERM_NAMES), **f32)
+        self._step_frame = torch.zeros(n, dtype=torch.long, device=dev)
+        # Start-frame inputs of the compiled reset: always tensors, so explicit start frames
+        # never change what the compiled function sees (no recompile).
+        self._no_frames = torch.zeros(n, dtype=torch.long, device=dev)
+        self._not_explicit = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._noiseless_draws = (
+            torch.zeros(n, **f32),
+            torch.zeros(n, **f32),
+            torch.full((n, 41), 0.5, **f32),  # 2u - 1 = 0: no reset noise
+        )
         self._reset_mask = torch.zeros(n, dtype=torch.bool, device=dev)
         # Step I/O: the action input and the packed outputs (one byte buffer, typed views).
         self._act_in = torch.zeros(n, 29, **f32)
@@ -462,16 +500,29 @@ class G1TrackingEnv:
         qvel = torch.cat((lin_vel, ang_vel_b, ref.joint_vel), dim=-1)
         return qpos, qvel
 
-    def _prepare_reset(self, mask: Tensor, frames: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def _prepare_reset(
+        self, mask: Tensor, frames: Tensor | None = None, *, noise: bool = True
+    ) -> tuple[Tensor, Tensor]:
         """Draw start frames and reset targets for all rows (fixed draws) and reset the task
-        state of the ``mask`` rows; returns the backend targets ``(qpos, qvel)``."""
-        return self._fns["prepare"](mask, *self._draw_reset(), frames)
+        state of the ``mask`` rows; returns the backend targets ``(qpos, qvel)``. Without
+        ``noise`` nothing is drawn: the targets are the reference at the start frames."""
+        draws = self._draw_reset() if noise else self._noiseless_draws
+        if frames is None:
+            return self._fns["prepare"](mask, *draws, self._no_frames, self._not_explicit)
+        explicit = torch.ones_like(self._not_explicit)
+        return self._fns["prepare"](mask, *draws, frames, explicit)
 
     def _prepare_core(
-        self, mask: Tensor, u_bin: Tensor, u_frac: Tensor, u: Tensor, frames: Tensor | None
+        self,
+        mask: Tensor,
+        u_bin: Tensor,
+        u_frac: Tensor,
+        u: Tensor,
+        frames: Tensor,
+        explicit: Tensor,
     ) -> tuple[Tensor, Tensor]:
         sampled = self.sampler.frames_from(u_bin, u_frac)
-        start = sampled if frames is None else frames
+        start = torch.where(explicit, frames, sampled)
         qpos, qvel = self._reset_targets(start, u)
         col = mask[:, None]
         self.frame.copy_(torch.where(mask, start, self.frame))
@@ -494,21 +545,49 @@ class G1TrackingEnv:
         self.obs.copy_(torch.where(col, actor, self.obs))
         self.critic_obs.copy_(torch.where(col, critic, self.critic_obs))
 
-    def _reset_masked(self, mask: Tensor, frames: Tensor | None = None) -> None:
+    def _reset_masked(
+        self, mask: Tensor, frames: Tensor | None = None, *, noise: bool = True
+    ) -> None:
         """Reset the rows of ``mask`` as a masked update (fixed random draws, no sync)."""
-        qpos, qvel = self._prepare_reset(mask, frames)
+        qpos, qvel = self._prepare_reset(mask, frames, noise=noise)
         self.backend.reset_rows(mask, qpos, qvel)
         self._finish_reset(mask)
 
-    def reset_rows(self, mask: Tensor, frames: Tensor | None = None) -> None:
-        """Reset the selected rows (tests, probe). An empty mask draws nothing and changes
-        nothing; ``frames [N]`` overrides the sampled start frames."""
+    def reset_rows(self, mask: Tensor, frames: Tensor | None = None, *, noise: bool = True) -> None:
+        """Reset the selected rows (tests, probe, evaluation). An empty mask draws nothing and
+        changes nothing; ``frames [N]`` overrides the sampled start frames (a tensor input of
+        the compiled reset: no recompile). ``noise=False`` draws nothing from the reset
+        generator and starts each row exactly at the reference of its frame (needs
+        ``frames``)."""
+        if not noise and frames is None:
+            msg = "reset_rows(noise=False) needs explicit start frames"
+            raise ValueError(msg)
         mask = mask.to(device=self.device, dtype=torch.bool)
         if not bool(mask.any()):
             return
         if frames is not None:
             frames = frames.to(device=self.device, dtype=torch.long)
-        self._reset_masked(mask, frames)
+        self._reset_masked(mask, frames, noise=noise)
+
+    def set_observation_noise(self, enabled: bool) -> None:
+        """Switch the actor observation noise on (the configured half-widths) or off
+        (evaluation) without touching the config. The compiled and captured phases read the
+        scale tensor, which is changed in place, so this holds on a compiled env too."""
+        source = self._configured_noise_scale if enabled else torch.zeros_like(self._noise_scale)
+        self._noise_scale.copy_(source)
+        self._observation_noise = bool(enabled)
+
+    @property
+    def observation_noise(self) -> bool:
+        """Whether the actor observations carry their configured noise."""
+        return self._observation_noise
+
+    def evaluation(self) -> EvalMode:
+        """The env's evaluation mode (docs/evaluation.md): explicit start frames, no noise, no
+        auto-reset, done rows held at their terminal state, per-row step outputs."""
+        from trainer.task.eval_mode import EvalMode
+
+        return EvalMode(self)
 
     def reset_all(self) -> tuple[Tensor, Tensor]:
         """Reset every row; returns copies of ``(obs [N, 160], critic_obs [N, 289])``."""
@@ -609,13 +688,15 @@ class G1TrackingEnv:
         reward = weighted.sum(-1) * self.cfg.ctrl_dt  # [N]
         self.episode_return += reward
         self.sampler.update(terminated, self.frame)
+        self._step_frame.copy_(self.frame)
         self.frame += (~done).long()
         rel_pos, rel_quat, actor, critic = self._observe(robot, noise)
         self.rel_body_pos.copy_(rel_pos)
         self.rel_body_quat.copy_(rel_quat)
         self.obs.copy_(actor)
         self.critic_obs.copy_(critic)
-        self._clip_end.copy_(conds[:, _CLIP_END])
+        self._conds.copy_(conds)
+        self._row_terms.copy_(weighted)
         diag = self.sampler.diagnostics()
         info = torch.cat(
             (conds.float().mean(0), torch.stack([diag[k] for k in _SAMPLER_DIAG_NAMES]))
@@ -718,13 +799,21 @@ class G1TrackingEnv:
 
     @property
     def clip_end(self) -> Tensor:
-        """[N] bool, rows at their clip's last frame after ``update``; fixed buffer."""
-        return self._clip_end
+        """[N] bool, rows at their clip's last frame after ``update``; fixed buffer (view)."""
+        return self._conds[:, _CLIP_END]
 
     def _run_staged(self) -> None:
         """One step on a staged backend: graphs when captured, else the same phases eagerly."""
         for _, run in self._step_runs:
             run()
+
+    def _require_finite_actions(self) -> None:
+        """Unstaged steps reject non-finite actions on the host (the CPU backend would too)."""
+        finite = torch.isfinite(self._act_in).all(-1)
+        if not bool(finite.all()):
+            row = int(torch.nonzero(~finite)[0, 0])
+            msg = f"non-finite action in env row {row}; the policy diverged (NaN/Inf)"
+            raise BackendFailure(msg)
 
     def step(self, actions: Tensor) -> StepResult:
         """Advance one control step (TASK.md §1); see the module docstring for sync rules."""
@@ -733,11 +822,7 @@ class G1TrackingEnv:
             with self.phase_stream():
                 self._run_staged()
         else:
-            finite = torch.isfinite(self._act_in).all(-1)
-            if not bool(finite.all()):
-                row = int(torch.nonzero(~finite)[0, 0])
-                msg = f"non-finite action in env row {row}; the policy diverged (NaN/Inf)"
-                raise BackendFailure(msg)
+            self._require_finite_actions()
             self._phase_actions()
             self.backend.step(self._ctrl_out)
             self._phase_exchange()
@@ -748,14 +833,47 @@ class G1TrackingEnv:
             self._publish_obs()
         return self._result()
 
+    def step_without_reset(self, actions: Tensor) -> StepResult:
+        """Steps 1-7 of a control step and no reset (evaluation, :meth:`evaluation`).
+
+        Done rows are not reset: they keep their terminal state and observation, and the
+        result carries the per-row fields (``frame``, ``conditions``, ``row_reward_terms``,
+        ``robot``, ``reference``). On a staged backend the step replays the training step's
+        own graphs of the first four phases, so it costs no compile or capture. Every tensor
+        is a view of a fixed buffer, overwritten by the next step.
+        """
+        self._act_in.copy_(actions)
+        if self._staged:
+            runs = [run for name, run in self._step_runs if name in _NO_RESET_PHASES]
+            with self.phase_stream():
+                for run in runs:
+                    run()
+                self._publish_obs()
+        else:
+            self._require_finite_actions()
+            self._phase_actions()
+            self.backend.step(self._ctrl_out)
+            self._phase_exchange()
+            self._phase_update()
+            self._publish_obs()
+        return dataclasses.replace(
+            self._result(fresh=False),
+            frame=self._step_frame,
+            conditions=self._conds,
+            row_reward_terms=self._row_terms,
+            robot=self._robot_buf,
+            reference=self._ref_buf,
+        )
+
     def _views(self, buf: Tensor) -> dict[str, Tensor]:
         return {
             name: buf[off : off + math.prod(shape) * dtype.itemsize].view(dtype).view(shape)
             for name, off, dtype, shape in self._layout
         }
 
-    def _result(self) -> StepResult:
-        v = self._views(self._out_buf if self.static_outputs else self._out_buf.clone())
+    def _result(self, *, fresh: bool | None = None) -> StepResult:
+        fresh = not self.static_outputs if fresh is None else fresh
+        v = self._views(self._out_buf.clone() if fresh else self._out_buf)
         return StepResult(
             obs=v["obs"],
             critic_obs=v["critic_obs"],

@@ -13,6 +13,7 @@ from trainer.task.math import projected_gravity_z
 from trainer.task.state import TrackedState
 
 __all__ = [
+    "CONDITION_NAMES",
     "TERMINATION_NAMES",
     "TRUNCATION_NAMES",
     "anchor_ori",
@@ -25,6 +26,8 @@ __all__ = [
 
 TERMINATION_NAMES = ("anchor_pos", "anchor_ori", "ee_body_pos")
 TRUNCATION_NAMES = ("time_out", "motion_clip_end")
+CONDITION_NAMES = (*TERMINATION_NAMES, *TRUNCATION_NAMES)
+"""Every condition in the env's order: the columns of ``StepResult.conditions``."""
 
 
 def time_out(episode_step: Tensor, max_episode_steps: int) -> Tensor:

@@ -56,9 +56,28 @@ CONTRACT_TAGS = [
 ]
 
 
-def test_registry_holds_exactly_the_contract_tags() -> None:
-    assert sorted(load_registry().tags) == sorted(CONTRACT_TAGS)
-    assert len(CONTRACT_TAGS) == 46
+# The fixed-protocol evaluation (docs/evaluation.md): every metric of both start modes.
+EVAL_TAGS = [
+    f"Eval/{mode}_{metric}"
+    for mode in ("frame0", "uniform")
+    for metric in (
+        "success_rate",
+        "completed_fraction",
+        "mpkpe_mm",
+        "r_mpkpe_mm",
+        "joint_pos_error_rad",
+        "anchor_pos_error_mm",
+        "anchor_ori_error_rad",
+        "end_effector_pos_error_mm",
+        "mean_step_reward",
+        "mean_episode_steps",
+    )
+]
+
+
+def test_registry_holds_exactly_the_contract_and_evaluation_tags() -> None:
+    assert sorted(load_registry().tags) == sorted(CONTRACT_TAGS + EVAL_TAGS)
+    assert len(CONTRACT_TAGS) == 46 and len(EVAL_TAGS) == 20
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,80 @@
+"""Evaluation fixtures: a replay backend that puts every robot exactly on the reference.
+
+``ReplayBackend`` is the CPU MuJoCo backend whose ``step`` ignores the policy and writes the
+reference state of the frame each row is about to be scored at (plus a constant offset of
+the root, if asked), then forwards: the evaluation's hand-checkable ground truth.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+import torch
+
+from trainer.sim.mujoco_cpu import MujocoCpuBackend
+from trainer.task.config import G1TrackingCfg
+from trainer.task.g1_tracking import G1TrackingEnv
+from trainer.task.math import quat_apply_inverse
+from trainer.task.motion import MotionClip
+
+
+class ReplayBackend(MujocoCpuBackend):
+    """Kinematic playback of the clip: after ``step`` each row *is* the reference at the
+    env's current frame (the frame the step is scored against), shifted by ``offset``."""
+
+    def __init__(self, model, num_envs: int, clip: MotionClip, offset=(0.0, 0.0, 0.0)) -> None:
+        super().__init__(model, num_envs, torch.device("cpu"), num_threads=1)
+        self.clip = clip
+        self.offset = torch.tensor(offset, dtype=torch.float32)
+        self.frames: Callable[[], torch.Tensor] | None = None  # set once the env exists
+
+    def reference_qpos_qvel(self, frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        f = frames.numpy()
+        c = self.clip
+        pos = torch.as_tensor(c.body_pos_w[f, 0]) + self.offset
+        quat = torch.as_tensor(c.body_quat_w[f, 0])
+        ang_b = quat_apply_inverse(quat, torch.as_tensor(c.body_ang_vel_w[f, 0]))
+        qpos = torch.cat((pos, quat, torch.as_tensor(c.joint_pos[f])), dim=-1)
+        lin = torch.as_tensor(c.body_lin_vel_w[f, 0])
+        qvel = torch.cat((lin, ang_b, torch.as_tensor(c.joint_vel[f])), dim=-1)
+        return qpos, qvel
+
+    def step(self, ctrl: torch.Tensor) -> None:
+        assert self.frames is not None
+        qpos, qvel = self.reference_qpos_qvel(self.frames())
+        self.reset_rows(torch.ones(self.num_envs, dtype=torch.bool), qpos, qvel)
+
+
+SHORT_FRAMES = 80
+SHORT_EPISODE_S = 1.0
+"""The short clip and time limit of replay envs: frame-0 episodes end at the time limit
+(50 steps), late uniform starts at the clip end."""
+
+
+@pytest.fixture(scope="module")
+def short_clip(g1_clip) -> MotionClip:
+    """The first :data:`SHORT_FRAMES` frames of the synthetic clip (fast rollouts)."""
+    cut = {
+        name: getattr(g1_clip, name)[:SHORT_FRAMES]
+        for name in ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w")
+        + ("body_lin_vel_w", "body_ang_vel_w")
+    }
+    return dataclasses.replace(g1_clip, **cut, clip_ends=np.array([SHORT_FRAMES]))
+
+
+@pytest.fixture
+def make_replay_env(g1_model, short_clip) -> Callable[..., G1TrackingEnv]:
+    """``make_replay_env(num_envs, offset=(0, 0, 0))``: a G1 env on ReplayBackend over the
+    short clip with a 1 s time limit."""
+
+    def factory(num_envs: int, offset=(0.0, 0.0, 0.0)) -> G1TrackingEnv:
+        backend = ReplayBackend(g1_model, num_envs, short_clip, offset)
+        cfg = G1TrackingCfg(episode_length_s=SHORT_EPISODE_S)
+        env = G1TrackingEnv(cfg, backend, g1_model, short_clip, cuda_graph=False)
+        backend.frames = lambda: env.frame
+        return env
+
+    return factory

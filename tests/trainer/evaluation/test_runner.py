@@ -1,0 +1,122 @@
+"""The evaluator end to end on the CPU backend: replay scores zero, an offset scores itself,
+rollouts are deterministic and independent of how episodes are packed, divergence is null."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from harness.schemas import validate
+from trainer.algo.networks import Actor
+from trainer.evaluation.document import build_document, motion_record
+from trainer.evaluation.policy import PolicyPoint
+from trainer.evaluation.protocol import Protocol, possible_steps, start_frames
+from trainer.evaluation.runner import evaluate_points
+
+
+class ConstantPolicy:
+    """Stands in for an actor: the same action for every row (NaN to test divergence)."""
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.full((obs.shape[0], 29), self.value)
+
+
+def _point(iteration: int, actor, source: str = "checkpoint") -> PolicyPoint:
+    return PolicyPoint(iteration, 10 * iteration, source, f"model_{iteration}.pt", None, actor)
+
+
+def _protocol(env, uniform: int = 6, frame0: int = 2) -> Protocol:
+    return Protocol(uniform, frame0, env.max_episode_steps, "mujoco", "cpu")
+
+
+def test_exact_replay_scores_zero_error_and_full_success(make_replay_env, short_clip):
+    env = make_replay_env(8)
+    protocol = _protocol(env)
+    (record,) = evaluate_points(env, [_point(5, ConstantPolicy(0.0), "final")], protocol)
+    for mode in ("frame0", "uniform"):
+        m = record["modes"][mode]
+        assert m["success_rate"] == 1.0 and m["completed_fraction"] == 1.0, mode
+        for name in ("mpkpe_mm", "r_mpkpe_mm", "anchor_pos_error_mm", "end_effector_pos_error_mm"):
+            assert m[name] < 0.05, (mode, name, m[name])  # float32 forward kinematics
+        assert m["joint_pos_error_rad"] < 1e-6 and m["anchor_ori_error_rad"] < 1e-3
+    frames = start_frames("uniform", 6, short_clip.num_frames)
+    lengths = possible_steps(frames, short_clip.clip_ends, env.max_episode_steps)
+    assert max(lengths) == env.max_episode_steps == 50 and min(lengths) < 50  # both ends
+    assert record["modes"]["uniform"]["mean_episode_steps"] == pytest.approx(np.mean(lengths))
+    assert record["modes"]["frame0"]["mean_episode_steps"] == 50
+
+
+def test_a_constant_root_offset_scores_that_offset(make_replay_env):
+    env = make_replay_env(8, offset=(0.03, -0.04, 0.0))  # 50 mm, horizontal
+    (record,) = evaluate_points(env, [_point(1, ConstantPolicy(0.0))], _protocol(env))
+    m = record["modes"]["uniform"]
+    for name in ("mpkpe_mm", "anchor_pos_error_mm", "end_effector_pos_error_mm"):
+        assert m[name] == pytest.approx(50.0, abs=0.05), name
+    assert m["r_mpkpe_mm"] < 0.05  # the whole body moved: nothing changes relative to the anchor
+    assert m["success_rate"] == 1.0  # terminations test heights only
+
+
+def test_two_evaluations_give_identical_numbers(make_g1_env):
+    env = make_g1_env(num_envs=6, num_threads=1, compile_backend=None)
+    torch.manual_seed(3)
+    points = [_point(1, Actor(160, 29, 32, 1).eval()), _point(2, Actor(160, 29, 32, 1).eval())]
+    protocol = _protocol(env, uniform=4, frame0=2)
+    first = evaluate_points(env, points, protocol)
+    env.step(torch.zeros(6, 29))  # training-style steps in between change nothing
+    second = evaluate_points(env, points, protocol)
+    strip = [{**r, "eval_wall_time_s": 0} for r in first]
+    assert strip == [{**r, "eval_wall_time_s": 0} for r in second]
+
+
+def test_packing_episodes_into_more_rollouts_changes_no_number(make_replay_env):
+    points = [_point(k, ConstantPolicy(0.0)) for k in (1, 2, 3)]
+    wide, narrow = make_replay_env(24, offset=(0.01, 0, 0)), make_replay_env(5, offset=(0.01, 0, 0))
+    a = evaluate_points(wide, points, _protocol(wide))  # one rollout
+    b = evaluate_points(narrow, points, _protocol(narrow))  # five, points split across them
+    assert [r["modes"] for r in a] == [r["modes"] for r in b]
+    assert [r["iteration"] for r in b] == [1, 2, 3]
+
+
+def test_points_are_reported_as_soon_as_their_last_rollout_ends(make_replay_env):
+    env = make_replay_env(8)
+    seen: list[int] = []
+    points = [_point(k, ConstantPolicy(0.0)) for k in (10, 20, 30)]
+    records = evaluate_points(
+        env, points, _protocol(env), on_point=lambda r: seen.append(r["iteration"])
+    )
+    assert seen == [10, 20, 30] == [r["iteration"] for r in records]
+    assert sum(r["eval_wall_time_s"] for r in records) > 0
+
+
+def test_a_policy_that_outputs_nan_gets_null_metrics_not_a_crash(make_g1_env, g1_clip):
+    env = make_g1_env(num_envs=4, num_threads=1, compile_backend=None)
+    good = Actor(160, 29, 32, 1).eval()
+    records = evaluate_points(
+        env, [_point(1, ConstantPolicy(math.nan)), _point(2, good, "final")], _protocol(env, 2, 1)
+    )
+    bad, fine = (r["modes"] for r in records)
+    for mode in ("frame0", "uniform"):
+        assert set(bad[mode].values()) == {bad[mode]["episodes"], None}, bad[mode]
+        assert fine[mode]["success_rate"] is not None
+    doc = build_document(
+        _protocol(env, 2, 1), motion_record("synthetic", g1_clip.sha256, 500, 50.0), records
+    )
+    assert validate(doc, "evaluation.v1.json") == []
+    assert doc["best"]["iteration"] == 2 and doc["final_iteration"] == 2
+
+
+def test_an_interrupt_abandons_the_evaluation(make_replay_env):
+    env = make_replay_env(4)
+
+    def stop() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        evaluate_points(env, [_point(1, ConstantPolicy(0.0))], _protocol(env), interrupt=stop)
+    assert env.observation_noise is True  # the evaluation mode was left cleanly

@@ -1,0 +1,122 @@
+"""A real tiny CPU `train` run evaluates its checkpoints in-run, and `evaluate` re-evaluates
+them from the run directory or one checkpoint (subprocesses: slow)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.jsonio import load_strict, loads_strict
+from harness.metrics.events import read_scalars
+from harness.schemas import validate
+from tests.trainer.runtime.train_cmd import train_argv
+
+pytestmark = pytest.mark.slow
+
+
+def _env(cache: Path) -> dict[str, str]:
+    return {**os.environ, "XDG_CACHE_HOME": str(cache), "HF_HUB_OFFLINE": "1"}
+
+
+def _evaluate(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    argv = [
+        sys.executable,
+        "-c",
+        "import sys; from trainer.evaluation.cli import main; sys.exit(main())",
+    ]
+    return subprocess.run(
+        [*argv, *args], check=False, capture_output=True, text=True, timeout=600, env=_env(cache)
+    )
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> tuple[Path, Path, str]:
+    """(run dir, cache, stdout) of one tiny run: 4 envs, 6 iterations, checkpoints at 3 and 6."""
+    base = tmp_path_factory.mktemp("evalrun")
+    run_dir, cache = base / "run", base / "cache"
+    argv = train_argv(
+        run_dir,
+        "algo.num_envs=4",
+        "algo.max_iterations=6",
+        "algo.batch_size=8",
+        "algo.learning_starts=2",
+        "algo.save_interval=3",
+        "training.no_play=true",
+        "training.replay_ingress_slot_rows=2",
+        "env.commands.motion.motion_file=motions/g1/synthetic_dance.npz",
+    )
+    proc = subprocess.run(
+        argv, check=False, capture_output=True, text=True, timeout=600, env=_env(cache)
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return run_dir, cache, proc.stdout
+
+
+def test_the_run_evaluates_every_checkpoint_and_says_so_everywhere(run):
+    run_dir, _, stdout = run
+    summary = load_strict(run_dir / "run_summary.json")
+    assert validate(summary, "run_summary.v1.json") == []
+    section = summary["evaluation"]
+    assert section["status"] == "evaluated" and section["points"] == 2
+    assert section["path"] == "evaluation.json" and section["final"]["iteration"] == 6
+    doc = load_strict(run_dir / "evaluation.json")
+    assert validate(doc, "evaluation.v1.json") == []
+    assert [(p["iteration"], p["source"]) for p in doc["points"]] == [
+        (3, "checkpoint"),
+        (6, "final"),
+    ]
+    assert doc["protocol"]["uniform_episodes"] == 4 and doc["protocol"]["frame0_episodes"] == 1
+    (event_file,) = run_dir.glob("events.out.tfevents.*")
+    scalars = read_scalars(event_file)
+    steps = [e.step for e in scalars["Eval/uniform_r_mpkpe_mm"]]
+    assert steps == [p["env_steps"] for p in doc["points"]] == [(2 + 3) * 4, (2 + 6) * 4]
+    assert "eval uniform: success / R-MPKPE / MPKPE" in stdout.splitlines()[-4]
+
+
+def test_evaluate_a_run_directory_reproduces_the_in_run_numbers(run, tmp_path):
+    run_dir, cache, _ = run
+    out = tmp_path / "evaluation.json"
+    proc = _evaluate(str(run_dir), "--json", "--output", str(out), cache=cache)
+    assert proc.returncode == 0, proc.stderr
+    doc = loads_strict(proc.stdout)
+    assert validate(doc, "evaluation.v1.json") == [] and load_strict(out) == doc
+    in_run = load_strict(run_dir / "evaluation.json")
+    assert doc["protocol"] == in_run["protocol"] and doc["final_iteration"] == 6
+    for mine, theirs in zip(doc["points"], in_run["points"], strict=True):
+        for mode in ("frame0", "uniform"):
+            a, b = mine["modes"][mode], theirs["modes"][mode]
+            assert a["success_rate"] == b["success_rate"], mode
+            # Another env size: actor matmuls round differently in the last bits.
+            assert a["mpkpe_mm"] == pytest.approx(b["mpkpe_mm"], rel=1e-4), mode
+
+
+def test_evaluate_one_checkpoint_prints_the_metrics_by_start_mode(run):
+    run_dir, cache, _ = run
+    proc = _evaluate(
+        str(run_dir / "model_3.pt"), "--episodes", "2", "--frame0-episodes", "1", cache=cache
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "R-MPKPE, anchor frame (mm)" in proc.stdout and "uniform (2)" in proc.stdout
+    assert "iteration 3" in proc.stdout
+
+
+def test_bad_inputs_exit_2_with_one_line(run, tmp_path):
+    run_dir, cache, _ = run
+    cases = [
+        ((str(tmp_path / "missing"),), "does not exist"),
+        ((str(tmp_path),), "holds no model_<k>.pt"),
+        ((str(run_dir), "--motion", "motions/g1/none.npz"), "none.npz"),
+        ((str(run_dir), "--episodes", "0"), "--episodes"),
+    ]
+    if not torch.cuda.is_available():
+        cases.append(((str(run_dir), "--sim", "mjwarp"), "needs a CUDA device"))
+    for args, text in cases:
+        proc = _evaluate(*args, cache=cache)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert len(lines) == 1 and lines[0].startswith("error:") and text in lines[0], args

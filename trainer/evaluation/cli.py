@@ -1,0 +1,185 @@
+"""``evaluate RUN_DIR|CHECKPOINT``: re-evaluate checkpoints with the fixed protocol.
+
+Prints a table of the metrics by start mode for the final (highest-iteration) point, after an
+overview of every point when there are several; ``--json`` prints the ``evaluation.json``
+document instead and ``--output`` writes it (schema-checked, atomic, rewritten after every
+point). Exit 0 evaluated; 1 the evaluation failed (physics overflow, say); 2 bad inputs, one
+``error:`` line (docs/evaluation.md).
+"""
+
+from __future__ import annotations
+
+import enum
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from harness.cli_app import run_app
+from harness.jsonio import dumps_strict
+from trainer.evaluation.document import best_point, final_point
+from trainer.evaluation.metrics import METRIC_NAMES
+from trainer.evaluation.protocol import START_MODES
+from trainer.sim.backend import BackendFailure
+
+__all__ = ["app", "main", "render"]
+
+EXAMPLE = (
+    "Example: evaluate logs/flashsac/g1_motion_tracking/2026-11-29T08-30-05Z_mujoco "
+    "--sim mujoco --episodes 32"
+)
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+_LABELS = {
+    "success_rate": ("success", "{:.1%}"),
+    "completed_fraction": ("completed fraction", "{:.3f}"),
+    "mpkpe_mm": ("MPKPE, world (mm)", "{:.1f}"),
+    "r_mpkpe_mm": ("R-MPKPE, anchor frame (mm)", "{:.1f}"),
+    "joint_pos_error_rad": ("joint position error (rad)", "{:.3f}"),
+    "anchor_pos_error_mm": ("anchor position error (mm)", "{:.1f}"),
+    "anchor_ori_error_rad": ("anchor orientation error (rad)", "{:.3f}"),
+    "end_effector_pos_error_mm": ("end-effector error (mm)", "{:.1f}"),
+    "mean_step_reward": ("mean step reward", "{:.4f}"),
+    "mean_episode_steps": ("mean episode steps", "{:.1f}"),
+}
+
+
+class Sim(str, enum.Enum):
+    mjwarp = "mjwarp"
+    mujoco = "mujoco"
+
+
+def _fmt(name: str, value: Any) -> str:
+    return "null" if value is None else _LABELS[name][1].format(value)
+
+
+def _metrics_table(point: dict[str, Any], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("metric")
+    for mode in START_MODES:
+        episodes = point["modes"][mode]["episodes"]
+        table.add_column(f"{mode} ({episodes})", justify="right")
+    for name in METRIC_NAMES:
+        table.add_row(_LABELS[name][0], *(_fmt(name, point["modes"][m][name]) for m in START_MODES))
+    return table
+
+
+def _points_table(doc: dict[str, Any]) -> Table:
+    best = doc["best"]["iteration"] if doc["best"] is not None else None
+    table = Table(title="points (uniform starts; frame 0 success last)", title_justify="left")
+    for column in ("iteration", "env steps", "success", "R-MPKPE mm", "MPKPE mm", "joint rad"):
+        table.add_column(column, justify="right")
+    table.add_column("frame-0 success", justify="right")
+    for point in doc["points"]:
+        uniform = point["modes"]["uniform"]
+        mark = " (best)" if point["iteration"] == best else ""
+        table.add_row(
+            f"{point['iteration']:,}{mark}",
+            f"{point['env_steps']:,}",
+            _fmt("success_rate", uniform["success_rate"]),
+            _fmt("r_mpkpe_mm", uniform["r_mpkpe_mm"]),
+            _fmt("mpkpe_mm", uniform["mpkpe_mm"]),
+            _fmt("joint_pos_error_rad", uniform["joint_pos_error_rad"]),
+            _fmt("success_rate", point["modes"]["frame0"]["success_rate"]),
+        )
+    return table
+
+
+def render(doc: dict[str, Any], console: Console) -> None:
+    """The human view of an evaluation document."""
+    protocol, motion = doc["protocol"], doc["motion"]
+    console.print(
+        f"evaluation: {motion['motion_id']} ({motion['num_frames']} frames), "
+        f"{protocol['sim_backend']} on {protocol['device']}, mean action, "
+        f"{protocol['frame0_episodes']} frame-0 + {protocol['uniform_episodes']} uniform episodes"
+    )
+    if len(doc["points"]) > 1:
+        console.print(_points_table(doc))
+    final = final_point(doc) or doc["points"][-1]
+    best = best_point(doc["points"])
+    console.print(
+        _metrics_table(final, f"iteration {final['iteration']:,} ({final['checkpoint']})")
+    )
+    if best is None:
+        console.print("no point has a finite uniform success rate and R-MPKPE: the policy diverged")
+
+
+@app.command(
+    help=(
+        "Re-evaluate the checkpoints of a run directory (every model_<k>.pt) or one checkpoint "
+        "with the fixed protocol of docs/evaluation.md: mean action, no noise, frame-0 and "
+        "evenly spaced starts; prints the metrics by start mode. Exit 0 evaluated, 1 the "
+        "evaluation failed, 2 bad inputs.\n\n" + EXAMPLE
+    )
+)
+def evaluate(
+    target: Annotated[
+        Path,
+        typer.Argument(
+            metavar="RUN_DIR|CHECKPOINT", help="A train run directory or a model_<k>.pt."
+        ),
+    ],
+    motion: Annotated[
+        str | None,
+        typer.Option(
+            "--motion",
+            help="Clip to track: synthetic, dance, an asset id or a path (default: the run's).",
+        ),
+    ] = None,
+    sim: Annotated[
+        Sim | None, typer.Option("--sim", help="Physics backend (default: the run's).")
+    ] = None,
+    episodes: Annotated[
+        int | None,
+        typer.Option("--episodes", min=1, help="Uniform-start episodes per checkpoint."),
+    ] = None,
+    frame0_episodes: Annotated[
+        int | None,
+        typer.Option("--frame0-episodes", min=1, help="Frame-0 episodes per checkpoint."),
+    ] = None,
+    num_envs: Annotated[
+        int | None,
+        typer.Option(
+            "--num-envs", min=1, help="Rows of the evaluation env (default: every episode, capped)."
+        ),
+    ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the evaluation.json document instead.")
+    ] = False,
+    output: Annotated[
+        Path | None, typer.Option("--output", help="Also write the document to this file.")
+    ] = None,
+) -> None:
+    """Evaluate (see the command help)."""
+    from trainer.evaluation.offline import evaluate_offline
+
+    console, progress = Console(), Console(stderr=True)
+    doc = evaluate_offline(
+        target,
+        sim=sim.value if sim is not None else None,
+        motion=motion,
+        episodes=episodes,
+        frame0_episodes=frame0_episodes,
+        num_envs=num_envs,
+        output=output,
+        on_point=lambda p: progress.print(f"evaluated iteration {p['iteration']:,}", style="dim"),
+    )
+    if json_out:
+        sys.stdout.write(dumps_strict(doc))
+    else:
+        render(doc, console)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``evaluate`` script."""
+    return run_app(
+        app,
+        argv,
+        prog="evaluate",
+        usage_suffix=" (see evaluate --help)",
+        failures={BackendFailure: str, RuntimeError: str},
+    )
