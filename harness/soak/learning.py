@@ -250,13 +250,14 @@ def _check_evaluation(
     }
     if section["status"] != "evaluated":
         record["reason"] = section["reason"]
-        what = "was skipped" if section["status"] == "skipped" else "failed"
+        reason = section["reason"]
+        message = (
+            f"the evaluation was skipped ({reason})"
+            if section["status"] == "skipped"
+            else f"the evaluation failed ({reason})"
+        )
         findings.append(
-            Finding(
-                "no_evaluation",
-                UNVERIFIED,
-                f"the evaluation {what} ({section['reason']}); evaluate the run, {REPORT_HINT}",
-            )
+            Finding("no_evaluation", UNVERIFIED, f"{message}; evaluate the run, {REPORT_HINT}")
         )
         return record
     final, best = section["final"], section["best"]
@@ -392,7 +393,7 @@ def _check_final(
             Finding(
                 "success_below_floor",
                 REGRESSION,
-                f"final uniform-start success rate {_pct(fs)} ({at_final}) is below "
-                f"--min-success-rate {_pct(floor)}",
+                f"final uniform-start success rate {_pct(fs)} ({at_final}) "
+                f"is below --min-success-rate {_pct(floor)}",
             )
         )
