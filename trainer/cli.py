@@ -321,6 +321,7 @@ def print_summary_table(run_dir: Path) -> None:
     from tabulate import tabulate
 
     from harness.errors import StrictJsonError
+    from harness.evaluation_text import evaluation_rows
     from harness.jsonio import load_strict
 
     try:
@@ -343,6 +344,7 @@ def print_summary_table(run_dir: Path) -> None:
         ("last checkpoint", summary.get("last_checkpoint") or "-"),
         ("error", f"{summary.get('error_type')}: {error_text[0][:200]}" if error_text else "-"),
         ("run directory", str(run_dir)),
+        *evaluation_rows(summary.get("evaluation")),
     ]  # fmt: skip
     typer.echo(tabulate(rows, tablefmt="simple"))
 

@@ -21,6 +21,7 @@ from tabulate import tabulate
 
 from harness.cli_app import run_app
 from harness.errors import UsageError
+from harness.evaluation_text import metrics_text
 from harness.jsonio import dumps_strict
 from harness.soak.learning import DEFAULT_MARGIN, LearningCfg, learning_cfg
 from harness.soak.trend import SERIES, TrendThresholdError, parse_threshold_overrides
@@ -357,14 +358,7 @@ def render_summary(artifact: dict[str, Any], artifact_path: Path) -> str:
 def _point_text(point: dict[str, Any] | None) -> str:
     if point is None:
         return "-"
-    uniform = point["uniform"]
-    success, r_mpkpe = uniform["success_rate"], uniform["r_mpkpe_mm"]
-    return (
-        f"iter {point['iteration']}: success "
-        + ("null" if success is None else f"{success * 100:.1f} %")
-        + ", R-MPKPE "
-        + ("null" if r_mpkpe is None else f"{r_mpkpe:.1f} mm")
-    )
+    return f"iter {point['iteration']}: " + metrics_text(point["uniform"], point["frame0"])
 
 
 def learning_rows(learning: dict[str, Any] | None) -> list[tuple[str, str]]:

@@ -90,8 +90,8 @@ def test_summary_rows_show_verdict_final_and_best() -> None:
     }
     assert learning_rows(learning) == [
         ("learning verdict", "regression (enforce)"),
-        ("  final", "iter 30: success 99.1 %, R-MPKPE null"),
-        ("  best", "iter 10: success 100.0 %, R-MPKPE 12.1 mm"),
+        ("  final", "iter 30: success 99.1 % (frame 0: 99.1 %), MPKPE null, R-MPKPE null"),
+        ("  best", "iter 10: success 100.0 % (frame 0: 100.0 %), MPKPE null, R-MPKPE 12.1 mm"),
     ]
     not_judged = {"mode": "report", "verdict": "not_judged", "reason": "the run did not complete"}
     assert learning_rows({**not_judged, "evaluation": None}) == [
