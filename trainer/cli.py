@@ -335,6 +335,7 @@ def print_summary_table(run_dir: Path) -> None:
     from tabulate import tabulate
 
     from harness.errors import StrictJsonError
+    from harness.evaluation_text import evaluation_rows
     from harness.jsonio import load_strict
     from trainer.evaluation.table import evaluation_rows
 

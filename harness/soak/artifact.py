@@ -94,6 +94,7 @@ def assemble_artifact(inputs: ArtifactInputs) -> dict[str, Any]:
         inputs.log_dir,
         monitor_reasons=list(inputs.monitor_reasons),
         monitor_classification=inputs.monitor_classification,
+        learning=inputs.cfg.learning,
     )
     cfg = inputs.cfg
     return {
@@ -124,6 +125,7 @@ def assemble_artifact(inputs: ArtifactInputs) -> dict[str, Any]:
             inputs.samples, verdict.run_summary, len(inputs.residual_processes)
         ),
         "resource_trends": inputs.trends.to_json(),
+        "learning": verdict.learning,
         "shutdown": verdict.shutdown,
         "post_shutdown": {
             "residual_processes": list(inputs.residual_processes),

@@ -22,7 +22,9 @@ from tabulate import tabulate
 
 from harness.cli_app import run_app
 from harness.errors import UsageError
+from harness.evaluation_text import metrics_text
 from harness.jsonio import dumps_strict
+from harness.soak.learning import DEFAULT_MARGIN, LearningCfg, learning_cfg
 from harness.soak.trend import SERIES, TrendThresholdError, parse_threshold_overrides
 
 SOAK_OWNED_KEYS: tuple[str, ...] = (
@@ -56,6 +58,11 @@ class Sim(str, enum.Enum):
 
 
 class TrendMode(str, enum.Enum):
+    enforce = "enforce"
+    report = "report"
+
+
+class LearningMode(str, enum.Enum):
     enforce = "enforce"
     report = "report"
 
@@ -138,6 +145,31 @@ TrendWindowOpt = Annotated[
         "--trend-min-window-seconds",
         help="Shorter windows are insufficient_data (>= 0).",
         rich_help_panel=_TREND,
+    ),
+]
+_LEARN = "Learning verdict"
+LearningModeOpt = Annotated[
+    LearningMode,
+    typer.Option(
+        "--learning-mode",
+        help="enforce: a regression or a missing evaluation fails the soak; report: recorded only.",
+        rich_help_panel=_LEARN,
+    ),
+]
+LearningMarginOpt = Annotated[
+    float,
+    typer.Option(
+        "--learning-margin",
+        help="Final may trail the best by this fraction (success rate, R-MPKPE).",
+        rich_help_panel=_LEARN,
+    ),
+]
+MinSuccessOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--min-success-rate",
+        help="Fail if final uniform-start success is lower (0-1; default: no floor).",
+        rich_help_panel=_LEARN,
     ),
 ]
 JsonOpt = Annotated[
@@ -297,8 +329,9 @@ def _load_schemas() -> None:
     from harness.run_summary import MANIFEST_SCHEMA, RUN_SUMMARY_SCHEMA
     from harness.schemas import preload
     from harness.soak.artifact import SCHEMA_FILE
+    from harness.soak.learning import EVALUATION_SCHEMA
 
-    preload((RUN_SUMMARY_SCHEMA, MANIFEST_SCHEMA, SCHEMA_FILE))
+    preload((RUN_SUMMARY_SCHEMA, MANIFEST_SCHEMA, SCHEMA_FILE, EVALUATION_SCHEMA))
 
 
 def _fmt(value: Any) -> str:
@@ -334,9 +367,31 @@ def render_summary(artifact: dict[str, Any], artifact_path: Path) -> str:
                 f"{series['verdict']}" + ("" if slope is None else f" (slope {slope:.1f}/h)"),
             )
         )
+    rows.extend(learning_rows(artifact.get("learning")))
     rows.append(("artifact", str(artifact_path)))
     rows.append(("report", f"soak-report {artifact_path}"))
     return tabulate(rows, tablefmt="simple", disable_numparse=True)
+
+
+def _point_text(point: dict[str, Any] | None) -> str:
+    if point is None:
+        return "-"
+    return f"iter {point['iteration']}: " + metrics_text(point["uniform"], point["frame0"])
+
+
+def learning_rows(learning: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """Summary-table rows of the learning verdict: verdict, final and best points."""
+    if learning is None:
+        return []
+    rows = [("learning verdict", f"{learning['verdict']} ({learning['mode']})")]
+    if learning["reason"]:
+        rows.append(("  not judged", learning["reason"]))
+    evaluation = learning.get("evaluation") or {}
+    by_iteration = {p["iteration"]: p for p in evaluation.get("points") or []}
+    for label, key in (("  final", "final_iteration"), ("  best", "best_iteration")):
+        if evaluation.get(key) is not None:
+            rows.append((label, _point_text(by_iteration.get(evaluation[key]))))
+    return rows
 
 
 def _finish(result: Any, json_out: bool) -> int:
@@ -378,6 +433,7 @@ def _monitor_cfg(
     thresholds: list[str] | None,
     warmup: float,
     window: float,
+    learning: LearningCfg,
 ):
     from harness.soak.monitor import MonitorCfg
 
@@ -395,6 +451,7 @@ def _monitor_cfg(
         trend_thresholds=parsed,
         trend_warmup_s=warmup,
         trend_min_window_s=window,
+        learning=learning,
     )
 
 
@@ -436,6 +493,9 @@ def g1_soak(
     trend_threshold: TrendThresholdOpt = None,
     trend_warmup_seconds: TrendWarmupOpt = 300.0,
     trend_min_window_seconds: TrendWindowOpt = 600.0,
+    learning_mode: LearningModeOpt = LearningMode.enforce,
+    learning_margin: LearningMarginOpt = DEFAULT_MARGIN,
+    min_success_rate: MinSuccessOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Soak the canonical FlashSAC / G1 motion-tracking run and judge it (CONTRACTS §1.2)."""
@@ -452,6 +512,7 @@ def g1_soak(
         post_shutdown_grace_seconds, min_duration_seconds, trend_warmup_seconds,
         trend_min_window_seconds,
     )  # fmt: skip
+    learning = learning_cfg(learning_mode.value, learning_margin, min_success_rate)
     log_dir, output = check_paths(log_dir, output)
     user = list(extra_override or [])
     check_overrides(user)
@@ -464,7 +525,7 @@ def g1_soak(
         motion_id = next(
             (o.split("=", 1)[1] for o in user if override_key(o) == MOTION_KEY), motion_id
         )
-    cfg = _monitor_cfg(mode=trend_mode, thresholds=trend_threshold, **timing)
+    cfg = _monitor_cfg(mode=trend_mode, thresholds=trend_threshold, learning=learning, **timing)
     extras: list[str] = []
     if not any(override_key(o) == "algo.save_interval" for o in user):
         extras.append(DEFAULT_SAVE_INTERVAL_OVERRIDE)
@@ -501,6 +562,9 @@ def soak_run(
     trend_threshold: TrendThresholdOpt = None,
     trend_warmup_seconds: TrendWarmupOpt = 300.0,
     trend_min_window_seconds: TrendWindowOpt = 600.0,
+    learning_mode: LearningModeOpt = LearningMode.report,
+    learning_margin: LearningMarginOpt = DEFAULT_MARGIN,
+    min_success_rate: MinSuccessOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Soak any trainer command that honours the run-directory contract (CONTRACTS §1.3)."""
@@ -511,8 +575,9 @@ def soak_run(
         post_shutdown_grace_seconds, min_duration_seconds, trend_warmup_seconds,
         trend_min_window_seconds,
     )  # fmt: skip
+    learning = learning_cfg(learning_mode.value, learning_margin, min_success_rate)
     log_dir, output = check_paths(log_dir, output)
-    cfg = _monitor_cfg(mode=trend_mode, thresholds=trend_threshold, **timing)
+    cfg = _monitor_cfg(mode=trend_mode, thresholds=trend_threshold, learning=learning, **timing)
     argv = [str(log_dir) if arg == "{log_dir}" else arg for arg in command]
     if not argv:
         raise UsageError(

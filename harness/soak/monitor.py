@@ -26,6 +26,7 @@ from harness.soak import launch as launch_mod
 from harness.soak.artifact import ArtifactInputs, build_and_write_artifact
 from harness.soak.context import build_context
 from harness.soak.gpu import GpuSample, GpuSampler
+from harness.soak.learning import LearningCfg
 from harness.soak.proctree import ProcessTreeSampler, descendants, snapshot_process
 from harness.soak.progress import ProgressSample, sample_progress
 from harness.soak.trend import DEFAULT_THRESHOLDS, Threshold, TrendReport, analyse_trends
@@ -52,6 +53,8 @@ class MonitorCfg:
     trend_thresholds: dict[str, Threshold] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
     trend_warmup_s: float = 300.0
     trend_min_window_s: float = 600.0
+    learning: LearningCfg = field(default_factory=LearningCfg)
+    """The learning verdict's mode and thresholds (harness.soak.learning)."""
 
 
 @dataclass

@@ -4,8 +4,9 @@
 ``<log-dir>/run_summary.json`` in exactly the §8 order: load, stamps, the failed-run path
 (shutdown contract; the producer's classification replaces the monitor's), or the
 completed-run path (drained flight, replay-ingress invariants, full schema, run-dir
-artifacts, shutdown). The soak passes only if no reason was recorded. Every rejection names
-the JSON path (or the file) it is about. Pure apart from reading the run directory: no
+artifacts, shutdown). Given a ``LearningCfg``, the learning verdict (harness.soak.learning)
+follows; its enforced findings come last. The soak passes only if no reason was recorded.
+Every rejection names the JSON path (or the file) it is about. Pure apart from reading the run directory: no
 process handling, no writes, no torch.
 """
 
@@ -29,6 +30,7 @@ from harness.run_summary import (
     validate_run_summary,
 )
 from harness.schemas import SchemaViolation
+from harness.soak.learning import LearningCfg, judge_learning, not_judged
 
 __all__ = ["Verdict", "judge_run_dir", "resource_summary_fields", "validate_run_summary"]
 
@@ -69,6 +71,7 @@ class Verdict:
         run_summary_error: why the summary could not be used (missing or invalid), else None.
         shutdown: ``runtime_manifest.shutdown`` verbatim when it is an object, else None.
         reasons: every reason in order (monitor reasons first).
+        learning: the artifact's ``learning`` section, or None when not asked for.
     """
 
     status: Literal["passed", "failed"]
@@ -79,6 +82,7 @@ class Verdict:
     run_summary_error: str | None
     shutdown: dict[str, Any] | None
     reasons: list[str] = field(default_factory=list)
+    learning: dict[str, Any] | None = None
 
 
 class _Findings:
@@ -473,7 +477,10 @@ def _check_completed_run(summary: dict[str, Any], log_dir: Path, findings: _Find
 
 
 def _finish(
-    findings: _Findings, summary: dict[str, Any] | None, summary_error: str | None
+    findings: _Findings,
+    summary: dict[str, Any] | None,
+    summary_error: str | None,
+    learning: dict[str, Any] | None,
 ) -> Verdict:
     if findings.reasons and findings.classification is None:
         findings.classification = "unknown_failure"  # §8 step 5
@@ -489,11 +496,16 @@ def _finish(
         run_summary_error=summary_error,
         shutdown=shutdown if isinstance(shutdown, dict) else None,
         reasons=findings.reasons,
+        learning=learning,
     )
 
 
 def judge_run_dir(
-    log_dir: Path, *, monitor_reasons: list[str], monitor_classification: str | None
+    log_dir: Path,
+    *,
+    monitor_reasons: list[str],
+    monitor_classification: str | None,
+    learning: LearningCfg | None = None,
 ) -> Verdict:
     """Judge a finished run directory after the monitor's checks (CONTRACTS §8).
 
@@ -502,24 +514,49 @@ def judge_run_dir(
             checkpoints are read from it; nothing is written).
         monitor_reasons: reasons the monitor already recorded (§7), kept first and in order.
         monitor_classification: the monitor's classification, or None.
+        learning: judge learning too (its enforced findings become reasons), or None.
 
     Returns:
         The verdict; it never raises for any summary content.
     """
     log_dir = Path(log_dir)
     findings = _Findings(monitor_reasons, monitor_classification)
+    summary, summary_error = _judge_summary(log_dir, findings)
+    report = None if learning is None else _judge_learning(log_dir, summary, learning, findings)
+    return _finish(findings, summary, summary_error, report)
+
+
+def _judge_summary(log_dir: Path, findings: _Findings) -> tuple[dict[str, Any] | None, str | None]:
+    """§8 steps 1-4; returns (summary or None, why it was unusable or None)."""
     summary, reason, classification = _load_summary(log_dir / SUMMARY_NAME)
     if summary is None:
         assert reason is not None and classification is not None
         findings.add(reason, classification)
-        return _finish(findings, None, reason)
+        return None, reason
     stamp_problems = _stamp_problems(summary)
     if stamp_problems:
         for problem in stamp_problems:
             findings.add(problem, "schema_violation")
-        return _finish(findings, summary, None)
+        return summary, None
     if summary.get("status") != "completed":
         _check_failed_run(summary, findings)
     else:
         _check_completed_run(summary, log_dir, findings)
-    return _finish(findings, summary, None)
+    return summary, None
+
+
+def _judge_learning(
+    log_dir: Path, summary: dict[str, Any] | None, cfg: LearningCfg, findings: _Findings
+) -> dict[str, Any]:
+    """The learning verdict; a bug in it fails the soak instead of losing the artifact."""
+    try:
+        report = judge_learning(log_dir, summary, cfg)
+    except Exception as err:  # noqa: BLE001 - the artifact must still be written
+        findings.add(
+            f"soak monitor failed: learning verdict raised {type(err).__name__}: {err}",
+            "monitor_failure",
+        )
+        report = not_judged(cfg, f"the learning verdict raised {type(err).__name__}: {err}")
+    for finding in report.enforced():
+        findings.add(finding.reason, finding.classification)
+    return report.to_json()

@@ -1,0 +1,305 @@
+"""The learning verdict: non-finite losses and metrics, final vs best, the floor, and what
+happens when there is nothing to judge (harness.soak.learning, via judge_run_dir)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.errors import UsageError
+from harness.jsonio import write_json_atomic
+from harness.schemas import validate
+from harness.soak.learning import LearningCfg, judge_learning, learning_cfg
+from harness.soak.verdict import judge_run_dir
+from tests.harness.metrics.event_files import frame
+from tests.harness.schemas.builders import make_completed_summary, make_failed_summary, make_run_dir
+from tests.harness.schemas.evaluation_builders import (
+    DECLINING_CURVE,
+    HEALTHY_CURVE,
+    make_evaluation,
+    summary_section,
+    training_scalars,
+    unevaluated_section,
+    write_evaluation,
+    write_training_events,
+)
+
+ENFORCE = LearningCfg(mode="enforce")
+LEARNING_SCHEMA = {"$ref": "soak_artifact.0.3.0.json#/$defs/learning"}
+
+
+def _run(
+    root: Path,
+    curve=HEALTHY_CURVE,
+    *,
+    scalars: dict[int, dict[str, float]] | None = None,
+    section: dict[str, Any] | None = None,
+    doc: dict[str, Any] | None = None,
+) -> Path:
+    """A completed run directory with events, evaluation.json and run_summary.evaluation."""
+    summary = make_completed_summary(str(root))
+    doc = make_evaluation(curve) if doc is None else doc
+    summary["evaluation"] = summary_section(doc) if section is None else section
+    make_run_dir(root, summary)
+    write_training_events(root, training_scalars() if scalars is None else scalars)
+    write_evaluation(root, doc)
+    return root
+
+
+def _judge(root: Path, cfg: LearningCfg = ENFORCE):
+    return judge_run_dir(root, monitor_reasons=[], monitor_classification=None, learning=cfg)
+
+
+def _learning(root: Path, cfg: LearningCfg = ENFORCE) -> dict[str, Any]:
+    learning = _judge(root, cfg).learning
+    assert learning is not None
+    assert validate(learning, "soak_artifact.0.3.0.json", schema=LEARNING_SCHEMA) == []
+    return learning
+
+
+def _checks(learning: dict[str, Any]) -> list[str]:
+    return [f["check"] for f in learning["findings"]]
+
+
+def test_healthy_run_passes_and_records_points_and_losses(tmp_path: Path) -> None:
+    verdict = _judge(_run(tmp_path))
+    assert verdict.status == "passed", verdict.failure_reason
+    learning = verdict.learning
+    assert learning["verdict"] == "passed" and learning["findings"] == []
+    evaluation = learning["evaluation"]
+    assert [p["iteration"] for p in evaluation["points"]] == [10, 20, 30]
+    assert (evaluation["final_iteration"], evaluation["best_iteration"]) == (30, 30)
+    assert evaluation["path"] == str(tmp_path / "evaluation.json")
+    assert evaluation["points"][-1]["uniform"] == {
+        "success_rate": 1.0,
+        "mpkpe_mm": 18.9,
+        "r_mpkpe_mm": 13.5,
+    }
+    critic = learning["losses"]["tags"]["Loss/critic"]
+    assert critic == {"count": 30, "non_finite": 0, "first_non_finite_env_step": None, "last": 2.0}
+
+
+def test_without_a_learning_cfg_nothing_is_judged(tmp_path: Path) -> None:
+    verdict = judge_run_dir(_run(tmp_path), monitor_reasons=[], monitor_classification=None)
+    assert verdict.learning is None and verdict.status == "passed"
+
+
+def test_the_issues_decline_fails_on_r_mpkpe(tmp_path: Path) -> None:
+    verdict = _judge(_run(tmp_path, DECLINING_CURVE))
+    assert verdict.failure_classification == "learning_regression"
+    # 99.1 % is within 5 % of 100 %; 78.1 mm is far above 12.1 mm.
+    assert verdict.failure_reason == (
+        "learning regression: final uniform-start R-MPKPE 78.1 mm (iteration 30) is more than "
+        "5.0 % above the best point's 12.1 mm (iteration 10)"
+    )
+    assert _checks(verdict.learning) == ["final_behind_best"]
+    assert verdict.learning["verdict"] == "regression"
+
+
+def test_a_success_decline_fails_on_success_rate(tmp_path: Path) -> None:
+    verdict = _judge(_run(tmp_path, [(10, 1.0, 13.0), (20, 0.908, 13.0)]))
+    assert verdict.failure_reason == (
+        "learning regression: final uniform-start success rate 90.8 % (iteration 20) is more "
+        "than 5.0 % below the best point's 100.0 % (iteration 10)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("final", "failed"),
+    [((0.95, 12.6), False), ((0.949, 12.0), True), ((1.0, 12.6), False), ((1.0, 12.61), True)],
+)
+def test_margin_is_relative_and_exclusive(tmp_path: Path, final, failed: bool) -> None:
+    verdict = _judge(_run(tmp_path, [(10, 1.0, 12.0), (20, *final)]))
+    assert (verdict.status == "failed") is failed, verdict.failure_reason
+
+
+def test_a_wider_margin_accepts_the_decline(tmp_path: Path) -> None:
+    cfg = LearningCfg(mode="enforce", margin=0.1)
+    assert _judge(_run(tmp_path, [(10, 1.0, 12.0), (20, 0.92, 13.0)]), cfg).status == "passed"
+
+
+def test_success_below_the_floor_fails(tmp_path: Path) -> None:
+    cfg = LearningCfg(mode="enforce", min_success_rate=0.95)
+    verdict = _judge(_run(tmp_path, [(10, 0.9, 13.0), (20, 0.92, 13.0)]), cfg)
+    assert verdict.failure_reason == (
+        "learning regression: final uniform-start success rate 92.0 % (iteration 20) is below "
+        "--min-success-rate 95.0 %"
+    )
+    assert _checks(_learning(tmp_path, cfg)) == ["success_below_floor"]
+
+
+def test_a_nan_loss_fails_and_names_the_first_env_step(tmp_path: Path) -> None:
+    verdict = _judge(_run(tmp_path, scalars=training_scalars(nan_loss_at=25)))
+    assert verdict.failure_classification == "learning_regression"
+    assert verdict.failure_reason == (
+        "learning regression: Loss/critic is non-finite (nan) from env step 1600 (6 of 30 values)"
+    )
+    critic = verdict.learning["losses"]["tags"]["Loss/critic"]
+    assert critic["non_finite"] == 6 and critic["first_non_finite_env_step"] == 1600
+    assert critic["last"] == pytest.approx(1.0 + 24 / 30)
+
+
+def test_a_null_metric_fails_once_per_point(tmp_path: Path) -> None:
+    doc = make_evaluation([(10, 1.0, 12.0), (20, 1.0, None), (30, 1.0, 12.5)])
+    verdict = _judge(_run(tmp_path, doc=doc))
+    assert verdict.failure_reason == (
+        "learning regression: evaluated metrics are non-finite (null) at iteration 20 "
+        "(checkpoint): uniform.mpkpe_mm, uniform.r_mpkpe_mm, frame0.mpkpe_mm, frame0.r_mpkpe_mm"
+    )
+
+
+def test_a_null_final_metric_is_not_also_compared(tmp_path: Path) -> None:
+    doc = make_evaluation([(10, 1.0, 12.0), (20, None, 12.0)])
+    learning = _learning(_run(tmp_path, doc=doc))
+    assert _checks(learning) == ["non_finite_metric"]  # the final appears in both documents
+
+
+def test_many_non_finite_points_are_capped(tmp_path: Path) -> None:
+    doc = make_evaluation([(k * 10, 1.0, None) for k in range(1, 8)] + [(80, 1.0, 12.0)])
+    learning = _learning(_run(tmp_path, doc=doc))
+    messages = [f["message"] for f in learning["findings"]]
+    assert len(messages) == 5 and messages[-1] == (
+        "... and 3 more evaluation points with non-finite metrics"
+    )
+
+
+def test_regressions_come_before_unverified_findings(tmp_path: Path) -> None:
+    _run(tmp_path, DECLINING_CURVE)
+    for event_file in tmp_path.glob("events.out.tfevents.*"):
+        event_file.unlink()
+    verdict = _judge(tmp_path)
+    # the missing event file is the run-dir check's schema_violation; it came first
+    assert verdict.failure_classification == "schema_violation"
+    assert _checks(verdict.learning) == ["final_behind_best", "losses_unreadable"]
+    assert verdict.reasons[-1] == (
+        f"learning not verified: losses were not checked: {tmp_path} holds 0 "
+        "events.out.tfevents.* files, expected one"
+    )
+
+
+HINT = "or pass --learning-mode report to judge resources only"
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        (
+            None,
+            (
+                "run_summary has no evaluation section, so the trainer did not evaluate its "
+                f"policy; run a trainer that writes evaluation.json, {HINT}"
+            ),
+        ),
+        (
+            unevaluated_section("skipped", "training.evaluate=false"),
+            f"the evaluation was skipped (training.evaluate=false); evaluate the run, {HINT}",
+        ),
+        (
+            unevaluated_section("failed", "RuntimeError: evaluator exploded"),
+            f"the evaluation failed (RuntimeError: evaluator exploded); evaluate the run, {HINT}",
+        ),
+    ],
+)
+def test_no_evaluation_fails_closed_in_enforce_mode(
+    tmp_path: Path, section: dict[str, Any] | None, message: str
+) -> None:
+    summary = make_completed_summary(str(tmp_path))
+    if section is not None:
+        summary["evaluation"] = section
+    make_run_dir(tmp_path, summary)
+    write_training_events(tmp_path, training_scalars())
+    verdict = _judge(tmp_path)
+    assert verdict.failure_classification == "learning_unverified"
+    assert verdict.failure_reason == "learning not verified: " + message
+    assert verdict.learning["verdict"] == "unverified"
+    report = _judge(tmp_path, LearningCfg(mode="report"))
+    assert report.status == "passed" and report.learning["verdict"] == "unverified"
+
+
+def test_missing_invalid_and_stale_evaluation_files(tmp_path: Path) -> None:
+    run = _run(tmp_path / "missing")
+    (run / "evaluation.json").unlink()
+    assert _judge(run).failure_reason == (
+        f"learning not verified: run_summary $.evaluation.path names {run / 'evaluation.json'}, "
+        "which does not exist"
+    )
+    run = _run(tmp_path / "invalid")
+    write_json_atomic(run / "evaluation.json", {"schema_version": 2})
+    reason = _judge(run).failure_reason
+    assert reason.startswith(f"learning not verified: {run / 'evaluation.json'} is not a valid")
+    run = _run(tmp_path / "stale")
+    doc = make_evaluation(HEALTHY_CURVE[:2])
+    write_evaluation(run, doc)
+    assert _judge(run).failure_reason == (
+        "learning not verified: evaluation.json final_iteration=20 disagrees with run_summary "
+        "$.evaluation.final.iteration=30; the file is stale or from another run"
+    )
+
+
+def test_an_invalid_section_is_a_schema_violation_first(tmp_path: Path) -> None:
+    section = summary_section(make_evaluation(HEALTHY_CURVE))
+    section["status"] = "done"
+    verdict = _judge(_run(tmp_path, section=section))
+    assert verdict.failure_classification == "schema_violation"
+    assert verdict.reasons[-1].startswith(
+        "learning not verified: run_summary $.evaluation is invalid"
+    )
+
+
+def test_damaged_or_loss_free_event_files_are_unverified(tmp_path: Path) -> None:
+    run = _run(tmp_path / "damaged")
+    event_file = next(run.glob("events.out.tfevents.*"))
+    event_file.write_bytes(event_file.read_bytes() + frame(b"x")[:-2])
+    assert "losses were not checked" in _judge(run).failure_reason
+    assert "truncated record" in _judge(run).failure_reason
+    run = _run(tmp_path / "lossless", scalars={64: {"Train/mean_reward": 1.0}})
+    assert _judge(run).failure_reason == (
+        f"learning not verified: losses were not checked: {event_file.name} holds no Loss/* scalar"
+    )
+
+
+def test_a_failed_run_is_not_judged(tmp_path: Path) -> None:
+    make_run_dir(tmp_path, make_failed_summary())
+    verdict = _judge(tmp_path)
+    assert verdict.failure_classification == "learner_failure"
+    assert verdict.learning["verdict"] == "not_judged"
+    assert verdict.learning["reason"] == 'the run did not complete (run_summary status "failed")'
+    assert judge_learning(tmp_path, None, ENFORCE).reason == "no usable run_summary.json"
+
+
+def test_report_mode_records_a_regression_without_failing(tmp_path: Path) -> None:
+    verdict = _judge(_run(tmp_path, DECLINING_CURVE), LearningCfg(mode="report"))
+    assert verdict.status == "passed"
+    assert verdict.learning["mode"] == "report" and verdict.learning["verdict"] == "regression"
+
+
+def test_an_earlier_classification_wins(tmp_path: Path) -> None:
+    verdict = judge_run_dir(
+        _run(tmp_path, DECLINING_CURVE),
+        monitor_reasons=["residual child processes after shutdown: 42"],
+        monitor_classification="resource_leak",
+        learning=ENFORCE,
+    )
+    assert verdict.failure_classification == "resource_leak"
+    assert verdict.reasons[1].startswith("learning regression: final uniform-start R-MPKPE")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("enforce", 1.0, None), "--learning-margin=1 must be a fraction in [0, 1)"),
+        (("enforce", -0.1, None), "--learning-margin=-0.1 must be a fraction in [0, 1)"),
+        (("enforce", float("nan"), None), "--learning-margin=nan must be a fraction"),
+        (("enforce", 0.05, 1.5), "--min-success-rate=1.5 must be a fraction in [0, 1]"),
+        (("loud", 0.05, None), "--learning-mode='loud' must be one of enforce, report"),
+    ],
+)
+def test_learning_flags_are_bounds_checked(args, message: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        learning_cfg(*args)
+    assert str(caught.value).startswith(message)
+    assert learning_cfg("report", 0.0, 1.0) == LearningCfg(
+        mode="report", margin=0.0, min_success_rate=1.0
+    )
