@@ -3,8 +3,9 @@
 Reads a 0.3.0 soak artifact (strict JSON, validated against the schema), draws the
 resource curves over time with matplotlib's Agg backend (RSS, GPU memory, FD classes,
 process count, run-dir progress bytes) as PNGs, and writes ``report.html`` with the
-verdict, the failure reason, a summary table, the trend verdicts and the PNGs embedded
-as base64 (the page needs no other file). Exit 0 rendered; 1 unreadable/invalid artifact.
+verdict, the failure reason, a summary table, the run's policy filmstrip when ``play``
+made one (harness.report.play), the trend verdicts and the PNGs embedded as base64 (the
+page needs no other file). Exit 0 rendered; 1 unreadable/invalid artifact.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import typer
 from harness.cli_app import run_app
 from harness.errors import HarnessError, StrictJsonError
 from harness.jsonio import load_strict, write_atomic_text
+from harness.report.play import play_html
 from harness.schemas import validate
 from harness.soak.proctree import FD_CLASSES
 
@@ -232,7 +234,7 @@ img {{ max-width: 100%; }}
 <div class="banner"><h1>Soak {html.escape(artifact["status"].upper())}</h1>
 <p>{html.escape(str(artifact["failure_classification"] or "passed"))}: {html.escape(reason)}</p></div>
 <h2>Summary</h2><table>{summary_rows}</table>
-<h2>Resource trends (verdict: {_cell(trends.get("verdict"))}, mode: {_cell(trends.get("mode"))})</h2>
+{play_html(artifact)}<h2>Resource trends (verdict: {_cell(trends.get("verdict"))}, mode: {_cell(trends.get("mode"))})</h2>
 <table><tr><th>series</th><th>verdict</th><th>slope/h</th><th>lower bound/h</th><th>max/h</th><th>growth</th><th>min growth</th><th>samples</th></tr>
 {trend_rows}</table>
 <h2>Resource curves</h2>
