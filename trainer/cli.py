@@ -358,8 +358,11 @@ def print_summary_table(run_dir: Path) -> None:
 @app.command(
     help=(
         "Train with the owner config selected by --algo/--task/--sim plus KEY=VALUE "
-        "overrides (VALUE is a JSON literal when it parses, else a string). Exit 0 iff the "
-        "run completed; 1 on failure; 2 on a usage or config error (nothing written)."
+        "overrides (VALUE is a JSON literal when it parses, else a string). A completed run "
+        "is then played (video and ONNX export, see play --help) unless "
+        "training.no_play=true. Exit 0 iff the run completed (1 also when play fails after "
+        "an explicit training.no_play=false); 1 on failure; 2 on a usage or config error "
+        "(nothing written)."
     )
 )
 def train(

@@ -66,7 +66,7 @@ def find_checkpoint(run_dir: Path) -> Path:
     ]
     if not found:
         msg = (
-            f"{run_dir} holds no {CHECKPOINT_PREFIX}<iter>.pt; train writes one at every "
+            f"{run_dir} holds no model_<iter>.pt; train writes one at every "
             "algo.save_interval and at the last iteration: pass a run directory that has one"
         )
         raise PlayInputError(msg)
@@ -79,7 +79,7 @@ def _read_run_config(run_dir: Path) -> dict[str, Any]:
         doc = load_strict(path)
     except FileNotFoundError:
         msg = (
-            f"{run_dir} has no {RUN_CONFIG_FILE}; play needs the run directory train wrote "
+            f"{run_dir} has no run_config.json; play needs the run directory train wrote "
             "(a checkpoint must stay in it)"
         )
         raise PlayInputError(msg) from None
@@ -104,7 +104,7 @@ def resolve_source(target: Path) -> PlaySource:
         run_dir, checkpoint = target, find_checkpoint(target)
     elif target.is_file():
         if not _CHECKPOINT_RE.match(target.name):
-            msg = f"{target} is not a {CHECKPOINT_PREFIX}<iter>.pt; pass a run directory or a checkpoint"
+            msg = f"{target} is not a model_<iter>.pt; pass a run directory or a checkpoint"
             raise PlayInputError(msg)
         run_dir, checkpoint = target.parent, target
     else:

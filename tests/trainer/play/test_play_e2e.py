@@ -116,6 +116,21 @@ def test_the_exported_onnx_matches_torch_and_its_metadata_round_trips(
     assert meta["control_dt"] == pytest.approx(0.02) and meta["action_scale"] == 2.0
 
 
+def test_the_onnxruntime_example_in_docs_runs_on_the_export(
+    trained: tuple[Path, Path, str],
+) -> None:
+    run, _, _ = trained
+    page = (Path(__file__).resolve().parents[3] / "docs" / "play.md").read_text(encoding="utf-8")
+    section = page.split("## Load the ONNX policy", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert len([line for line in code.splitlines() if line.strip()]) <= 10
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=run, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"'{JOINT_NAMES[0]}': " in proc.stdout
+
+
 def test_play_on_the_checkpoint_reproduces_the_onnx_bit_for_bit(
     trained: tuple[Path, Path, str], tmp_path: Path
 ) -> None:
