@@ -23,6 +23,7 @@ from harness.schemas import validate
 from tests.trainer.play.clips import write_short_clip
 from tests.trainer.runtime.train_cmd import train_argv
 from trainer.config.loader import parse_override
+from trainer.play.cli import main as play_main
 from trainer.play.export import INPUT_NAME, TOLERANCE, DeployedActor
 from trainer.play.hook import after_training
 from trainer.play.rollout import run_rollout
@@ -180,20 +181,15 @@ def test_a_requested_play_that_cannot_render_fails_train_and_names_mujoco_gl(
 
 
 def test_a_corrupt_checkpoint_is_an_input_error(
-    trained: tuple[Path, Path, str], tmp_path: Path
+    trained: tuple[Path, Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
     run, _, _ = trained
     copy = tmp_path / "run"
     shutil.copytree(run, copy)
     (copy / "model_4.pt").write_bytes(b"not a checkpoint")
-    proc = _play(str(copy), env=_env(tmp_path, "osmesa"))
-    assert proc.returncode == 2
-    assert (
-        proc.stderr.strip()
-        .splitlines()[-1]
-        .startswith(f"error: {copy / 'model_4.pt'} cannot be loaded")
-    )
-    assert (
-        load_strict(copy / "run_summary.json")["play"]
-        == load_strict(run / "run_summary.json")["play"]
-    )  # nothing recorded
+    monkeypatch.setenv("MUJOCO_GL", "disable")  # in process: never load Mesa here
+    assert play_main([str(copy)]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"error: {copy / 'model_4.pt'} cannot be loaded")
+    recorded = load_strict(copy / "run_summary.json")["play"]
+    assert recorded == load_strict(run / "run_summary.json")["play"]  # nothing recorded
