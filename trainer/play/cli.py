@@ -79,7 +79,7 @@ def _num(value: Any, spec: str) -> str:
         "Outputs go into the run directory by default and are recorded in its "
         "run_summary.json. Rendering uses MUJOCO_GL (default: egl with an NVIDIA driver, "
         "else osmesa).\n\n"
-        "Example: play logs/flashsac/g1_motion_tracking/2026-12-01T10:00:00Z_mujoco\n\n"
+        "Example: play logs/flashsac/g1_motion_tracking/2026-12-01T10-00-00Z_mujoco\n\n"
         "Exit 0 every output written; 1 a part failed; 2 bad input (nothing written)."
     )
 )
