@@ -33,8 +33,6 @@ __all__ = ["PlayOptions", "PlayOutputs", "default_outputs", "run_play"]
 
 VIDEO_NAME = "play.mp4"
 ONNX_NAME = "policy.onnx"
-FPS = 50
-"""Frames per second of the video: one frame per control step (ctrl_dt 0.02 s)."""
 VERIFY_ROWS = 1024
 """At most this many rollout observations (evenly spaced) check the ONNX export."""
 
@@ -115,7 +113,8 @@ def _render(
     render_s = encode_s = 0.0
     picks, strip = set(filmstrip_indices(rollout.num_frames)), []
     try:
-        with Mp4Writer(outputs.video, options.width, options.height, FPS) as writer:
+        fps = round(1.0 / rollout.ctrl_dt)  # one frame per control step: 50 for ctrl_dt 0.02 s
+        with Mp4Writer(outputs.video, options.width, options.height, fps) as writer:
             for k in range(rollout.num_frames):
                 t0 = time.perf_counter()
                 image = renderer.frame(rollout.robot_qpos[k], rollout.ref_qpos[k])
