@@ -10,7 +10,9 @@ first failure stops:
      (``learner_failure``, owner ``learner``) and exits 1. Nothing is spawned before it passes.
 
 Then ``trainer.runtime.learner_loop.run_training`` runs the collector/learner runtime and
-its result decides the exit code (0 iff the summary says ``completed``). SIGINT/SIGTERM
+its result decides the exit code (0 iff the summary says ``completed``); a completed run is
+then played unless ``training.no_play=true`` (``trainer.play.hook``: a failed play exits 1
+only when ``training.no_play=false`` was given explicitly). SIGINT/SIGTERM
 before training starts cancel the startup: exit 1, with an ``external_cancellation``
 summary once the run dir exists. This module is the trainer's only exit-code mapper;
 ``python -m trainer train ...`` (the soak's interpreter-pinned argv) lands here too.
@@ -319,9 +321,13 @@ def run_train(
         )
         error(f"cannot set up the run directory {state.run_dir or ''}: {err}")
         return EXIT_FAILED
+    from trainer.play.hook import after_training
     from trainer.runtime.learner_loop import run_training
 
     code = _exit_code(run_training(ctx))
+    code = after_training(
+        ctx.run_dir, no_play=ctx.training.no_play, overrides=state.loaded.overrides, code=code
+    )
     print_summary_table(ctx.run_dir)
     return code
 
@@ -338,6 +344,7 @@ def print_summary_table(run_dir: Path) -> None:
     from harness.evaluation_text import evaluation_rows
     from harness.jsonio import load_strict
     from trainer.evaluation.table import evaluation_rows
+    from trainer.play.record import summary_rows
 
     try:
         summary = load_strict(run_dir / "run_summary.json")
@@ -360,6 +367,7 @@ def print_summary_table(run_dir: Path) -> None:
         ("error", f"{summary.get('error_type')}: {error_text[0][:200]}" if error_text else "-"),
         ("run directory", str(run_dir)),
         *evaluation_rows(summary.get("evaluation")),
+        *summary_rows(summary),
     ]  # fmt: skip
     typer.echo(tabulate(rows, tablefmt="simple"))
 
@@ -367,8 +375,11 @@ def print_summary_table(run_dir: Path) -> None:
 @app.command(
     help=(
         "Train with the owner config selected by --algo/--task/--sim plus KEY=VALUE "
-        "overrides (VALUE is a JSON literal when it parses, else a string). Exit 0 iff the "
-        "run completed; 1 on failure; 2 on a usage or config error (nothing written)."
+        "overrides (VALUE is a JSON literal when it parses, else a string). A completed run "
+        "is then played (video and ONNX export, see play --help) unless "
+        "training.no_play=true. Exit 0 iff the run completed (1 also when play fails after "
+        "an explicit training.no_play=false); 1 on failure; 2 on a usage or config error "
+        "(nothing written)."
     )
 )
 def train(
@@ -405,4 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit code: 0 completed, 1 failed or cancelled, 2 usage/config error.
     """
-    return run_app(app, argv, prog="train", usage_suffix=" (see train --help)")
+    from trainer.play.hook import headless_training
+
+    with headless_training():  # the play child renders with the caller's MUJOCO_GL
+        return run_app(app, argv, prog="train", usage_suffix=" (see train --help)")

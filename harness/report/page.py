@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.report.figures import RESOURCES, TRAINING, Figure
+from harness.report.play import play_html
 from harness.report.rundata import RunData
 from harness.soak.trend import MIN_TREND_SAMPLES
 
@@ -466,6 +467,7 @@ def render_page(
             _failure_section(artifact, data),
             _run_section(artifact, data),
             _links_section(artifact, data, artifact_path),
+            play_html(artifact),
             _verdict_section(artifact),
             _section("Training", "training", training, _evaluation_table(data)),
             _section("Resources", "resources", resources),

@@ -631,6 +631,45 @@ def build_dataclass(cls: type, data: Mapping[str, Any], path: str) -> Any:
         raise ConfigError(f"{path}: {err}") from err
 
 
+def typed_sections(
+    container: Mapping[str, Any],
+    sections: Mapping[str, type] | None = None,
+    *,
+    source: str = "the config",
+    fix: str = "fix the owner file",
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Fill each section's dataclass from a resolved config in contract spelling.
+
+    ``load_config`` uses it on the merged owner chain; ``play`` on the ``config`` recorded in
+    a run's ``run_config.json``, so a run is replayed with exactly the values it trained with.
+
+    Returns:
+        ``(dataclass by section name, loader-consumed values by dotted key)``.
+
+    Raises:
+        ConfigError: a section is missing or unknown, or a value has the wrong type.
+    """
+    section_map = dict(sections) if sections is not None else section_types()
+    unknown = [k for k in container if k not in section_map]
+    if unknown:
+        raise ConfigError(
+            f"unknown config key '{unknown[0]}' in {source}; top-level "
+            f"sections are {', '.join(section_map)}"
+        )
+    built: dict[str, Any] = {}
+    loader_values: dict[str, Any] = {}
+    for name, cls in section_map.items():
+        if name not in container:
+            raise ConfigError(f"missing config section '{name}' in {source}")
+        try:
+            data, extras = _to_field_layout(name, cls, container[name])
+            built[name] = coerce(data, cls, name)
+        except _Mismatch as err:
+            raise ConfigError(f"{source}: {err.message()}; {fix}") from None
+        loader_values.update(extras)
+    return built, loader_values
+
+
 # ---------------------------------------------------------------------------------------
 # Entry point
 
@@ -689,25 +728,9 @@ def load_config(
         msg = " ".join(str(err).split())
         raise ConfigError(f"cannot resolve the owner chain of {files[-1]}: {msg}") from err
     assert isinstance(container, dict)
-    unknown = [k for k in container if k not in section_map]
-    if unknown:
-        raise ConfigError(
-            f"unknown config key '{unknown[0]}' in the owner chain; top-level "
-            f"sections are {', '.join(section_map)}"
-        )
-    built: dict[str, Any] = {}
-    loader_values: dict[str, Any] = {}
-    for name, cls in section_map.items():
-        if name not in container:
-            raise ConfigError(f"missing config section '{name}' in the owner chain of {files[-1]}")
-        try:
-            data, extras = _to_field_layout(name, cls, container[name])
-            built[name] = coerce(data, cls, name)
-        except _Mismatch as err:
-            raise ConfigError(
-                f"owner chain of {files[-1]}: {err.message()}; fix the owner file"
-            ) from None
-        loader_values.update(extras)
+    built, loader_values = typed_sections(
+        container, section_map, source=f"the owner chain of {files[-1]}"
+    )
     return LoadedConfig(
         algo=algo,
         task=task,

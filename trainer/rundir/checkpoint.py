@@ -110,7 +110,7 @@ def save_checkpoint(
     return target
 
 
-_LOAD_ERRORS = (OSError, EOFError, RuntimeError, ValueError, pickle.UnpicklingError)
+LOAD_ERRORS = (OSError, EOFError, RuntimeError, ValueError, pickle.UnpicklingError)
 """What ``torch.load`` raises for a missing, truncated, foreign or unsafe file."""
 
 
@@ -144,7 +144,7 @@ def peek_iteration(path: str | Path) -> int | None:
     """
     try:
         return int(load_checkpoint(path, mmap=True)["iteration"])
-    except _LOAD_ERRORS:
+    except LOAD_ERRORS:
         return None
 
 
@@ -152,7 +152,7 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """:func:`load_checkpoint` with every load failure as a one-line ``ResumeError``."""
     try:
         return load_checkpoint(path, map_location="cpu")
-    except _LOAD_ERRORS as err:
+    except LOAD_ERRORS as err:
         detail = " ".join(str(err).split())[:300]
         raise ResumeError(
             f"training.resume_from={path} cannot be loaded ({type(err).__name__}: {detail}); "

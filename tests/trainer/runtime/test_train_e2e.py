@@ -45,6 +45,8 @@ def test_tiny_cpu_training_run_passes_the_soak_checks(tmp_path, isolated_cache):
     summary = load_strict(run_dir / "run_summary.json")
     assert validate(summary, "run_summary.v1.json") == []
     assert summary["total_env_steps"] == (2 + 24) * 4
+    assert summary["play"]["status"] == "skipped"  # training.no_play=true, as the soak sets it
+    assert summary["play"]["reason"] == "training.no_play=true"
     ingress = summary["runtime_manifest"]["replay_ingress"]
     assert ingress["published_sequence"] == ingress["release_sequence"] == (2 + 24) * 4 // 2
     assert summary["runtime_manifest"]["backend_diagnostics"]["available"] is False

@@ -1,0 +1,166 @@
+"""What ``play`` plays: a run directory or one of its checkpoints, with the run's own configs.
+
+``play RUN_DIR`` takes the run's newest ``model_<iter>.pt``; ``play CHECKPOINT`` that file,
+whose folder must be the run directory ``train`` wrote (it holds ``run_config.json``). The
+task and algorithm configs are rebuilt from the ``config`` recorded in ``run_config.json``,
+so the policy is replayed with exactly the values it trained with, whatever the owner files
+say today. Every problem with the input is a :class:`PlayInputError` (exit 2).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import StrictJsonError
+from harness.jsonio import load_strict
+from trainer.config.errors import ConfigError
+from trainer.rundir.checkpoint import CHECKPOINT_PREFIX
+from trainer.rundir.run_config import RUN_CONFIG_FILE
+
+if TYPE_CHECKING:
+    from trainer.algo.config import FlashSacCfg
+    from trainer.algo.networks import Actor
+    from trainer.config.schema import TrainingCfg
+    from trainer.task.config import G1TrackingCfg
+
+__all__ = ["PlayInputError", "PlaySource", "find_checkpoint", "load_actor", "resolve_source"]
+
+_CHECKPOINT_RE = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)\.pt$")
+
+
+class PlayInputError(ValueError):
+    """The run directory or checkpoint cannot be played (``play`` exits 2)."""
+
+
+@dataclass(frozen=True)
+class PlaySource:
+    """A checkpoint and the run it belongs to."""
+
+    run_dir: Path
+    checkpoint: Path
+    run_config: dict[str, Any]
+    """``run_config.json`` as written by ``train``."""
+    task_cfg: G1TrackingCfg
+    algo_cfg: FlashSacCfg
+    training: TrainingCfg
+
+    @property
+    def git(self) -> dict[str, Any]:
+        """``{commit, branch, dirty}`` of the checkout that trained the run (nulls unknown)."""
+        return dict(self.run_config.get("run", {}).get("git") or {})
+
+
+def find_checkpoint(run_dir: Path) -> Path:
+    """The ``model_<iter>.pt`` with the highest iteration in ``run_dir``.
+
+    Raises:
+        PlayInputError: the directory holds no checkpoint.
+    """
+    found = [
+        (int(m.group(1)), p)
+        for p in run_dir.iterdir()
+        if p.is_file() and (m := _CHECKPOINT_RE.match(p.name))
+    ]
+    if not found:
+        msg = (
+            f"{run_dir} holds no model_<iter>.pt; train writes one at every "
+            "algo.save_interval and at the last iteration: pass a run directory that has one"
+        )
+        raise PlayInputError(msg)
+    return max(found)[1]
+
+
+def _read_run_config(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / RUN_CONFIG_FILE
+    try:
+        doc = load_strict(path)
+    except FileNotFoundError:
+        msg = (
+            f"{run_dir} has no run_config.json; play needs the run directory train wrote "
+            "(a checkpoint must stay in it)"
+        )
+        raise PlayInputError(msg) from None
+    except (OSError, StrictJsonError) as err:
+        raise PlayInputError(f"{path} is unreadable: {err}") from err
+    if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
+        raise PlayInputError(f"{path} has no 'config' object; it was not written by train")
+    return doc
+
+
+def resolve_source(target: Path) -> PlaySource:
+    """Turn ``play``'s argument into a :class:`PlaySource`.
+
+    Raises:
+        PlayInputError: missing path, no checkpoint, no or unreadable run_config.json, or a
+            recorded config that no longer fits the config dataclasses.
+    """
+    from trainer.config.loader import typed_sections
+
+    target = Path(target).expanduser()
+    if target.is_dir():
+        run_dir, checkpoint = target, find_checkpoint(target)
+    elif target.is_file():
+        if not _CHECKPOINT_RE.match(target.name):
+            msg = f"{target} is not a model_<iter>.pt; pass a run directory or a checkpoint"
+            raise PlayInputError(msg)
+        run_dir, checkpoint = target.parent, target
+    else:
+        msg = f"{target} does not exist; pass a run directory written by train or a model_<iter>.pt in one"
+        raise PlayInputError(msg)
+    run_config = _read_run_config(run_dir)
+    try:
+        built, _ = typed_sections(
+            run_config["config"],
+            source=f"{run_dir / RUN_CONFIG_FILE}",
+            fix="the run was written by an incompatible g1soak version; retrain it",
+        )
+    except ConfigError as err:
+        raise PlayInputError(str(err)) from err
+    return PlaySource(
+        run_dir=run_dir.resolve(),
+        checkpoint=checkpoint.resolve(),
+        run_config=run_config,
+        task_cfg=built["env"],
+        algo_cfg=built["algo"],
+        training=built["training"],
+    )
+
+
+def load_actor(source: PlaySource) -> tuple[Actor, int]:
+    """The checkpoint's actor on the CPU in eval mode, and the checkpoint's iteration.
+
+    Network sizes come from the checkpoint's ``meta`` (the recorded config where a key is
+    absent), so the state dict must match exactly.
+
+    Raises:
+        PlayInputError: the checkpoint is unreadable or its actor does not fit.
+    """
+    from trainer.algo.networks import Actor
+    from trainer.rundir.checkpoint import LOAD_ERRORS, load_checkpoint
+
+    try:
+        payload = load_checkpoint(source.checkpoint, map_location="cpu")
+    except LOAD_ERRORS as err:
+        detail = " ".join(str(err).split())[:300]
+        msg = f"{source.checkpoint} cannot be loaded ({type(err).__name__}: {detail}); pass a model_<iter>.pt written by train"
+        raise PlayInputError(msg) from err
+    meta = payload.get("meta") or {}
+    cfg = source.algo_cfg
+    actor = Actor(
+        int(meta.get("obs_dim", 160)),
+        int(meta.get("action_dim", 29)),
+        int(meta.get("actor_hidden_dim", cfg.actor_hidden_dim)),
+        int(meta.get("num_blocks", cfg.num_blocks)),
+    )
+    state = payload["learner"].get("actor")
+    if not isinstance(state, dict):
+        raise PlayInputError(f"{source.checkpoint}: the learner state has no 'actor' dict")
+    try:
+        actor.load_state_dict(state)
+    except RuntimeError as err:
+        detail = " ".join(str(err).split())[:300]
+        raise PlayInputError(f"{source.checkpoint}: the actor does not load ({detail})") from err
+    return actor.eval(), int(payload["iteration"])
