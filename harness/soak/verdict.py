@@ -375,12 +375,26 @@ def _replay_ingress_problems(summary: dict[str, Any], ingress: Any) -> list[tupl
     return out
 
 
-def _expected_checkpoints(run_config: dict[str, Any]) -> list[str]:
+def _reached_iteration(summary: dict[str, Any]) -> Any:
+    """The global iteration a time-budgeted run ended at (its last checkpoint's)."""
+    budget = summary.get("time_budget")
+    if isinstance(budget, dict) and "final_iteration" in budget:
+        return budget["final_iteration"]
+    limits = (summary.get("runtime_manifest") or {}).get("runtime_limits") or {}
+    start, done = limits.get("start_iteration", 0), summary.get("completed_iterations")
+    return start + done if is_exact_int(start) and is_exact_int(done) else None
+
+
+def _expected_checkpoints(run_config: dict[str, Any], summary: dict[str, Any]) -> list[str]:
     config = run_config.get("config")
     algo = config.get("algo") if isinstance(config, dict) else None
     if not isinstance(algo, dict):
         return []
     interval, max_iterations = algo.get("save_interval"), algo.get("max_iterations")
+    training = config.get("training") if isinstance(config, dict) else None
+    if isinstance(training, dict) and training.get("duration_seconds") is not None:
+        # A time budget ends the run where it was spent: the last checkpoint is there.
+        max_iterations = _reached_iteration(summary)
     # Only applies when run_config carries both as positive ints (CONTRACTS §1.3 soak-run).
     if not (
         is_exact_int(interval)
@@ -393,7 +407,7 @@ def _expected_checkpoints(run_config: dict[str, Any]) -> list[str]:
     return [f"model_{k}.pt" for k in iterations]
 
 
-def _missing_artifacts(log_dir: Path) -> list[str]:
+def _missing_artifacts(log_dir: Path, summary: dict[str, Any]) -> list[str]:
     """§8 step 4.4: run_config.json, exactly one event file, every implied checkpoint."""
     missing: list[str] = []
     config_path = log_dir / "run_config.json"
@@ -415,7 +429,9 @@ def _missing_artifacts(log_dir: Path) -> list[str]:
         missing.append(f"exactly one {EVENT_GLOB} (found {len(events)}: {', '.join(events)})")
     if isinstance(run_config, dict):
         missing += [
-            name for name in _expected_checkpoints(run_config) if not (log_dir / name).is_file()
+            name
+            for name in _expected_checkpoints(run_config, summary)
+            if not (log_dir / name).is_file()
         ]
     return missing
 
@@ -430,7 +446,7 @@ def _check_completed_run(summary: dict[str, Any], log_dir: Path, findings: _Find
     findings.add_violations(
         violations, "run_summary schema violation at {path}: {message}", "schema_violation"
     )
-    missing = _missing_artifacts(log_dir)
+    missing = _missing_artifacts(log_dir, summary)
     if missing:
         findings.add(
             f"run directory is missing required artifacts: {', '.join(missing)} (in {log_dir})",

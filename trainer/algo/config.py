@@ -28,8 +28,9 @@ class FlashSacCfg:
     num_envs: int = 2048
     """Parallel environments N (the soak passes 1024)."""
 
-    max_iterations: int = 25000
-    """Training iterations (update cycles) after warm-up (the soak passes 65000)."""
+    max_iterations: int | None = 25000
+    """Training iterations (update cycles) after warm-up (the soak passes 65000). Under a
+    time budget (``training.duration_seconds``) a cap, and null means no cap."""
 
     batch_size: int = 2048
     """Rows B per gradient update."""
@@ -143,6 +144,8 @@ class FlashSacCfg:
         )  # fmt: skip
         for key in positive_ints:
             value = getattr(self, key)
+            if key == "max_iterations" and value is None:
+                continue  # no cap: the time budget ends the run (trainer.config.checks)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 _fail(
                     f"algo.{key}={value!r} must be a positive integer; use e.g. {getattr(FlashSacCfg, key)}"
@@ -217,8 +220,10 @@ class FlashSacCfg:
         return warmup_ticks(self.learning_starts, self.batch_size, self.num_envs)
 
     @property
-    def total_env_steps(self) -> int:
-        """``(W + max_iterations) * num_envs`` (FLASHSAC.md §8)."""
+    def total_env_steps(self) -> int | None:
+        """``(W + max_iterations) * num_envs`` (FLASHSAC.md §8); None without a cap."""
+        if self.max_iterations is None:
+            return None
         return (self.warmup_ticks + self.max_iterations) * self.num_envs
 
     def resolved_target_entropy(self, action_dim: int) -> float:
