@@ -67,6 +67,10 @@ class Verdict:
         run_summary_error: why the summary could not be used (missing or invalid), else None.
         shutdown: ``runtime_manifest.shutdown`` verbatim when it is an object, else None.
         reasons: every reason in order (monitor reasons first).
+        run_dir_findings: the reasons these checks added, in order, each with the
+            classification it carried (what ``g1-soak rejudge`` replays).
+        trainer_classification: the producer's shutdown classification when it replaced
+            the classification at the end (failed runs), else None.
     """
 
     status: Literal["passed", "failed"]
@@ -77,6 +81,8 @@ class Verdict:
     run_summary_error: str | None
     shutdown: dict[str, Any] | None
     reasons: list[str] = field(default_factory=list)
+    run_dir_findings: list[tuple[str, str | None]] = field(default_factory=list)
+    trainer_classification: str | None = None
 
 
 class _Findings:
@@ -86,9 +92,12 @@ class _Findings:
         self.reasons = list(reasons)
         self.classification = classification
         self.replaced: str | None = None
+        self.replaced_with: str | None = None
+        self.added: list[tuple[str, str | None]] = []
 
     def add(self, reason: str, classification: str | None = None) -> None:
         self.reasons.append(reason)
+        self.added.append((reason, classification))
         if classification is not None and self.classification is None:
             self.classification = classification
 
@@ -224,7 +233,7 @@ def _check_failed_run(summary: dict[str, Any], findings: _Findings) -> None:
     findings.add(text)
     # The producer knows why it stopped: its classification replaces the monitor's (§8.3).
     findings.replaced = findings.classification
-    findings.classification = shutdown["classification"]
+    findings.classification = findings.replaced_with = shutdown["classification"]
 
 
 def _check_flight(manifest: dict[str, Any], findings: _Findings) -> None:
@@ -482,6 +491,8 @@ def _finish(
         run_summary_error=summary_error,
         shutdown=shutdown if isinstance(shutdown, dict) else None,
         reasons=findings.reasons,
+        run_dir_findings=list(findings.added),
+        trainer_classification=findings.replaced_with,
     )
 
 
