@@ -54,7 +54,7 @@ def test_a_20_minute_soak_of_the_real_cpu_trainer_has_bounded_trends(
         "algo.num_envs=16", "algo.batch_size=256", "algo.max_iterations=null",
         f"training.duration_seconds={budget_s}", "training.device=cpu", "training.no_play=true",
         "env.commands.motion.motion_file=motions/g1/synthetic_dance.npz",
-        "training.log_dir={log_dir}",
+        f"training.log_dir={log_dir}",  # soak-run's {log_dir} only replaces whole arguments
     ]  # fmt: skip
     soak = subprocess.run(
         [
