@@ -36,8 +36,6 @@ SOAK_OWNED_KEYS: tuple[str, ...] = (
     "algo.max_iterations",
     "training.duration_seconds",
 )
-OWNED_KEY_FLAGS = {"training.duration_seconds": "--duration-seconds"}
-"""Soak-owned keys whose flag is not one of --num-envs/--iterations/--log-dir."""
 SEED_ITERATIONS = 65000
 SEED_MIN_DURATION_S = 1800.0
 REMOVED_KEY_PREFIX = "env.tensor_runtime"
@@ -86,7 +84,7 @@ G1MinDurationOpt = Annotated[
     float | None,
     typer.Option(
         "--min-duration-seconds",
-        help="Fail if the trainer ends sooner (>= 0) [default: 1800, or --duration-seconds].",
+        help="Fail if the trainer ends sooner (>= 0); default 1800, or the --duration-seconds.",
         show_default=False,
         rich_help_panel=_MON,
     ),
@@ -141,7 +139,7 @@ TrendWarmupOpt = Annotated[
     float | None,
     typer.Option(
         "--trend-warmup-seconds",
-        help="Skip this long after training starts (>= 0) [default: scaled to the soak].",
+        help="Skip this long after training starts (>= 0); default: scaled to the soak.",
         show_default=False,
         rich_help_panel=_TREND,
     ),
@@ -150,7 +148,7 @@ TrendWindowOpt = Annotated[
     float | None,
     typer.Option(
         "--trend-min-window-seconds",
-        help="Shorter windows are insufficient_data (>= 0) [default: scaled to the soak].",
+        help="Shorter windows are insufficient_data (>= 0); default: scaled to the soak.",
         show_default=False,
         rich_help_panel=_TREND,
     ),
@@ -260,9 +258,14 @@ def check_overrides(overrides: Sequence[str]) -> None:
             )
     for text in overrides:
         key = override_key(text)
+        if key == "training.duration_seconds":
+            raise UsageError(
+                "'training.duration_seconds' is a soak-owned override; use --duration-seconds instead"
+            )
         if key in SOAK_OWNED_KEYS:
-            flags = OWNED_KEY_FLAGS.get(key, "--num-envs/--iterations/--log-dir")
-            raise UsageError(f"'{key}' is a soak-owned override; use {flags} instead")
+            raise UsageError(
+                f"'{key}' is a soak-owned override; use --num-envs/--iterations/--log-dir instead"
+            )
     for text in overrides:
         key = override_key(text)
         if key.startswith(REMOVED_KEY_PREFIX):
@@ -491,7 +494,7 @@ def g1_soak(
         int | None,
         typer.Option(
             "--iterations",
-            help="Training iterations (> 0) [default: 65000; with --duration-seconds: no cap].",
+            help="Training iterations (> 0); default 65000, with --duration-seconds an optional cap.",
             show_default=False,
         ),
     ] = None,
@@ -640,7 +643,7 @@ def rejudge(
         TrendMode | None,
         typer.Option(
             "--trend-mode",
-            help="enforce or report [default: the artifact's].",
+            help="enforce or report; default: the artifact's mode.",
             show_default=False,
             rich_help_panel=_TREND,
         ),

@@ -140,10 +140,11 @@ def early_warning(plan: SoakPlan | None, fc: Forecast) -> str | None:
     done = f"{fc.fraction:.0%} of the run"
     if fc.iterations_per_sec is not None:
         done += f", {fc.iterations_per_sec:,.1f} it/s"
+    end = fmt_clock(fc.projected_end_s)
+    minimum = _num(plan.min_duration_s)
     return (
-        f"warning: at {done} this soak will end near {fmt_clock(fc.projected_end_s)}, before "
-        f"--min-duration-seconds={_num(plan.min_duration_s)}, and fail; stop it (Ctrl-C) and "
-        f"{advice}"
+        f"warning: at {done} this soak will end near {end}, before --min-duration-seconds="
+        f"{minimum}, and fail; stop it (Ctrl-C) and {advice}"
     )
 
 

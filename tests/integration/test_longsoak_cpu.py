@@ -1,5 +1,5 @@
 """The long-soak check without a GPU: ``soak-run`` drives the real CPU trainer for a
-20-minute time budget, so the trend detector judges a real 20-minute trace (issue 15).
+20-minute time budget, so the trend detector judges a real 20-minute trace.
 
 Marked ``longsoak`` (and ``slow``): ``pyproject.toml`` deselects it by default, so
 ``uv run pytest`` (the CI command) never runs it. Run it on purpose with

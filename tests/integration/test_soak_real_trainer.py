@@ -65,7 +65,7 @@ def test_a_time_budgeted_soak_of_the_real_trainer_stops_on_time_and_resumes(
     tmp_path: Path, isolated_cache
 ) -> None:
     # A 2-second budget without an iteration cap: the trainer finalizes through the normal
-    # path wherever the budget ends, and every soak invariant holds (issue 15).
+    # path wherever the budget ends, and every soak invariant holds.
     log_dir, artifact = tmp_path / "run", tmp_path / "soak.json"
     tiny = ["algo.batch_size=8", "algo.learning_starts=2", "algo.save_interval=3"]
     soak = subprocess.run(

@@ -427,3 +427,54 @@ def test_the_seed_form_keeps_its_semantics(tmp_path: Path, captured: Captured) -
     assert "algo.max_iterations=3000" in call["command"]
     assert not any(a.startswith("training.duration_seconds") for a in call["command"])
     assert call["cfg"].min_duration_s == 1800
+
+
+def test_the_summary_table_shows_the_budget_what_was_reached_and_the_trend_window(
+    tmp_path: Path,
+) -> None:
+    artifact = {
+        "status": "passed",
+        "failure_classification": None,
+        "failure_reason": None,
+        "duration_s": 631.0,
+        "returncode": 0,
+        "resource_summary": dict.fromkeys(
+            [
+                "sample_count",
+                "max_process_count",
+                "max_process_rss_kib",
+                "max_gpu_used_memory_mib",
+                "max_eventfd_count",
+                "max_shared_memory_fd_count",
+                "residual_process_count",
+            ],
+            0,
+        ),
+        "budget": {
+            "kind": "duration",
+            "duration_s": 600.0,
+            "iterations": None,
+            "min_duration_s": 600.0,
+            "reached": {
+                "final_iteration": 71234,
+                "training_s": 600.012,
+                "stopped_by": "duration",
+            },
+        },
+        "resource_trends": {
+            "verdict": "bounded",
+            "mode": "enforce",
+            "series": {},
+            "warmup_s": 120.0,
+            "min_window_s": 300.0,
+            "window_rule": "scaled",
+            "planned_length_s": 600.0,
+        },
+    }
+    table = cli.render_summary(artifact, tmp_path / "a.json")
+    assert "budget                 600 s of training" in table
+    assert (
+        "reached                iteration 71,234 after 600.0 s of training (stopped by duration)"
+        in table
+    )
+    assert "trend window           warm-up 120 s, minimum 300 s (scaled to 600 s)" in table

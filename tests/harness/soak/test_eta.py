@@ -1,4 +1,4 @@
-"""The soak's forecast: iterations/s, ETA, clearing --min-duration-seconds (issue 15)."""
+"""The soak's forecast: iterations/s, ETA, clearing --min-duration-seconds."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``g1-soak rejudge``: an artifact's samples judged again with other trend settings, into a
-new artifact, the old one untouched (issue 15)."""
+new artifact, the old one untouched."""
 
 from __future__ import annotations
 

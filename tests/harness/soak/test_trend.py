@@ -220,7 +220,7 @@ def test_a_leak_added_to_the_recorded_trace_is_caught() -> None:
     assert report.series["rss_kib"].verdict == "growing"
 
 
-# -- windows scaled to the soak (issue 15) ----------------------------------------------
+# -- windows scaled to the soak ----------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """The live rate of progress.jsonl: env steps and iterations over the last 10 s of updates
-(issue 12 item 7: a steady run printed 6,770, 251,476 and 1,164,979 env steps/s)."""
+(a steady run printed 6,770, 251,476 and 1,164,979 env steps/s)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``training.duration_seconds``: a run that trains until its time budget is spent, then ends
-through the normal path with every soak invariant intact (issue 15). The budget's clock is
+through the normal path with every soak invariant intact. The budget's clock is
 injected (one second per reading), so where the run stops is exact, with no sleeps."""
 
 from __future__ import annotations
