@@ -333,3 +333,31 @@ def test_the_recorded_trace_with_scaled_windows_is_judged_and_bounded() -> None:
     assert report.windows.rule == "scaled" and report.windows.anchor == "progress_bytes"
     assert report.series["rss_kib"].verdict == "bounded"
     assert report.verdict == "bounded"
+
+
+def _longsoak_samples() -> list[dict]:
+    return power.load_samples(Path(__file__).parent / "data" / "recorded_cpu_longsoak.json")
+
+
+def test_the_recorded_20_minute_cpu_long_soak_is_bounded_with_scaled_windows() -> None:
+    samples = _longsoak_samples()
+    report = analyse_trends(
+        samples, thresholds=DEFAULT_THRESHOLDS, mode="enforce", planned_length_s=1200
+    )
+    assert (report.warmup_s, report.min_window_s) == (240, 600)
+    assert report.window_sample_count > 150
+    assert {k: v.verdict for k, v in report.series.items()} == {
+        "rss_kib": "bounded",
+        "fd_count": "bounded",
+        "eventfd_fds": "bounded",
+        "shared_memory_fds": "bounded",
+        "gpu_memory_mib": "unavailable",
+        "process_count": "bounded",
+    }
+
+
+def test_on_the_long_soaks_own_noise_120_mib_per_hour_is_caught_within_20_minutes() -> None:
+    (rss,) = power.plateaus(_longsoak_samples())
+    cell = power.measure(rss, 1200, stride=1, trials=100)
+    assert (cell.false_leaks_flat, cell.false_leaks_step) == (0, 0)
+    assert cell.min_detectable_per_hour is not None and cell.min_detectable_per_hour <= 120
