@@ -48,7 +48,7 @@ class Word(IntEnum):
     TEXT_LEN = 23  # collector: bytes used in the text area (diagnostics JSON)
     ERROR_LEN = 24  # collector: bytes used in the error area
     COLLECTOR_PID = 25  # collector: its own pid
-    TICK_LIMIT = 27  # learner: ticks of this run; lowered once when the time budget ends it
+    TICK_LIMIT = 29  # learner: ticks of this run; lowered once when the time budget ends it
 
 
 NUM_WORDS = 32
