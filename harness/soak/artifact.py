@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from harness.jsonio import write_json_atomic
 from harness.schemas import validate
+from harness.soak.eta import SoakPlan
 from harness.soak.launch import CONSOLE_LOG_NAME
 from harness.soak.trend import TrendReport
-from harness.soak.verdict import judge_run_dir, resource_summary_fields
+from harness.soak.verdict import Verdict, judge_run_dir, resource_summary_fields
 
 if TYPE_CHECKING:
     from harness.soak.monitor import MonitorCfg, SoakResult
@@ -48,6 +49,10 @@ class ArtifactInputs:
     log_dir: Path
     monitor_reasons: Sequence[str]
     monitor_classification: str | None
+    monitor_findings: Sequence[dict[str, Any]] = ()
+    """The monitor's reasons with their check and classification, in order."""
+    plan: SoakPlan | None = None
+    plan_warning: str | None = None
 
 
 def _number(value: Any) -> int | float | None:
@@ -85,6 +90,57 @@ def resource_summary(
         "residual_process_count": residual_count,
         # ipc_event_count, max_in_flight, max_publication_lag, replay_ingress_*
         **resource_summary_fields(run_summary),
+    }
+
+
+def _exact_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def budget_record(
+    plan: SoakPlan | None, warning: str | None, run_summary: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """``budget``: what the soak was sized to and what the trainer reached (addition)."""
+    summary = run_summary or {}
+    time_budget = summary.get("time_budget")
+    time_budget = time_budget if isinstance(time_budget, Mapping) else {}
+    limits = (summary.get("runtime_manifest") or {}).get("runtime_limits")
+    limits = limits if isinstance(limits, Mapping) else {}
+    completed = _exact_int(summary.get("completed_iterations"))
+    final = _exact_int(time_budget.get("final_iteration"))
+    start = _exact_int(limits.get("start_iteration"))
+    if final is None and completed is not None:
+        final = completed + (start or 0)
+    training_s = _number(time_budget.get("training_seconds"))
+    if training_s is None:
+        training_s = _number(summary.get("training_wall_time_sec"))
+    stopped_by = time_budget.get("stopped_by")
+    plan_doc = (plan or SoakPlan(None, None, 0.0)).to_json()
+    if plan is None:
+        plan_doc["kind"] = None
+    return {
+        **plan_doc,
+        "reached": {
+            "final_iteration": final,
+            "completed_iterations": completed,
+            "training_s": training_s,
+            "total_env_steps": _exact_int(summary.get("total_env_steps")),
+            "stopped_by": stopped_by if stopped_by in ("iterations", "duration") else None,
+        },
+        "early_warning": warning,
+    }
+
+
+def judgement_record(inputs: ArtifactInputs, verdict: Verdict) -> dict[str, Any]:
+    """``judgement``: every finding in order with its classification (addition), so
+    ``g1-soak rejudge`` can swap the trend finding and replay the verdict exactly."""
+    return {
+        "monitor_findings": [dict(f) for f in inputs.monitor_findings],
+        "run_dir_findings": [
+            {"reason": reason, "classification": classification}
+            for reason, classification in verdict.run_dir_findings
+        ],
+        "trainer_classification": verdict.trainer_classification,
     }
 
 
@@ -126,6 +182,8 @@ def assemble_artifact(inputs: ArtifactInputs) -> dict[str, Any]:
         ),
         "resource_trends": inputs.trends.to_json(),
         "learning": verdict.learning,
+        "budget": budget_record(inputs.plan, inputs.plan_warning, verdict.run_summary),
+        "judgement": judgement_record(inputs, verdict),
         "shutdown": verdict.shutdown,
         "post_shutdown": {
             "residual_processes": list(inputs.residual_processes),

@@ -24,6 +24,7 @@ from harness.cli_app import run_app
 from harness.errors import UsageError
 from harness.evaluation_text import metrics_text
 from harness.jsonio import dumps_strict
+from harness.soak.eta import SoakPlan
 from harness.soak.learning import DEFAULT_MARGIN, LearningCfg, learning_cfg
 from harness.soak.trend import SERIES, TrendThresholdError, parse_threshold_overrides
 
@@ -36,7 +37,10 @@ SOAK_OWNED_KEYS: tuple[str, ...] = (
     "training.log_dir",
     "algo.num_envs",
     "algo.max_iterations",
+    "training.duration_seconds",
 )
+SEED_ITERATIONS = 65000
+SEED_MIN_DURATION_S = 1800.0
 REMOVED_KEY_PREFIX = "env.tensor_runtime"
 REMOVED_KEY_MESSAGE = (
     "{key} was removed (no alias): tensor execution is a runtime invariant and the device "
@@ -82,6 +86,15 @@ MinDurationOpt = Annotated[
     typer.Option(
         "--min-duration-seconds",
         help="Fail if the trainer ends sooner (>= 0).",
+        rich_help_panel=_MON,
+    ),
+]
+G1MinDurationOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--min-duration-seconds",
+        help="Fail if the trainer ends sooner (>= 0); default 1800, or the --duration-seconds.",
+        show_default=False,
         rich_help_panel=_MON,
     ),
 ]
@@ -132,18 +145,20 @@ TrendThresholdOpt = Annotated[
     ),
 ]
 TrendWarmupOpt = Annotated[
-    float,
+    float | None,
     typer.Option(
         "--trend-warmup-seconds",
-        help="Skip this long after first progress (>= 0).",
+        help="Skip this long after training starts (>= 0); default: scaled to the soak.",
+        show_default=False,
         rich_help_panel=_TREND,
     ),
 ]
 TrendWindowOpt = Annotated[
-    float,
+    float | None,
     typer.Option(
         "--trend-min-window-seconds",
-        help="Shorter windows are insufficient_data (>= 0).",
+        help="Shorter windows are insufficient_data (>= 0); default: scaled to the soak.",
+        show_default=False,
         rich_help_panel=_TREND,
     ),
 ]
@@ -182,8 +197,8 @@ def _check_positive(flag: str, value: float) -> None:
         raise UsageError(f"{flag}={value:g} must be a number > 0")
 
 
-def _check_non_negative(flag: str, value: float) -> None:
-    if not math.isfinite(value) or value < 0:
+def _check_non_negative(flag: str, value: float | None) -> None:
+    if value is not None and (not math.isfinite(value) or value < 0):
         raise UsageError(f"{flag}={value:g} must be a number >= 0")
 
 
@@ -193,9 +208,9 @@ def checked_timing(
     stale: float,
     grace: float,
     min_duration: float,
-    warmup: float,
-    window: float,
-) -> dict[str, float]:
+    warmup: float | None,
+    window: float | None,
+) -> dict[str, float | None]:
     """The monitor's timing flags (shared by g1-soak and soak-run), bounds-checked."""
     _check_non_negative("--min-duration-seconds", min_duration)
     _check_positive("--sample-interval-seconds", sample)
@@ -277,6 +292,10 @@ def check_overrides(overrides: Sequence[str]) -> None:
             )
     for text in overrides:
         key = override_key(text)
+        if key == "training.duration_seconds":
+            raise UsageError(
+                "'training.duration_seconds' is a soak-owned override; use --duration-seconds instead"
+            )
         if key in SOAK_OWNED_KEYS:
             raise UsageError(
                 f"'{key}' is a soak-owned override; use --num-envs/--iterations/--log-dir instead"
@@ -298,9 +317,17 @@ def motion_override(motion: str | None) -> tuple[str | None, str]:
 
 
 def build_g1_command(
-    *, sim: str, num_envs: int, iterations: int, log_dir: Path, extras: Sequence[str]
+    *,
+    sim: str,
+    num_envs: int,
+    iterations: int | None,
+    log_dir: Path,
+    extras: Sequence[str],
+    duration_s: float | None = None,
 ) -> list[str]:
-    """The interpreter-pinned trainer argv of CONTRACTS §1.2."""
+    """The interpreter-pinned trainer argv of CONTRACTS §1.2; a time budget adds
+    ``training.duration_seconds`` and makes ``algo.max_iterations`` a cap (null: none)."""
+    budget = [] if duration_s is None else [f"training.duration_seconds={_fmt_number(duration_s)}"]
     return [
         sys.executable,
         "-m",
@@ -313,7 +340,8 @@ def build_g1_command(
         "--sim",
         sim,
         f"algo.num_envs={num_envs}",
-        f"algo.max_iterations={iterations}",
+        f"algo.max_iterations={'null' if iterations is None else iterations}",
+        *budget,
         "training.no_play=true",
         f"training.log_dir={log_dir}",
         *extras,
@@ -332,6 +360,35 @@ def _load_schemas() -> None:
     from harness.soak.learning import EVALUATION_SCHEMA
 
     preload((RUN_SUMMARY_SCHEMA, MANIFEST_SCHEMA, SCHEMA_FILE, EVALUATION_SCHEMA))
+
+
+def _fmt_number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def resolve_plan(
+    iterations: int | None, duration_s: float | None, min_duration_s: float | None
+) -> SoakPlan:
+    """The soak's size: the seed form (``--iterations``, default 65000, minimum 1800 s)
+    or the time-budgeted form (``--duration-seconds``, ``--iterations`` an optional cap,
+    minimum = the budget unless given). Raises UsageError on bad bounds."""
+    if iterations is not None and iterations <= 0:
+        raise UsageError(f"--iterations={iterations} must be an integer > 0")
+    if duration_s is None:
+        minimum = SEED_MIN_DURATION_S if min_duration_s is None else min_duration_s
+        return SoakPlan(SEED_ITERATIONS if iterations is None else iterations, None, minimum)
+    if not math.isfinite(duration_s) or duration_s <= 0:
+        raise UsageError(
+            f"--duration-seconds={duration_s:g} must be a number of seconds > 0, e.g. 1800"
+        )
+    minimum = duration_s if min_duration_s is None else min_duration_s
+    if minimum > duration_s:
+        raise UsageError(
+            f"--min-duration-seconds={minimum:g} exceeds --duration-seconds={duration_s:g}: the "
+            "trainer stops training when its budget is spent, so the soak would fail; raise "
+            f"--duration-seconds to {minimum:g} or lower --min-duration-seconds"
+        )
+    return SoakPlan(iterations, float(duration_s), minimum)
 
 
 def _fmt(value: Any) -> str:
@@ -357,7 +414,9 @@ def render_summary(artifact: dict[str, Any], artifact_path: Path) -> str:
             f"{_fmt(summary['max_eventfd_count'])} / {_fmt(summary['max_shared_memory_fd_count'])}",
         ),
         ("residual processes", _fmt(summary["residual_process_count"])),
+        *_budget_rows(artifact.get("budget")),
         ("trend verdict", f"{_fmt(trends.get('verdict'))} ({_fmt(trends.get('mode'))})"),
+        *_window_rows(trends),
     ]
     for name, series in (trends.get("series") or {}).items():
         slope = series.get("slope_per_hour")
@@ -392,6 +451,36 @@ def learning_rows(learning: dict[str, Any] | None) -> list[tuple[str, str]]:
         if evaluation.get(key) is not None:
             rows.append((label, _point_text(by_iteration.get(evaluation[key]))))
     return rows
+
+
+def _budget_rows(budget: dict[str, Any] | None) -> list[tuple[str, str]]:
+    if not budget or budget.get("kind") is None:
+        return []
+    if budget["kind"] == "duration":
+        cap = budget["iterations"]
+        plan = f"{budget['duration_s']:g} s of training" + (
+            f", cap {cap:,} iterations" if cap else ""
+        )
+    else:
+        plan = f"{budget['iterations']:,} iterations"
+    reached = budget["reached"]
+    got = "-"
+    if reached.get("final_iteration") is not None:
+        got = f"iteration {reached['final_iteration']:,}"
+        if reached.get("training_s") is not None:
+            got += f" after {reached['training_s']:.1f} s of training"
+        if reached.get("stopped_by"):
+            got += f" (stopped by {reached['stopped_by']})"
+    return [("budget", plan), ("reached", got)]
+
+
+def _window_rows(trends: dict[str, Any]) -> list[tuple[str, str]]:
+    if "window_rule" not in trends:
+        return []
+    text = f"warm-up {trends['warmup_s']:g} s, minimum {trends['min_window_s']:g} s"
+    if trends["window_rule"] == "scaled" and trends.get("planned_length_s") is not None:
+        text += f" (scaled to {trends['planned_length_s']:g} s)"
+    return [("trend window", text)]
 
 
 def _finish(result: Any, json_out: bool) -> int:
@@ -431,9 +520,10 @@ def _monitor_cfg(
     min_duration: float,
     mode: TrendMode,
     thresholds: list[str] | None,
-    warmup: float,
-    window: float,
+    warmup: float | None,
+    window: float | None,
     learning: LearningCfg,
+    plan: SoakPlan | None = None,
 ):
     from harness.soak.monitor import MonitorCfg
 
@@ -452,6 +542,7 @@ def _monitor_cfg(
         trend_warmup_s=warmup,
         trend_min_window_s=window,
         learning=learning,
+        plan=plan,
     )
 
 
@@ -464,10 +555,24 @@ def g1_soak(
     log_dir: LogDirOpt,
     output: OutputOpt,
     num_envs: Annotated[int, typer.Option("--num-envs", help="Parallel envs (> 0).")] = 1024,
+    duration_seconds: Annotated[
+        float | None,
+        typer.Option(
+            "--duration-seconds",
+            help="Train this many seconds, then finish normally (> 0); --iterations is then "
+            "an optional cap. The canonical soak: 1800.",
+            show_default=False,
+        ),
+    ] = None,
     iterations: Annotated[
-        int, typer.Option("--iterations", help="Training iterations (> 0).")
-    ] = 65000,
-    min_duration_seconds: MinDurationOpt = 1800.0,
+        int | None,
+        typer.Option(
+            "--iterations",
+            help="Training iterations (> 0); default 65000, with --duration-seconds an optional cap.",
+            show_default=False,
+        ),
+    ] = None,
+    min_duration_seconds: G1MinDurationOpt = None,
     sample_interval_seconds: SampleOpt = 5.0,
     startup_timeout_seconds: StartupOpt = 900.0,
     stale_progress_seconds: StaleOpt = 300.0,
@@ -491,25 +596,33 @@ def g1_soak(
     ] = None,
     trend_mode: TrendModeOpt = TrendMode.enforce,
     trend_threshold: TrendThresholdOpt = None,
-    trend_warmup_seconds: TrendWarmupOpt = 300.0,
-    trend_min_window_seconds: TrendWindowOpt = 600.0,
+    trend_warmup_seconds: TrendWarmupOpt = None,
+    trend_min_window_seconds: TrendWindowOpt = None,
     learning_mode: LearningModeOpt = LearningMode.enforce,
     learning_margin: LearningMarginOpt = DEFAULT_MARGIN,
     min_success_rate: MinSuccessOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Soak the canonical FlashSAC / G1 motion-tracking run and judge it (CONTRACTS §1.2)."""
+    """Soak the canonical FlashSAC / G1 motion-tracking run and judge it (CONTRACTS §1.2).
+
+    Example (the canonical, time-budgeted soak; docs/guide.md):
+
+        g1-soak --duration-seconds 1800 --log-dir $PWD/logs/soak --output $PWD/soak.json
+
+    Re-judge an artifact's trends with other settings: g1-soak rejudge --help.
+    """
     from harness.soak.monitor import run_soak
 
     # Pre-launch order: types (typer) -> bounds -> paths -> override syntax -> reserved
     # keys -> removed keys -> trend thresholds.
     if num_envs <= 0:
         raise UsageError(f"--num-envs={num_envs} must be an integer > 0")
-    if iterations <= 0:
-        raise UsageError(f"--iterations={iterations} must be an integer > 0")
+    if min_duration_seconds is not None:
+        _check_non_negative("--min-duration-seconds", min_duration_seconds)
+    plan = resolve_plan(iterations, duration_seconds, min_duration_seconds)
     timing = checked_timing(
         sample_interval_seconds, startup_timeout_seconds, stale_progress_seconds,
-        post_shutdown_grace_seconds, min_duration_seconds, trend_warmup_seconds,
+        post_shutdown_grace_seconds, plan.min_duration_s, trend_warmup_seconds,
         trend_min_window_seconds,
     )  # fmt: skip
     learning = learning_cfg(learning_mode.value, learning_margin, min_success_rate)
@@ -525,7 +638,9 @@ def g1_soak(
         motion_id = next(
             (o.split("=", 1)[1] for o in user if override_key(o) == MOTION_KEY), motion_id
         )
-    cfg = _monitor_cfg(mode=trend_mode, thresholds=trend_threshold, learning=learning, **timing)
+    cfg = _monitor_cfg(
+        mode=trend_mode, thresholds=trend_threshold, learning=learning, plan=plan, **timing
+    )
     extras: list[str] = []
     if not any(override_key(o) == "algo.save_interval" for o in user):
         extras.append(DEFAULT_SAVE_INTERVAL_OVERRIDE)
@@ -533,7 +648,12 @@ def g1_soak(
         extras.append(motion_extra)
     extras.extend(user)
     command = build_g1_command(
-        sim=sim.value, num_envs=num_envs, iterations=iterations, log_dir=log_dir, extras=extras
+        sim=sim.value,
+        num_envs=num_envs,
+        iterations=plan.iterations,
+        log_dir=log_dir,
+        extras=extras,
+        duration_s=plan.duration_s,
     )
     _load_schemas()
     _make_parent(output)
@@ -560,14 +680,18 @@ def soak_run(
     post_shutdown_grace_seconds: GraceOpt = 10.0,
     trend_mode: TrendModeOpt = TrendMode.enforce,
     trend_threshold: TrendThresholdOpt = None,
-    trend_warmup_seconds: TrendWarmupOpt = 300.0,
-    trend_min_window_seconds: TrendWindowOpt = 600.0,
+    trend_warmup_seconds: TrendWarmupOpt = None,
+    trend_min_window_seconds: TrendWindowOpt = None,
     learning_mode: LearningModeOpt = LearningMode.report,
     learning_margin: LearningMarginOpt = DEFAULT_MARGIN,
     min_success_rate: MinSuccessOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Soak any trainer command that honours the run-directory contract (CONTRACTS §1.3)."""
+    """Soak any trainer command that honours the run-directory contract (CONTRACTS §1.3).
+
+    Example: soak-run --min-duration-seconds 0 --log-dir $PWD/logs/x --output $PWD/x.json
+    -- python my_trainer.py --out {log_dir}
+    """
     from harness.soak.monitor import run_soak
 
     timing = checked_timing(
@@ -589,9 +713,79 @@ def soak_run(
     raise typer.Exit(_finish(result, json_out))
 
 
+# -- g1-soak rejudge ----------------------------------------------------------------
+rejudge_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+@rejudge_app.command()
+def rejudge(
+    artifact: Annotated[
+        Path, typer.Argument(help="Absolute path of the soak artifact to re-judge (read only).")
+    ],
+    output: Annotated[
+        Path, typer.Option("--output", help="Absolute path of the new artifact (must not exist).")
+    ],
+    trend_mode: Annotated[
+        TrendMode | None,
+        typer.Option(
+            "--trend-mode",
+            help="enforce or report; default: the artifact's mode.",
+            show_default=False,
+            rich_help_panel=_TREND,
+        ),
+    ] = None,
+    trend_threshold: TrendThresholdOpt = None,
+    trend_warmup_seconds: TrendWarmupOpt = None,
+    trend_min_window_seconds: TrendWindowOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Judge an artifact's samples again with other trend settings; write a NEW artifact.
+
+    The old artifact is never modified. Thresholds start from the artifact's own; windows
+    are scaled to the soak unless given. Exit 0 if the re-judged soak passes, 1 if not.
+
+    Example: g1-soak rejudge $PWD/soak.json --output $PWD/soak-strict.json
+    --trend-threshold rss_kib=32768:8192
+    """
+    from harness.soak import rejudge as rejudge_mod
+    from harness.soak.monitor import SoakResult
+
+    _check_non_negative("--trend-warmup-seconds", trend_warmup_seconds)
+    _check_non_negative("--trend-min-window-seconds", trend_min_window_seconds)
+    doc, raw = rejudge_mod.load_artifact(artifact)
+    rejudge_mod.check_output(output, artifact)
+    try:
+        rejudge_mod.thresholds_of(doc, trend_threshold or [])
+    except TrendThresholdError as err:
+        raise UsageError(str(err)) from err
+    new = rejudge_mod.rejudge(
+        doc,
+        source=artifact,
+        source_bytes=raw,
+        mode=None if trend_mode is None else trend_mode.value,
+        threshold_specs=list(trend_threshold or []),
+        warmup_s=trend_warmup_seconds,
+        min_window_s=trend_min_window_seconds,
+    )
+    try:
+        rejudge_mod.write_rejudged(new, output)
+    except (OSError, ValueError, RuntimeError) as err:
+        result = SoakResult(new, output, False, f"{type(err).__name__}: {err}")
+    else:
+        result = SoakResult(new, output, True, None)
+    raise typer.Exit(_finish(result, json_out))
+
+
 def g1_soak_main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``g1-soak``."""
-    return run_app(g1_soak_app, argv, prog="g1-soak")
+    """Entry point of ``g1-soak`` (and of ``g1-soak rejudge ...``)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["rejudge"]:
+        code = run_app(rejudge_app, args[1:], prog="g1-soak rejudge")
+    else:
+        code = run_app(g1_soak_app, args, prog="g1-soak")
+    if argv is None:
+        sys.exit(code)
+    return code
 
 
 def soak_run_main(argv: Sequence[str] | None = None) -> int:

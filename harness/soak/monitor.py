@@ -25,11 +25,21 @@ from harness.procfs import is_same_process, read_stat
 from harness.soak import launch as launch_mod
 from harness.soak.artifact import ArtifactInputs, build_and_write_artifact
 from harness.soak.context import build_context
+from harness.soak.eta import SoakPlan, early_warning, forecast, min_duration_reason, status_fields
 from harness.soak.gpu import GpuSample, GpuSampler
 from harness.soak.learning import LearningCfg
 from harness.soak.proctree import ProcessTreeSampler, descendants, snapshot_process
 from harness.soak.progress import ProgressSample, sample_progress
-from harness.soak.trend import DEFAULT_THRESHOLDS, Threshold, TrendReport, analyse_trends
+from harness.soak.trend import (
+    DEFAULT_THRESHOLDS,
+    TREND_CHECK,
+    TREND_CLASSIFICATION,
+    Threshold,
+    TrendReport,
+    analyse_trends,
+    planned_length,
+    trend_failure,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -51,8 +61,12 @@ class MonitorCfg:
     trend_mode: str = "enforce"
     """``enforce``: a growing trend fails the soak; ``report``: only recorded."""
     trend_thresholds: dict[str, Threshold] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
-    trend_warmup_s: float = 300.0
-    trend_min_window_s: float = 600.0
+    trend_warmup_s: float | None = None
+    """Seconds after the trend anchor to skip; None: scaled to the soak (trend.scaled_windows)."""
+    trend_min_window_s: float | None = None
+    """Shorter windows are insufficient_data; None: scaled to the soak."""
+    plan: SoakPlan | None = None
+    """What the soak was sized to (g1-soak); None: read from the trainer's run_config.json."""
     learning: LearningCfg = field(default_factory=LearningCfg)
     """The learning verdict's mode and thresholds (harness.soak.learning)."""
 
@@ -117,17 +131,25 @@ def _fmt_elapsed(seconds: float) -> str:
     return f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def status_line(sample: dict[str, Any]) -> str:
-    """The live one-line status (elapsed, iteration/steps, RSS, GPU memory, FDs)."""
+def _count(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "?"
+
+
+def status_line(sample: dict[str, Any], plan: SoakPlan | None = None) -> str:
+    """The live one-line status: elapsed, iteration/steps, the trainer's windowed env
+    steps/s and it/s with the ETA against the plan, processes, RSS, GPU memory, FDs."""
     proc = sample["process"]
     classes = proc["fd_classes_total"]
     gpu = sample["gpu"]
     last = sample["progress"].get("last") or {}
     parts = [f"[{_fmt_elapsed(sample['elapsed_s'])}]"]
     if last:
+        target = f"/{plan.iterations:,}" if plan is not None and plan.iterations else ""
         parts.append(
-            f"{last.get('phase', '?')} iter {last.get('iteration', '?')} steps {last.get('total_env_steps', '?')}"
+            f"{last.get('phase', '?')} iter {_count(last.get('iteration'))}{target} "
+            f"steps {_count(last.get('total_env_steps'))}"
         )
+        parts.extend(status_fields(plan, forecast(plan, sample["elapsed_s"], last)))
     else:
         parts.append(f"progress {_fmt_bytes(sample['progress']['bytes_total'])}")
     parts.append(f"procs {proc['process_count']}")
@@ -148,6 +170,16 @@ class StatusPrinter:
         self.stream = stream
         self.tty = bool(stream is not None and hasattr(stream, "isatty") and stream.isatty())
         self._drawn = False
+
+    def warn(self, line: str) -> None:
+        """A line that stays on screen (after the redrawn status line, on a TTY)."""
+        if self.stream is None:
+            return
+        if self.tty and self._drawn:
+            self.stream.write("\n")
+            self._drawn = False
+        self.stream.write(line + "\n")
+        self.stream.flush()
 
     def show(self, line: str) -> None:
         if self.stream is None:
@@ -224,14 +256,31 @@ class SoakMonitor:
         self.termination_timeout_s = termination_timeout_s
         self.reasons: list[str] = []
         self.classification: str | None = None
+        self.findings: list[dict[str, Any]] = []
+        """Every monitor reason in order with its check and classification (rejudge)."""
+        self.plan: SoakPlan | None = cfg.plan
+        self.warning: str | None = None
         self.samples: list[dict[str, Any]] = []
         self.seen: dict[tuple[int, int], dict[str, Any]] = {}
         self.termination: list[str] = []
 
-    def _fail(self, reason: str, classification: str | None) -> None:
+    def _fail(self, reason: str, classification: str | None, check: str = "monitor") -> None:
         self.reasons.append(reason)
+        self.findings.append({"check": check, "reason": reason, "classification": classification})
         if classification is not None and self.classification is None:
             self.classification = classification
+
+    def _watch_plan(self, sample: dict[str, Any]) -> None:
+        """Learn the plan from run_config.json if not given; warn once if the run will end
+        before the minimum duration."""
+        if self.plan is None:
+            self.plan = _plan_from_run_config(self.log_dir, self.cfg.min_duration_s)
+        if self.warning is not None:
+            return
+        last = sample["progress"].get("last")
+        self.warning = early_warning(self.plan, forecast(self.plan, sample["elapsed_s"], last))
+        if self.warning is not None:
+            self.printer.warn(self.warning)
 
     # -- sampling -------------------------------------------------------------------
     def _take_sample(
@@ -292,10 +341,11 @@ class SoakMonitor:
                 sample, progress = self._take_sample(now - t0, tree, gpu)
                 verdict = liveness.check(sample["elapsed_s"], progress.bytes_total)
                 self.samples.append(sample)
-                self.printer.show(status_line(sample))
+                self._watch_plan(sample)
+                self.printer.show(status_line(sample, self.plan))
                 launch_mod.reap_orphans(keep=trainer.pid)
                 if verdict is not None:
-                    self._fail(*verdict)
+                    self._fail(*verdict, check="liveness")
                     return None
                 if trainer.poll() is not None:
                     return time.monotonic()
@@ -307,7 +357,11 @@ class SoakMonitor:
                     next_t = t0 + tick * interval
                 self._wait(trainer, pidfd, cancel, next_t - now)
                 if cancel.signame is not None:
-                    self._fail(f"soak cancelled by {cancel.signame}", "external_cancellation")
+                    self._fail(
+                        f"soak cancelled by {cancel.signame}",
+                        "external_cancellation",
+                        "cancellation",
+                    )
                     return None
                 if trainer.poll() is not None:
                     return time.monotonic()
@@ -388,23 +442,21 @@ class SoakMonitor:
             exit_t = time.monotonic()
         duration_s = exit_t - trainer.started_monotonic
         if returncode is not None and returncode != 0 and not self.reasons:
-            self._fail(f"trainer exited with returncode {returncode}", None)
+            self._fail(f"trainer exited with returncode {returncode}", None, "returncode")
         if not terminated and duration_s < self.cfg.min_duration_s:
-            self._fail(
-                f"soak completed before min_duration_seconds={_num(self.cfg.min_duration_s)}",
-                None,
-            )
+            plan = self.plan or SoakPlan(None, None, self.cfg.min_duration_s)
+            self._fail(min_duration_reason(plan, duration_s, self.samples), None, "min_duration")
         trends = self._trends()
-        if trends.verdict == "growing" and trends.mode == "enforce":
-            self._fail(
-                "sustained resource growth: " + ", ".join(trends.growing_reasons()),
-                "resource_leak",
-            )
+        reason = trend_failure(trends)
+        if reason is not None:
+            self._fail(reason, TREND_CLASSIFICATION, TREND_CHECK)
         self._sleep_grace(cancel)
         residual = self._residuals(tree)
         if residual:
             pids = ", ".join(str(p["pid"]) for p in residual)
-            self._fail(f"residual child processes after shutdown: {pids}", "resource_leak")
+            self._fail(
+                f"residual child processes after shutdown: {pids}", "resource_leak", "residuals"
+            )
         return returncode, duration_s, trends, residual
 
     # -- the whole soak -------------------------------------------------------------
@@ -477,6 +529,9 @@ class SoakMonitor:
                 log_dir=self.log_dir,
                 monitor_reasons=list(self.reasons),
                 monitor_classification=self.classification,
+                monitor_findings=list(self.findings),
+                plan=self.plan,
+                plan_warning=self.warning,
             )
             return build_and_write_artifact(inputs, self.output)
         finally:
@@ -489,6 +544,7 @@ class SoakMonitor:
             mode=self.cfg.trend_mode,
             warmup_s=self.cfg.trend_warmup_s,
             min_window_s=self.cfg.trend_min_window_s,
+            planned_length_s=planned_length(self.plan),
         )
 
     def _trends_or_empty(self) -> TrendReport:
@@ -503,6 +559,26 @@ class SoakMonitor:
         while (remaining := deadline - time.monotonic()) > 0:
             launch_mod.reap_orphans(keep=None)
             time.sleep(min(remaining, 0.1))
+
+
+def _plan_from_run_config(log_dir: Path, min_duration_s: float) -> SoakPlan | None:
+    """The plan of a trainer whose run_config.json carries algo.max_iterations and
+    training.duration_seconds (this repository's ``train``); None until it exists."""
+    from harness.errors import StrictJsonError
+    from harness.jsonio import load_strict
+
+    path = log_dir / "run_config.json"
+    if not path.is_file():
+        return None
+    try:
+        config = load_strict(path)["config"]
+        cap = config["algo"].get("max_iterations")
+        budget = config.get("training", {}).get("duration_seconds")
+    except (OSError, StrictJsonError, KeyError, TypeError, AttributeError):
+        return SoakPlan(None, None, min_duration_s)
+    iterations = cap if isinstance(cap, int) and not isinstance(cap, bool) else None
+    duration = float(budget) if isinstance(budget, int | float) and budget > 0 else None
+    return SoakPlan(iterations, duration, min_duration_s)
 
 
 def _motion_from_run_config(log_dir: Path) -> str | None:

@@ -1,7 +1,9 @@
 """Resource trends over the post-startup window (CONTRACTS §7.3, an improvement).
 
 Peaks alone are normal; sustained growth is the leak signal. For each series we take
-the samples with ``elapsed_s >= t_first_progress + warmup_s``, pick at most 512 evenly
+the samples with ``elapsed_s >= anchor + warmup_s`` (the anchor is the first sample whose
+``progress.jsonl`` line is in a ``training/`` phase, else the first with run-dir bytes),
+pick at most 512 evenly
 spaced ones and estimate the Theil-Sen slope (median of pairwise slopes), per hour,
 with Sen's distribution-free confidence interval. The verdict compares the interval's
 **lower bound** to ``max_slope_per_hour``: a one-time step (allocate once, then flat)
@@ -9,7 +11,14 @@ yields about half zero slopes, so its lower bound sits at zero even when the poi
 estimate is pushed up by the step, while a steady leak moves every pairwise slope and
 its lower bound stays near the true rate. ``growth`` (median of the last quarter minus
 the median of the first) must also reach ``min_growth``, so a tiny drift never fails.
-Calibration evidence: docs/soak.md.
+
+The windows scale with the soak (``scaled_windows``): warm-up and minimum window are
+fractions of its planned length with floors and caps, so every soak of 8 minutes or more
+gets a real verdict and a 30-minute soak keeps the 300 s / 600 s it was calibrated with.
+``min_growth`` is stated for that 25-minute reference window and applies in proportion to
+the window actually judged (never below one unit for counts), so the growth a leak of a
+given slope must show is the same whatever the soak's length. Calibration and power:
+docs/soak.md.
 """
 
 from __future__ import annotations
@@ -28,14 +37,31 @@ SERIES: tuple[str, ...] = (
     "gpu_memory_mib",
     "process_count",
 )
+COUNT_SERIES = frozenset({"fd_count", "eventfd_fds", "shared_memory_fds", "process_count"})
+"""Integer series: their applied ``min_growth`` is never below 1."""
 MAX_TREND_SAMPLES = 512
 MIN_TREND_SAMPLES = 12
+REFERENCE_WINDOW_S = 1500.0
+"""The window ``min_growth`` is stated for: the canonical 30-minute soak minus its 300 s
+warm-up, where the default thresholds were calibrated (docs/soak.md)."""
+WARMUP_FRACTION, WARMUP_FLOOR_S, WARMUP_CAP_S = 0.2, 60.0, 300.0
+"""Scaled warm-up: 20 % of the planned length, at least 60 s (the recorded real CPU
+trainer's RSS ramps for ~40 s after training starts), at most 300 s (the old fixed value)."""
+MIN_WINDOW_FRACTION, MIN_WINDOW_FLOOR_S, MIN_WINDOW_CAP_S = 0.5, 120.0, 600.0
+"""Scaled minimum window: half the planned length, at least 120 s (each half of the window
+then holds MIN_TREND_SAMPLES samples at the default 5 s interval), at most 600 s."""
 # Two-sided 95 % normal quantile for Sen's interval: a one-sided 97.5 % lower bound.
 CONFIDENCE_Z = 1.96
 # The halves only check that growth is sustained; the whole window supplies confidence.
 # 1.0 (a one-sided ~84 % bound) catches a 120 MiB/h leak under 16 MiB noise far more often
 # than 1.96 while every one-time step stays bounded (docs/soak.md, calibration).
 HALF_CONFIDENCE_Z = 1.0
+# ...but never a weaker test than "a flat half passes with probability <= P(Z > 5)" under
+# independent noise: in a noisy series (the CPU trainer's RSS jitters by ~40 MiB) a flat
+# half next to a one-time step otherwise read as growth a few times in a hundred short
+# soaks, and real noise is mildly correlated, so Sen's interval understates the spread
+# (4 still let 1 of 100 bootstraps of the recorded CPU trace through; docs/soak.md).
+HALF_FALSE_LEAK_Z = 5.0
 
 Verdict = Literal["bounded", "growing", "insufficient_data", "unavailable"]
 
@@ -114,11 +140,7 @@ class SlopeEstimate:
     upper: float
 
 
-def theil_sen(t: Sequence[float], y: Sequence[float], *, z: float = CONFIDENCE_Z) -> SlopeEstimate:
-    """Theil-Sen slope of ``y`` over ``t`` with Sen's rank-based confidence interval.
-
-    Pairs with equal ``t`` are skipped. Requires at least two distinct times.
-    """
+def _pairwise_slopes(t: Sequence[float], y: Sequence[float]) -> Any:
     import numpy as np  # lazily: keeps the CLI's start fast
 
     tt = np.asarray(t, dtype=np.float64)
@@ -127,11 +149,13 @@ def theil_sen(t: Sequence[float], y: Sequence[float], *, z: float = CONFIDENCE_Z
     dt = tt[j] - tt[i]
     keep = dt > 0
     slopes = np.sort((yy[j] - yy[i])[keep] / dt[keep])
-    n_slopes = slopes.size
-    if n_slopes == 0:
+    if slopes.size == 0:
         raise ValueError("theil_sen needs at least two distinct times")
-    median = float(np.median(slopes))
-    n = tt.size
+    return slopes
+
+
+def _sen_bounds(slopes: Any, n: int, z: float) -> tuple[float, float]:
+    n_slopes = slopes.size
     # Var(S) of Kendall's S without tie correction (larger, so the bound is conservative).
     var_s = n * (n - 1) * (2 * n + 5) / 18.0
     c = z * math.sqrt(var_s)
@@ -139,7 +163,41 @@ def theil_sen(t: Sequence[float], y: Sequence[float], *, z: float = CONFIDENCE_Z
     hi_rank = math.ceil((n_slopes + c) / 2.0)
     lower = float(slopes[max(0, min(n_slopes - 1, lo_rank))])
     upper = float(slopes[max(0, min(n_slopes - 1, hi_rank))])
-    return SlopeEstimate(median, lower, upper)
+    return lower, upper
+
+
+def theil_sen(t: Sequence[float], y: Sequence[float], *, z: float = CONFIDENCE_Z) -> SlopeEstimate:
+    """Theil-Sen slope of ``y`` over ``t`` with Sen's rank-based confidence interval.
+
+    Pairs with equal ``t`` are skipped. Requires at least two distinct times.
+    """
+    import numpy as np
+
+    slopes = _pairwise_slopes(t, y)
+    lower, upper = _sen_bounds(slopes, len(t), z)
+    return SlopeEstimate(float(np.median(slopes)), lower, upper)
+
+
+def half_lower_bound(
+    t: Sequence[float], y: Sequence[float], limit: float, *, count: bool = False
+) -> tuple[float, float]:
+    """``(lower bound, z used)`` of one half-window's slope for the test against ``limit``.
+
+    For a continuous series z is HALF_CONFIDENCE_Z while the half's slope is precise next to
+    the limit, and rises towards HALF_FALSE_LEAK_Z as its spread grows: a flat half then
+    passes with probability at most P(N(0,1) > HALF_FALSE_LEAK_Z), however noisy the series
+    (docs/soak.md). Count series (FDs, processes) are not noisy that way: a flat half of
+    them has no spread at all, and they keep HALF_CONFIDENCE_Z.
+    """
+    slopes = _pairwise_slopes(t, y)
+    lower, upper = _sen_bounds(slopes, len(t), HALF_CONFIDENCE_Z)
+    spread = (upper - lower) / (2 * HALF_CONFIDENCE_Z)
+    z = HALF_CONFIDENCE_Z
+    if spread > 0 and not count:
+        z = max(HALF_CONFIDENCE_Z, HALF_FALSE_LEAK_Z - limit / spread)
+    if z > HALF_CONFIDENCE_Z:
+        lower = _sen_bounds(slopes, len(t), z)[0]
+    return lower, round(z, 6)
 
 
 def _even_indices(count: int, limit: int) -> list[int]:
@@ -159,10 +217,15 @@ class SeriesTrend:
     growth: float | None
     samples: int
     half_slope_lower_bounds_per_hour: tuple[float, float] | None = None
+    min_growth_applied: float | None = None
+    half_confidence_z_applied: tuple[float, float] | None = None
 
     def to_json(self) -> dict[str, Any]:
         halves = self.half_slope_lower_bounds_per_hour
+        zs = self.half_confidence_z_applied
         return {
+            "min_growth_applied": self.min_growth_applied,
+            "half_confidence_z_applied": None if zs is None else list(zs),
             "verdict": self.verdict,
             "slope_per_hour": self.slope_per_hour,
             "first_quarter_median": self.first_quarter_median,
@@ -174,33 +237,49 @@ class SeriesTrend:
         }
 
 
+def applied_min_growth(threshold: Threshold, window_s: float, *, count: bool = False) -> float:
+    """``min_growth`` in proportion to the judged window (REFERENCE_WINDOW_S = 1.0), never
+    more than configured, and at least 1 for a count series."""
+    scaled = threshold.min_growth * min(1.0, max(0.0, window_s) / REFERENCE_WINDOW_S)
+    if count:
+        scaled = max(scaled, min(1.0, threshold.min_growth))
+    return round(scaled, 6)
+
+
 def judge_series(
-    t_s: Sequence[float], values: Sequence[float], threshold: Threshold, *, min_window_s: float
+    t_s: Sequence[float],
+    values: Sequence[float],
+    threshold: Threshold,
+    *,
+    min_window_s: float,
+    count: bool = False,
 ) -> SeriesTrend:
     """Verdict for one series whose points are all inside the trend window.
 
     ``growing`` needs all of: the whole window's slope lower bound above the limit, the
     same in **each half** of the window (a leak grows all the time; a one-time step sits
-    in at most one half, the other half is flat), and ``growth >= min_growth``.
+    in at most one half, the other half is flat), and ``growth`` at least the applied
+    ``min_growth`` (``applied_min_growth``; ``count`` marks an integer series).
     """
     n = len(values)
     if n == 0:
         return SeriesTrend("unavailable", None, None, None, None, None, 0)
     if n < MIN_TREND_SAMPLES or (t_s[-1] - t_s[0]) < min_window_s:
         return SeriesTrend("insufficient_data", None, None, None, None, None, n)
+    min_growth = applied_min_growth(threshold, t_s[-1] - t_s[0], count=count)
     idx = _even_indices(n, MAX_TREND_SAMPLES)
     t_h = [t_s[k] / 3600.0 for k in idx]
     y = [float(values[k]) for k in idx]
     est = theil_sen(t_h, y)
     mid = len(y) // 2
-    first_half = theil_sen(t_h[: mid + 1], y[: mid + 1], z=HALF_CONFIDENCE_Z).lower
-    second_half = theil_sen(t_h[mid:], y[mid:], z=HALF_CONFIDENCE_Z).lower
+    limit = threshold.max_slope_per_hour
+    first_half, first_z = half_lower_bound(t_h[: mid + 1], y[: mid + 1], limit, count=count)
+    second_half, second_z = half_lower_bound(t_h[mid:], y[mid:], limit, count=count)
     quarter = max(1, len(y) // 4)
     first = float(statistics.median(y[:quarter]))
     last = float(statistics.median(y[-quarter:]))
     growth = last - first
-    limit = threshold.max_slope_per_hour
-    growing = min(est.lower, first_half, second_half) > limit and growth >= threshold.min_growth
+    growing = min(est.lower, first_half, second_half) > limit and growth >= min_growth
     return SeriesTrend(
         "growing" if growing else "bounded",
         round(est.slope, 6),
@@ -210,6 +289,8 @@ def judge_series(
         round(growth, 6),
         n,
         (round(first_half, 6), round(second_half, 6)),
+        min_growth,
+        (first_z, second_z),
     )
 
 
@@ -229,16 +310,99 @@ def series_values(sample: Mapping[str, Any]) -> dict[str, float | None]:
 
 
 @dataclass(frozen=True)
-class TrendReport:
-    mode: str
+class TrendWindows:
+    """Warm-up and minimum window of one judgement, and where they came from."""
+
     warmup_s: float
     min_window_s: float
+    rule: Literal["scaled", "flags"]
+    """``scaled``: from ``planned_length_s`` (``scaled_windows``); ``flags``: as given."""
+    planned_length_s: float | None
+    """The soak's planned training length the scaled windows derive from (None: flags)."""
+    anchor: Literal["training_progress", "progress_bytes"] | None
+    """What the warm-up counts from: the first ``training/`` progress line, else the first
+    run-dir bytes; None when neither was seen."""
+    anchor_s: float | None
+
+
+def scaled_windows(planned_length_s: float) -> tuple[float, float]:
+    """``(warmup_s, min_window_s)`` for a soak that trains ``planned_length_s`` seconds.
+
+    Both are fractions of the planned length, floored and capped (WARMUP_*, MIN_WINDOW_*):
+    a 30-minute soak keeps 300 s / 600 s; a 10-minute one judges 480 s after a 120 s
+    warm-up; anything training 180 s or more leaves a window of at least the minimum.
+    """
+    length = max(0.0, planned_length_s)
+    warmup = min(WARMUP_CAP_S, max(WARMUP_FLOOR_S, WARMUP_FRACTION * length))
+    window = min(MIN_WINDOW_CAP_S, max(MIN_WINDOW_FLOOR_S, MIN_WINDOW_FRACTION * length))
+    return round(warmup, 3), round(window, 3)
+
+
+def _is_training_line(sample: Mapping[str, Any]) -> bool:
+    last = sample["progress"].get("last")
+    return isinstance(last, Mapping) and str(last.get("phase", "")).startswith("training/")
+
+
+def trend_anchor(
+    samples: Sequence[Mapping[str, Any]],
+) -> tuple[Literal["training_progress", "progress_bytes"] | None, float | None]:
+    """Where the warm-up starts: the first sample showing a ``training/`` progress line,
+    else (a trainer without progress.jsonl) the first sample with run-dir bytes."""
+    for sample in samples:
+        if _is_training_line(sample):
+            return "training_progress", float(sample["elapsed_s"])
+    for sample in samples:
+        if sample["progress"]["bytes_total"] > 0:
+            return "progress_bytes", float(sample["elapsed_s"])
+    return None, None
+
+
+def resolve_windows(
+    samples: Sequence[Mapping[str, Any]],
+    *,
+    planned_length_s: float | None,
+    warmup_s: float | None,
+    min_window_s: float | None,
+) -> TrendWindows:
+    """The judgement's windows: explicit flags win; otherwise scaled from the planned
+    length, or from the observed length (anchor to the last sample) when none was planned.
+    """
+    anchor, anchor_s = trend_anchor(samples)
+    if warmup_s is not None and min_window_s is not None:
+        return TrendWindows(warmup_s, min_window_s, "flags", None, anchor, anchor_s)
+    length = planned_length_s
+    if length is None:
+        end = float(samples[-1]["elapsed_s"]) if samples else 0.0
+        length = max(0.0, end - anchor_s) if anchor_s is not None else 0.0
+    scaled_warmup, scaled_window = scaled_windows(length)
+    return TrendWindows(
+        scaled_warmup if warmup_s is None else warmup_s,
+        scaled_window if min_window_s is None else min_window_s,
+        "scaled",
+        round(length, 3),
+        anchor,
+        anchor_s,
+    )
+
+
+@dataclass(frozen=True)
+class TrendReport:
+    mode: str
+    windows: TrendWindows
     window_start_s: float | None
     window_end_s: float | None
     window_sample_count: int
     thresholds: dict[str, Threshold]
     series: dict[str, SeriesTrend]
     verdict: Verdict
+
+    @property
+    def warmup_s(self) -> float:
+        return self.windows.warmup_s
+
+    @property
+    def min_window_s(self) -> float:
+        return self.windows.min_window_s
 
     def growing_reasons(self) -> list[str]:
         out = []
@@ -252,9 +416,10 @@ class TrendReport:
         return out
 
     def to_json(self) -> dict[str, Any]:
+        w = self.windows
         return {
             "mode": self.mode,
-            "warmup_s": self.warmup_s,
+            "warmup_s": w.warmup_s,
             "window": {
                 "start_elapsed_s": self.window_start_s,
                 "end_elapsed_s": self.window_end_s,
@@ -263,10 +428,16 @@ class TrendReport:
             "thresholds": {k: v.to_json() for k, v in self.thresholds.items()},
             "series": {k: v.to_json() for k, v in self.series.items()},
             "verdict": self.verdict,
-            "min_window_s": self.min_window_s,
+            "min_window_s": w.min_window_s,
+            "window_rule": w.rule,
+            "planned_length_s": w.planned_length_s,
+            "anchor": w.anchor,
+            "anchor_elapsed_s": w.anchor_s,
+            "reference_window_s": REFERENCE_WINDOW_S,
             "method": "theil_sen_lower_confidence_bound_whole_and_halves",
             "confidence_z": CONFIDENCE_Z,
             "half_confidence_z": HALF_CONFIDENCE_Z,
+            "half_false_leak_z": HALF_FALSE_LEAK_Z,
         }
 
 
@@ -276,21 +447,43 @@ def _fmt(value: float | None) -> str:
     return f"{value:.1f}" if not float(value).is_integer() else str(int(value))
 
 
+TREND_CHECK = "trends"
+TREND_CLASSIFICATION = "resource_leak"
+TREND_REASON_PREFIX = "sustained resource growth: "
+
+
+def trend_failure(report: TrendReport) -> str | None:
+    """The soak's failure reason for ``report`` (growing, enforced), else None."""
+    if report.verdict == "growing" and report.mode == "enforce":
+        return TREND_REASON_PREFIX + ", ".join(report.growing_reasons())
+    return None
+
+
+def planned_length(plan: Any) -> float | None:
+    """The planned training length of a soak plan (its time budget), if it has one."""
+    return None if plan is None else plan.duration_s
+
+
 def analyse_trends(
     samples: Sequence[Mapping[str, Any]],
     *,
     thresholds: Mapping[str, Threshold],
     mode: str,
-    warmup_s: float,
-    min_window_s: float,
+    warmup_s: float | None = None,
+    min_window_s: float | None = None,
+    planned_length_s: float | None = None,
 ) -> TrendReport:
-    """Judge every series over the window that starts ``warmup_s`` after first progress."""
-    first_progress = next(
-        (float(s["elapsed_s"]) for s in samples if s["progress"]["bytes_total"] > 0), None
+    """Judge every series over the window that starts ``warmup_s`` after the anchor.
+
+    ``warmup_s`` / ``min_window_s`` left None are scaled (``resolve_windows``) from
+    ``planned_length_s`` (the soak's training budget), else from the observed length.
+    """
+    windows = resolve_windows(
+        samples, planned_length_s=planned_length_s, warmup_s=warmup_s, min_window_s=min_window_s
     )
     window: list[Mapping[str, Any]] = []
-    if first_progress is not None:
-        start = first_progress + warmup_s
+    if windows.anchor_s is not None:
+        start = windows.anchor_s + windows.warmup_s
         window = [s for s in samples if float(s["elapsed_s"]) >= start]
     per_series: dict[str, SeriesTrend] = {}
     for name in SERIES:
@@ -306,7 +499,13 @@ def analyse_trends(
         elif not ys:
             per_series[name] = SeriesTrend("insufficient_data", None, None, None, None, None, 0)
         else:
-            per_series[name] = judge_series(t_s, ys, thresholds[name], min_window_s=min_window_s)
+            per_series[name] = judge_series(
+                t_s,
+                ys,
+                thresholds[name],
+                min_window_s=windows.min_window_s,
+                count=name in COUNT_SERIES,
+            )
     verdicts = [t.verdict for t in per_series.values()]
     overall: Verdict
     if "growing" in verdicts:
@@ -317,8 +516,7 @@ def analyse_trends(
         overall = "bounded"
     return TrendReport(
         mode=mode,
-        warmup_s=warmup_s,
-        min_window_s=min_window_s,
+        windows=windows,
         window_start_s=float(window[0]["elapsed_s"]) if window else None,
         window_end_s=float(window[-1]["elapsed_s"]) if window else None,
         window_sample_count=len(window),

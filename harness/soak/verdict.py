@@ -72,6 +72,10 @@ class Verdict:
         shutdown: ``runtime_manifest.shutdown`` verbatim when it is an object, else None.
         reasons: every reason in order (monitor reasons first).
         learning: the artifact's ``learning`` section, or None when not asked for.
+        run_dir_findings: the reasons these checks added, in order, each with the
+            classification it carried (what ``g1-soak rejudge`` replays).
+        trainer_classification: the producer's shutdown classification when it replaced
+            the classification at the end (failed runs), else None.
     """
 
     status: Literal["passed", "failed"]
@@ -83,6 +87,8 @@ class Verdict:
     shutdown: dict[str, Any] | None
     reasons: list[str] = field(default_factory=list)
     learning: dict[str, Any] | None = None
+    run_dir_findings: list[tuple[str, str | None]] = field(default_factory=list)
+    trainer_classification: str | None = None
 
 
 class _Findings:
@@ -92,9 +98,12 @@ class _Findings:
         self.reasons = list(reasons)
         self.classification = classification
         self.replaced: str | None = None
+        self.replaced_with: str | None = None
+        self.added: list[tuple[str, str | None]] = []
 
     def add(self, reason: str, classification: str | None = None) -> None:
         self.reasons.append(reason)
+        self.added.append((reason, classification))
         if classification is not None and self.classification is None:
             self.classification = classification
 
@@ -231,7 +240,7 @@ def _check_failed_run(summary: dict[str, Any], findings: _Findings) -> None:
     findings.add(text)
     # The producer knows why it stopped: its classification replaces the monitor's (§8.3).
     findings.replaced = findings.classification
-    findings.classification = shutdown["classification"]
+    findings.classification = findings.replaced_with = shutdown["classification"]
 
 
 def _check_flight(manifest: dict[str, Any], findings: _Findings) -> None:
@@ -397,12 +406,26 @@ def _replay_ingress_problems(summary: dict[str, Any], ingress: Any) -> list[tupl
     return out
 
 
-def _expected_checkpoints(run_config: dict[str, Any]) -> list[str]:
+def _reached_iteration(summary: dict[str, Any]) -> Any:
+    """The global iteration a time-budgeted run ended at (its last checkpoint's)."""
+    budget = summary.get("time_budget")
+    if isinstance(budget, dict) and "final_iteration" in budget:
+        return budget["final_iteration"]
+    limits = (summary.get("runtime_manifest") or {}).get("runtime_limits") or {}
+    start, done = limits.get("start_iteration", 0), summary.get("completed_iterations")
+    return start + done if is_exact_int(start) and is_exact_int(done) else None
+
+
+def _expected_checkpoints(run_config: dict[str, Any], summary: dict[str, Any]) -> list[str]:
     config = run_config.get("config")
     algo = config.get("algo") if isinstance(config, dict) else None
     if not isinstance(algo, dict):
         return []
     interval, max_iterations = algo.get("save_interval"), algo.get("max_iterations")
+    training = config.get("training") if isinstance(config, dict) else None
+    if isinstance(training, dict) and training.get("duration_seconds") is not None:
+        # A time budget ends the run where it was spent: the last checkpoint is there.
+        max_iterations = _reached_iteration(summary)
     # Only applies when run_config carries both as positive ints (CONTRACTS §1.3 soak-run).
     if not (
         is_exact_int(interval)
@@ -415,7 +438,7 @@ def _expected_checkpoints(run_config: dict[str, Any]) -> list[str]:
     return [f"model_{k}.pt" for k in iterations]
 
 
-def _missing_artifacts(log_dir: Path) -> list[str]:
+def _missing_artifacts(log_dir: Path, summary: dict[str, Any]) -> list[str]:
     """§8 step 4.4: run_config.json, exactly one event file, every implied checkpoint."""
     missing: list[str] = []
     config_path = log_dir / "run_config.json"
@@ -437,7 +460,9 @@ def _missing_artifacts(log_dir: Path) -> list[str]:
         missing.append(f"exactly one {EVENT_GLOB} (found {len(events)}: {', '.join(events)})")
     if isinstance(run_config, dict):
         missing += [
-            name for name in _expected_checkpoints(run_config) if not (log_dir / name).is_file()
+            name
+            for name in _expected_checkpoints(run_config, summary)
+            if not (log_dir / name).is_file()
         ]
     return missing
 
@@ -457,7 +482,7 @@ def _check_completed_run(summary: dict[str, Any], log_dir: Path, findings: _Find
     findings.add_violations(
         violations, "run_summary schema violation at {path}: {message}", "schema_violation"
     )
-    missing = _missing_artifacts(log_dir)
+    missing = _missing_artifacts(log_dir, summary)
     if missing:
         findings.add(
             f"run directory is missing required artifacts: {', '.join(missing)} (in {log_dir})",
@@ -497,6 +522,8 @@ def _finish(
         shutdown=shutdown if isinstance(shutdown, dict) else None,
         reasons=findings.reasons,
         learning=learning,
+        run_dir_findings=list(findings.added),
+        trainer_classification=findings.replaced_with,
     )
 
 

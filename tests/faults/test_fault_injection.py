@@ -24,6 +24,7 @@ import pytest
 from harness.jsonio import load_strict
 from harness.procfs import is_same_process, read_stat
 from harness.schemas import validate
+from harness.soak.rejudge import replay
 
 CHILDREN = Path(__file__).resolve().parent / "children"
 SOAK_RUN = [
@@ -105,6 +106,19 @@ def assert_valid(soak: Soak) -> None:
     assert soak.result["failure_classification"] == soak.classification
     assert soak.returncode == (0 if soak.artifact["status"] == "passed" else 1)
     assert (soak.classification is None) == (soak.artifact["status"] == "passed")
+    # The judgement record replays to exactly this verdict (what g1-soak rejudge relies on).
+    judgement = soak.artifact["judgement"]
+    replayed = replay(
+        judgement["monitor_findings"],
+        judgement["run_dir_findings"],
+        judgement["trainer_classification"],
+    )
+    assert replayed.status == soak.artifact["status"]
+    assert replayed.failure_reason == soak.artifact["failure_reason"]
+    assert replayed.failure_classification == soak.classification
+    assert replayed.monitor_failure_classification == soak.artifact.get(
+        "monitor_failure_classification"
+    )
 
 
 def assert_failed(soak: Soak, classification: str, reason: str) -> None:

@@ -11,19 +11,42 @@ from trainer.cli import print_summary_table
 from trainer.rundir.progress import ProgressWriter
 
 
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_progress_lines_are_echoed_for_a_person(tmp_path: Path) -> None:
-    echo = io.StringIO()
-    writer = ProgressWriter(tmp_path, echo=echo, max_iterations=500)
-    writer.update("training/learner_update", iteration=0, total_env_steps=0, env_steps_per_sec=None)
-    writer.iteration, writer.total_env_steps, writer.env_steps_per_sec = 120, 123904, 82911.2
-    writer.write("training/learner_update")
+    echo, clock = io.StringIO(), FakeClock()
+    writer = ProgressWriter(tmp_path, echo=echo, max_iterations=500, clock=clock)
+    writer.update("training/learner_update", iteration=0, total_env_steps=0)
+    clock.now += 12.5
+    writer.update("training/learner_update", iteration=120, total_env_steps=123904)
     writer.close()
     lines = echo.getvalue().splitlines()
-    assert lines[-1].endswith(
-        "training/learner_update iteration 120/500 env steps 123,904 (82,911 env steps/s)"
+    assert lines[-1] == (
+        "train: 00:00:12 training/learner_update iteration 120/500 env steps 123,904 "
+        "(9,912 env steps/s (10 s))"
     )
-    assert lines[-1].startswith("train: 00:00:0")
     assert len((tmp_path / "progress.jsonl").read_text().splitlines()) == len(lines)
+
+
+def test_a_time_budgeted_run_shows_its_training_time_of_the_budget(tmp_path: Path) -> None:
+    echo, clock = io.StringIO(), FakeClock()
+    writer = ProgressWriter(tmp_path, echo=echo, duration_s=600.0, clock=clock)
+    clock.now += 30.0
+    writer.start_training()
+    clock.now += 75.0
+    writer.set_counters(iteration=42, total_env_steps=4096)
+    writer.write("training/learner_update")
+    writer.close()
+    assert echo.getvalue().splitlines()[-1] == (
+        "train: 00:01:45 training/learner_update iteration 42 (trained 00:01:15 of 00:10:00) "
+        "env steps 4,096"
+    )
 
 
 def test_summary_table_of_a_completed_run(tmp_path: Path, capsys) -> None:

@@ -28,8 +28,9 @@ class FlashSacCfg:
     num_envs: int = 2048
     """Parallel environments N (the soak passes 1024)."""
 
-    max_iterations: int = 25000
-    """Training iterations (update cycles) after warm-up (the soak passes 65000)."""
+    max_iterations: int | None = 25000
+    """Training iterations (update cycles) after warm-up (the soak passes 65000). Under a
+    time budget (``training.duration_seconds``) a cap, and null means no cap."""
 
     batch_size: int = 2048
     """Rows B per gradient update."""
@@ -147,6 +148,8 @@ class FlashSacCfg:
         )  # fmt: skip
         for key in positive_ints:
             value = getattr(self, key)
+            if key == "max_iterations" and value is None:
+                continue  # no cap: the time budget ends the run (trainer.config.checks)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 _fail(
                     f"algo.{key}={value!r} must be a positive integer; use e.g. {getattr(FlashSacCfg, key)}"
@@ -158,6 +161,13 @@ class FlashSacCfg:
             _fail(
                 f"algo.lr_decay_steps={decay!r} must be a positive integer or null (the whole run); "
                 "use e.g. null"
+            )
+        if decay is None and self.max_iterations is None:
+            # "The whole run" is unknown before a time budget ends it; no silent period.
+            _fail(
+                "algo.lr_decay_steps=null decays over algo.max_iterations, which is null (a time "
+                "budget without an iteration cap); set algo.lr_decay_steps=N (updates, e.g. "
+                "500000) or an iteration cap algo.max_iterations=N"
             )
         for key in ("learning_starts", "lr_warmup_steps"):
             value = getattr(self, key)
@@ -241,8 +251,10 @@ class FlashSacCfg:
         return warmup_ticks(self.learning_starts, self.batch_size, self.num_envs)
 
     @property
-    def total_env_steps(self) -> int:
-        """``(W + max_iterations) * num_envs`` (FLASHSAC.md §8)."""
+    def total_env_steps(self) -> int | None:
+        """``(W + max_iterations) * num_envs`` (FLASHSAC.md §8); None without a cap."""
+        if self.max_iterations is None:
+            return None
         return (self.warmup_ticks + self.max_iterations) * self.num_envs
 
     def resolved_target_entropy(self, action_dim: int) -> float:

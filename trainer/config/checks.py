@@ -11,6 +11,7 @@ written: the directory is only inspected here, ``train`` creates it in step 6.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -125,8 +126,30 @@ def check_semantics(loaded: LoadedConfig) -> None:
             f"env.scene.model_file={model_file!r} is not supported: train builds "
             f"{SCENE_MODEL_ID} itself; to use another robot file set env.scene.robot_mjcf"
         )
+    check_duration(training.duration_seconds, max_iterations=algo.max_iterations)
     algo.validate()  # FlashSacCfg: sizes, capacity, fp16 (raises a ConfigError subclass)
     check_resume_from(training.resume_from, max_iterations=algo.max_iterations, cwd=Path.cwd())
+
+
+def check_duration(duration_seconds: float | None, *, max_iterations: int | None) -> None:
+    """``training.duration_seconds`` is null or a finite number > 0, and a run without an
+    iteration cap (``algo.max_iterations=null``) has a time budget.
+
+    Raises:
+        ConfigError: a non-positive or non-finite budget, or neither budget nor cap.
+    """
+    if duration_seconds is not None and not (
+        math.isfinite(duration_seconds) and duration_seconds > 0
+    ):
+        raise ConfigError(
+            f"training.duration_seconds={duration_seconds:g} must be null or a number of "
+            "seconds > 0; use e.g. training.duration_seconds=1800"
+        )
+    if duration_seconds is None and max_iterations is None:
+        raise ConfigError(
+            "algo.max_iterations=null needs a time budget; set training.duration_seconds=S "
+            "(then max_iterations is an optional cap) or algo.max_iterations=N"
+        )
 
 
 def resolve_resume_path(value: str, cwd: Path) -> Path:
@@ -134,14 +157,15 @@ def resolve_resume_path(value: str, cwd: Path) -> Path:
     return Path(os.path.abspath(cwd / Path(value).expanduser()))
 
 
-def check_resume_from(value: str | None, *, max_iterations: int, cwd: Path) -> None:
+def check_resume_from(value: str | None, *, max_iterations: int | None, cwd: Path) -> None:
     """``training.resume_from`` names an existing checkpoint file with iterations left.
 
     Only the file's iteration is read here (memory-mapped); a file that cannot be loaded or
     does not match the config fails later, at startup (exit 1, docs/runtime.md "Resuming").
 
     Raises:
-        ConfigError: empty value, missing path, a directory, or iteration >= max_iterations.
+        ConfigError: empty value, missing path, a directory, or iteration >= max_iterations
+            (a run without an iteration cap always has iterations left).
     """
     if value is None:
         return
@@ -158,7 +182,7 @@ def check_resume_from(value: str | None, *, max_iterations: int, cwd: Path) -> N
     from trainer.rundir.checkpoint import peek_iteration  # torch: only when resuming
 
     iteration = peek_iteration(path)
-    if iteration is not None and iteration >= max_iterations:
+    if iteration is not None and max_iterations is not None and iteration >= max_iterations:
         raise ConfigError(
             f"training.resume_from={path} is at iteration {iteration} but algo.max_iterations="
             f"{max_iterations} is the total target, so nothing is left to train; raise "

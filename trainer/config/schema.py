@@ -79,6 +79,11 @@ class TrainingCfg:
     restored before the first update into a NEW run directory; the replay refills with the
     usual warm-up ticks and ``algo.max_iterations`` stays the total target."""
 
+    duration_seconds: float | None
+    """Time budget (> 0 s of training, from ``training/startup_complete``), or null. With a
+    budget the run trains until it is spent, then finalizes normally; ``algo.max_iterations``
+    is then a cap, and may be null (no cap). Without one the run is sized in iterations."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class SeedInfo:

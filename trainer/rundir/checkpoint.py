@@ -67,9 +67,10 @@ def checkpoint_name(iteration: int) -> str:
     return f"{CHECKPOINT_PREFIX}{iteration}.pt"
 
 
-def is_checkpoint_iteration(iteration: int, *, save_interval: int, max_iterations: int) -> bool:
-    """True at multiples of ``save_interval`` and at the final iteration (iteration ≥ 1)."""
-    return iteration >= 1 and (iteration % save_interval == 0 or iteration == max_iterations)
+def is_checkpoint_iteration(iteration: int, *, save_interval: int, final: bool) -> bool:
+    """True at multiples of ``save_interval`` and at the run's final iteration (≥ 1), which
+    is ``max_iterations`` or, under a time budget, the one that found it spent."""
+    return iteration >= 1 and (iteration % save_interval == 0 or final)
 
 
 def save_checkpoint(

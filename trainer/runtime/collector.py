@@ -5,7 +5,9 @@ preflight passed, with a ``CollectorSpec``: the shared control block and how to 
 env. It builds the env at once, while the learner constructs its networks and replay
 (the two slow startups overlap, docs/runtime.md "Startup overlap"), then receives the
 ``CollectorResources`` (inference ring, replay ingress, tick count) through its spawn pipe
-at the learner's ``startup/collector_start``. Per tick t (``t < total_ticks``):
+at the learner's ``startup/collector_start``. Per tick t (``t < Word.TICK_LIMIT``, which
+the learner lowers once when its time budget ends the run, before it publishes that last
+tick's action):
 
 1. publish the current observations and done flags into ring slot ``t % capacity``;
 2. wait for the learner's actions, copy them out, mark them consumed;
@@ -133,7 +135,8 @@ class CollectorResources:
 
     Attributes:
         pack_fn: ``pack_transitions``-compatible callable building [n, 930] rows.
-        total_ticks: W warm-up ticks + the iterations of this run.
+        total_ticks: W warm-up ticks + the iterations of this run as planned; the live
+            limit is ``Word.TICK_LIMIT`` (a time budget lowers it).
         evaluation: the ``EvalPlan`` of the evaluation after training (None: none runs).
     """
 
@@ -335,7 +338,8 @@ class Collector:
         block.add(Word.COLLECTOR_PROGRESS)
         rows_per_chunk = ingress.slot_rows
         perf = time.perf_counter
-        for tick in range(res.total_ticks):
+        tick = 0
+        while tick < int(ints[Word.TICK_LIMIT]):
             t0 = perf()
             ring.publish_observation(block, tick, obs, critic_obs, done)
             in_flight = tick + 1 - int(ints[Word.CONSUMED_TICK])
@@ -381,9 +385,10 @@ class Collector:
             timers["Perf/collector_replay_write_ms"] += t5 - t4
             self._env_step_total_s += t3 - t2
             self._window_ticks += 1
-            if (tick + 1) % res.metrics_interval == 0 or tick + 1 == res.total_ticks:
+            if (tick + 1) % res.metrics_interval == 0 or tick + 1 == int(ints[Word.TICK_LIMIT]):
                 self.check_health(tick)
                 self.publish_report(tick + 1, episodes)
+            tick += 1
         block.set(Word.COLLECTOR_DONE, 1)
         block.add(Word.COLLECTOR_PROGRESS)
 

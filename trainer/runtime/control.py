@@ -51,6 +51,7 @@ class Word(IntEnum):
     SHARED_RELEASED = 26  # collector: 1 once it freed its copies of the shared tensors
     EVAL_REQUEST = 27  # learner: the final iteration once every checkpoint is on disk
     EVAL_DONE = 28  # collector: 1 once the evaluation's outcome is in the text area
+    TICK_LIMIT = 29  # learner: ticks of this run; lowered once when the time budget ends it
 
 
 NUM_WORDS = 32

@@ -13,9 +13,12 @@ ring, the ingress and the tick count reach the collector at ``startup/collector_
 Serving the action first lets the update of tick t run while the collector steps the env
 with that action. An update at tick t samples every row of ticks < t (a one-tick
 prefetch, FLASHSAC.md §7), so tick t is an iteration iff ``t * N >= max(B,
-learning_starts * N)``, i.e. ``t >= W``. The run has ``W + max_iterations`` ticks; after
-the last one the learner commits the last tick, so ``total_env_steps = (W +
-completed_iterations) * N`` and every pushed chunk is released.
+learning_starts * N)``, i.e. ``t >= W``. The run has ``W + max_iterations`` ticks, or
+fewer under a time budget (``training.duration_seconds``, trainer/runtime/budget.py): the
+first tick ``t >= W`` that finds the budget spent lowers the shared tick limit to ``t + 1``
+before its action goes out, so it is the last tick of both processes. After the last one
+the learner commits the last tick, so ``total_env_steps = (W + completed_iterations) * N``
+and every pushed chunk is released.
 
 Resume (``training.resume_from``): ``startup/learner_prepare`` loads the checkpoint, checks
 it against the config and restores the learner before the collector gets its resources
@@ -41,7 +44,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -70,6 +73,7 @@ from trainer.rundir.summary import (
     write_failed_summary,
     write_summary,
 )
+from trainer.runtime.budget import UNBOUNDED_TICKS, TimeBudget
 from trainer.runtime.collector import (
     CollectorResources,
     CollectorSpec,
@@ -182,13 +186,16 @@ class LearnerRuntime:
         pack_fn: Callable[..., torch.Tensor] | None = None,
         dims: Dims = Dims(),
         stale_after_s: float = STALE_AFTER_S,
+        budget_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.ctx = ctx
         self.run_dir = Path(ctx.run_dir)
         self.training = ctx.training
         self.algo_cfg = ctx.algo_cfg
         self.num_envs = int(self.algo_cfg.num_envs)
-        self.max_iterations = int(self.algo_cfg.max_iterations)
+        cap = self.algo_cfg.max_iterations
+        self.max_iterations: int | None = None if cap is None else int(cap)
+        self.budget = TimeBudget(ctx.training.duration_seconds, clock=budget_clock)
         self.warmup = warmup_ticks(
             int(self.algo_cfg.learning_starts), int(self.algo_cfg.batch_size), self.num_envs
         )
@@ -197,7 +204,7 @@ class LearnerRuntime:
         self.lineage_env_steps = 0
         """Env steps of the earlier runs of a resumed lineage (the checkpoint's count)."""
         self.resumed_from: dict[str, Any] | None = None
-        self.total_ticks = self.warmup + self.max_iterations
+        self.total_ticks = self._planned_ticks(0)
         rows = self.training.replay_ingress_slot_rows
         self.slot_rows = self.num_envs if rows is None else int(rows)
         self.device = torch.device(ctx.learner_device)
@@ -241,11 +248,23 @@ class LearnerRuntime:
         self._window = _Window()
         self.final: dict[str, float | None] = {}
         self.evaluation = LearnerEvaluation(ctx)
+        self.stopped_by: str | None = None
+        """``iterations`` (the cap ended the run) or ``duration`` (the time budget did)."""
 
     # -- helpers ------------------------------------------------------------------------
+    def _planned_ticks(self, start_iteration: int) -> int:
+        """W + the iterations left to the cap; without a cap, unbounded until the budget."""
+        if self.max_iterations is None:
+            return UNBOUNDED_TICKS
+        return self.warmup + self.max_iterations - start_iteration
+
     def _on_phase(self, phase: str) -> None:
         self._phase_starts.append((phase, time.monotonic()))
         if self.progress is not None:
+            # Current counters, so the finalize lines show what the summary will say.
+            self.progress.set_counters(
+                iteration=self.iteration, total_env_steps=self.total_env_steps
+            )
             self.progress.write(phase)
 
     @property
@@ -297,13 +316,6 @@ class LearnerRuntime:
 
     def _interrupt(self) -> None:
         self.signals.check()
-        if self.progress is not None:
-            self.progress.update(
-                self.tracker.phase,
-                iteration=self.iteration,
-                total_env_steps=self.total_env_steps,
-                env_steps_per_sec=self.final.get("env_steps_per_sec"),
-            )
 
     # -- startup --------------------------------------------------------------------------
     def startup(self) -> None:
@@ -422,7 +434,7 @@ class LearnerRuntime:
         payload = read_checkpoint(path)
         check_matches(payload, self.checkpoint_meta(), path)
         iteration = int(payload["iteration"])
-        if iteration >= self.max_iterations:
+        if self.max_iterations is not None and iteration >= self.max_iterations:
             raise ResumeError(
                 f"training.resume_from={path} is at iteration {iteration} but "
                 f"algo.max_iterations={self.max_iterations}; raise algo.max_iterations"
@@ -440,7 +452,7 @@ class LearnerRuntime:
         self.start_iteration = self.iteration = iteration
         self.tracker.iteration = iteration
         self.lineage_env_steps = saved_steps if type(saved_steps) is int else 0
-        self.total_ticks = self.warmup + self.max_iterations - iteration
+        self.total_ticks = self._planned_ticks(iteration)
         carried, missing = carry_prior_checkpoints(
             path, self.run_dir, iteration=iteration, save_interval=int(self.algo_cfg.save_interval)
         )
@@ -512,7 +524,8 @@ class LearnerRuntime:
     def _hand_over_resources(self) -> None:
         """Send the ring, the ingress and the tick count down the spawn pipe (never blocks:
         the collector reads it on a thread)."""
-        assert self.ring is not None and self.ingress is not None
+        assert self.ring is not None and self.ingress is not None and self.block is not None
+        self.block.set(Word.TICK_LIMIT, self.total_ticks)
         resources = CollectorResources(
             ring=self.ring,
             ingress=self.ingress,
@@ -569,10 +582,12 @@ class LearnerRuntime:
         perf = time.perf_counter
         tr.enter("training/startup_complete")
         self.training_start = time.monotonic()
+        self.budget.start()
+        self.progress.start_training()
         self._window.reset(perf())
         log_interval = int(self.training.log_interval)
         signals = self.signals
-        for tick in range(self.total_ticks):
+        for tick in self._ticks():
             if signals.signum is not None:
                 signals.check()
             tr.coordination_tick = tick
@@ -591,6 +606,8 @@ class LearnerRuntime:
             t2 = perf()
             actions = self.learner.act(obs, done)
             t3 = perf()
+            if self.warmup <= tick < self.total_ticks - 1 and self.budget.spent():
+                self._end_after(tick)  # before the action: the collector stops after it
             tr.phase = "training/inference_response"
             ring.publish_action(block, tick, actions)
             t4 = perf()
@@ -614,12 +631,11 @@ class LearnerRuntime:
                 continue
             tr.phase = "training/learner_update"
             self._update(tick)
-            if self.iteration % log_interval == 0 or self.iteration == self.max_iterations:
+            last = tick == self.total_ticks - 1
+            if self.iteration % log_interval == 0 or last:
                 self._log(tick)
             if is_checkpoint_iteration(
-                self.iteration,
-                save_interval=int(self.algo_cfg.save_interval),
-                max_iterations=self.max_iterations,
+                self.iteration, save_interval=int(self.algo_cfg.save_interval), final=last
             ):
                 path = save_checkpoint(
                     self.run_dir,
@@ -633,8 +649,10 @@ class LearnerRuntime:
                 "training/learner_update",
                 iteration=self.iteration,
                 total_env_steps=self.total_env_steps,
-                env_steps_per_sec=self.final.get("env_steps_per_sec"),
             )
+        self.budget.stop()
+        if self.stopped_by is None:
+            self.stopped_by = "iterations"
         tr.phase = "training/replay_prepare"
         expected = self.total_ticks * chunks_per_tick
         while ints[Word.INGRESS_RELEASED] < expected:
@@ -643,6 +661,27 @@ class LearnerRuntime:
                     lambda: ints[Word.INGRESS_PUBLISHED] > ints[Word.INGRESS_RELEASED],
                     "the last tick's transitions",
                 )
+
+    def _ticks(self) -> Iterator[int]:
+        """0, 1, ... while below ``total_ticks``, re-read every tick (a budget lowers it)."""
+        tick = 0
+        while tick < self.total_ticks:
+            yield tick
+            tick += 1
+
+    def _end_after(self, tick: int) -> None:
+        """The time budget is spent: tick ``tick`` is the run's last (its update, final log
+        and checkpoint follow as usual). Written before that tick's action is published, so
+        the collector reads the new limit before it steps the tick and stops after it."""
+        assert self.block is not None
+        self.total_ticks = tick + 1
+        self.block.set(Word.TICK_LIMIT, self.total_ticks)
+        self.stopped_by = "duration"
+        logger.info(
+            "time budget of %s s spent at iteration %d: finishing after this tick",
+            f"{self.budget.duration_s:g}",
+            self.iteration + 1,
+        )
 
     def _update(self, tick: int) -> None:
         w = self._window
@@ -1038,6 +1077,11 @@ class LearnerRuntime:
             "best_mean_reward": self.best_mean_reward,
             "mean_episode_length": finite("Train/mean_episode_length"),
             "last_checkpoint": self.last_checkpoint,
+            "time_budget": self.budget.record(
+                max_iterations=self.max_iterations,
+                stopped_by=self.stopped_by,
+                final_iteration=self.iteration,
+            ),
             "final_env_steps_per_sec": self.final.get("env_steps_per_sec"),
             "tail_env_steps_per_sec": tail_fps,
             "final_learner_replay_rows_per_sec": self.final.get("replay_rows_per_sec"),
@@ -1162,7 +1206,10 @@ class LearnerRuntime:
     def run(self) -> int:
         with self.signals:
             self.progress = ProgressWriter(
-                self.run_dir, echo=sys.stderr, max_iterations=self.max_iterations
+                self.run_dir,
+                echo=sys.stderr,
+                max_iterations=self.max_iterations,
+                duration_s=self.budget.duration_s,
             )
             self.progress.start_heartbeat(lambda: self.tracker.phase)
             try:
@@ -1232,7 +1279,8 @@ def run_training(ctx: Any, **hooks: Any) -> int:
     Args:
         ctx: the resolved ``RunContext`` (trainer.config.schema).
         **hooks: test seams, keyword-only and optional: ``learner_factory(ctx, device)``,
-            ``env_factory`` (+ ``env_kwargs``), ``pack_fn``, ``dims``, ``stale_after_s``.
+            ``env_factory`` (+ ``env_kwargs``), ``pack_fn``, ``dims``, ``stale_after_s``,
+            ``budget_clock`` (the time budget's monotonic clock).
 
     Returns:
         0 iff ``run_summary.status == "completed"``, else 1. A summary is always written.

@@ -12,6 +12,7 @@ import pytest
 
 from harness.soak import cli, monitor
 from harness.soak.cli import g1_soak_main, soak_run_main
+from harness.soak.eta import SoakPlan
 from harness.soak.trend import DEFAULT_THRESHOLDS, Threshold
 
 CHILDREN = Path(__file__).resolve().parents[2] / "faults" / "children"
@@ -97,7 +98,9 @@ def test_g1_soak_builds_the_interpreter_pinned_argv_with_defaults(
     cfg = call["cfg"]
     assert (cfg.sample_interval_s, cfg.startup_timeout_s, cfg.stale_progress_s) == (5, 900, 300)
     assert (cfg.post_shutdown_grace_s, cfg.min_duration_s) == (10, 1800)
-    assert (cfg.trend_mode, cfg.trend_warmup_s, cfg.trend_min_window_s) == ("enforce", 300, 600)
+    # Trend windows scale to the soak unless given (a 30-minute soak keeps 300 s / 600 s).
+    assert (cfg.trend_mode, cfg.trend_warmup_s, cfg.trend_min_window_s) == ("enforce", None, None)
+    assert cfg.plan == SoakPlan(iterations=65000, duration_s=None, min_duration_s=1800)
     assert cfg.trend_thresholds == DEFAULT_THRESHOLDS
     assert call["motion_id"] == "motions/g1/dance1_subject2_part.npz"
     out = capsys.readouterr().out
@@ -208,6 +211,20 @@ def test_json_output_is_one_strict_object(tmp_path: Path, captured: Captured, ca
             "env.tensor_runtime_device was removed (no alias)",
         ),
         (["--trend-threshold", "vram=1"], "unknown series 'vram'"),
+        (["--duration-seconds", "0"], "--duration-seconds=0 must be a number of seconds > 0"),
+        (["--duration-seconds", "nan"], "--duration-seconds=nan must be a number of seconds > 0"),
+        (
+            ["--duration-seconds", "600", "--min-duration-seconds", "1800"],
+            (
+                "--min-duration-seconds=1800 exceeds --duration-seconds=600: the trainer stops "
+                "training when its budget is spent, so the soak would fail"
+            ),
+        ),
+        (["--duration-seconds", "600", "--iterations", "0"], "--iterations=0 must be"),
+        (
+            ["--extra-override", "training.duration_seconds=60"],
+            "'training.duration_seconds' is a soak-owned override; use --duration-seconds instead",
+        ),
         (
             ["--motion", "synthetic", "--extra-override", "env.commands.motion.motion_file=x.npz"],
             "pass only --motion",
@@ -360,6 +377,7 @@ def test_help_lists_every_monitor_flag() -> None:
     for flag in (
         "--num-envs",
         "--iterations",
+        "--duration-seconds",
         "--min-duration-seconds",
         "--sample-interval-seconds",
         "--startup-timeout-seconds",
@@ -393,3 +411,90 @@ def test_an_unusable_verdict_schema_stops_the_soak_before_launch(
     )
     assert err.count("\n") == 1 and not captured.calls
     assert not (tmp_path / "out.json").exists()
+
+
+def test_g1_soak_duration_seconds_sizes_the_soak_in_time(
+    tmp_path: Path, captured: Captured
+) -> None:
+    assert g1_soak_main([*_paths(tmp_path), "--duration-seconds", "600"]) == 0
+    call = captured.calls[0]
+    assert call["command"][10:14] == [
+        "algo.num_envs=1024",
+        "algo.max_iterations=null",  # no cap: the budget ends the run
+        "training.duration_seconds=600",
+        "training.no_play=true",
+    ]
+    cfg = call["cfg"]
+    assert cfg.min_duration_s == 600  # the budget is the minimum unless given
+    assert cfg.plan == SoakPlan(iterations=None, duration_s=600.0, min_duration_s=600)
+
+
+def test_g1_soak_iterations_become_a_cap_of_a_time_budget(
+    tmp_path: Path, captured: Captured
+) -> None:
+    argv = [*_paths(tmp_path), "--duration-seconds", "1800", "--iterations", "250000"]
+    argv += ["--min-duration-seconds", "0"]
+    assert g1_soak_main(argv) == 0
+    call = captured.calls[0]
+    assert "algo.max_iterations=250000" in call["command"]
+    assert "training.duration_seconds=1800" in call["command"]
+    assert call["cfg"].plan == SoakPlan(iterations=250000, duration_s=1800.0, min_duration_s=0)
+
+
+def test_the_seed_form_keeps_its_semantics(tmp_path: Path, captured: Captured) -> None:
+    assert g1_soak_main([*_paths(tmp_path), "--iterations", "3000"]) == 0
+    call = captured.calls[0]
+    assert "algo.max_iterations=3000" in call["command"]
+    assert not any(a.startswith("training.duration_seconds") for a in call["command"])
+    assert call["cfg"].min_duration_s == 1800
+
+
+def test_the_summary_table_shows_the_budget_what_was_reached_and_the_trend_window(
+    tmp_path: Path,
+) -> None:
+    artifact = {
+        "status": "passed",
+        "failure_classification": None,
+        "failure_reason": None,
+        "duration_s": 631.0,
+        "returncode": 0,
+        "resource_summary": dict.fromkeys(
+            [
+                "sample_count",
+                "max_process_count",
+                "max_process_rss_kib",
+                "max_gpu_used_memory_mib",
+                "max_eventfd_count",
+                "max_shared_memory_fd_count",
+                "residual_process_count",
+            ],
+            0,
+        ),
+        "budget": {
+            "kind": "duration",
+            "duration_s": 600.0,
+            "iterations": None,
+            "min_duration_s": 600.0,
+            "reached": {
+                "final_iteration": 71234,
+                "training_s": 600.012,
+                "stopped_by": "duration",
+            },
+        },
+        "resource_trends": {
+            "verdict": "bounded",
+            "mode": "enforce",
+            "series": {},
+            "warmup_s": 120.0,
+            "min_window_s": 300.0,
+            "window_rule": "scaled",
+            "planned_length_s": 600.0,
+        },
+    }
+    table = cli.render_summary(artifact, tmp_path / "a.json")
+    assert "budget                 600 s of training" in table
+    assert (
+        "reached                iteration 71,234 after 600.0 s of training (stopped by duration)"
+        in table
+    )
+    assert "trend window           warm-up 120 s, minimum 300 s (scaled to 600 s)" in table

@@ -12,6 +12,7 @@ from harness.jsonio import load_strict
 from harness.schemas import validate
 from harness.soak import artifact as artifact_mod
 from harness.soak.context import motion_context, software_context
+from harness.soak.eta import SoakPlan
 from harness.soak.monitor import MonitorCfg, SoakResult, StatusPrinter, run_soak, status_line
 
 FAST = MonitorCfg(
@@ -148,7 +149,7 @@ def test_status_line_shows_elapsed_iteration_rss_gpu_and_fds() -> None:
     line = status_line(_sample())
     for part in (
         "[01:02:05]",
-        "iter 1200",
+        "iter 1,200",
         "steps 99",
         "procs 2",
         "rss 2.0 GiB",
@@ -157,6 +158,18 @@ def test_status_line_shows_elapsed_iteration_rss_gpu_and_fds() -> None:
         "eventfd 3",
     ):
         assert part in line
+
+
+def test_status_line_shows_the_trainers_windowed_rate_and_the_eta() -> None:
+    sample = _sample()
+    sample["progress"]["last"].update(
+        env_steps_per_sec=122040.4, iterations_per_sec=119.2, rate_window_s=10.0
+    )
+    plan = SoakPlan(iterations=65000, duration_s=None, min_duration_s=1800)
+    line = status_line(sample, plan)
+    assert "iter 1,200/65,000 steps 99 | 122,040 env steps/s (10 s) | 119.2 it/s | " in line
+    # (65000 - 1200) / 119.2 = 535 s left; at 3725 s the soak has long cleared 1800 s.
+    assert "ETA 00:08:55, ends ~01:11:00 clears min 00:30:00" in line
 
 
 def test_status_printer_plain_lines_off_a_tty() -> None:
@@ -238,3 +251,59 @@ def test_children_the_monitor_had_before_the_launch_are_not_residue(tmp_path: Pa
     finally:
         helper.kill()
         helper.wait()
+
+
+# A trainer that trains far too fast for its minimum: progress lines at 20 % and 100 %.
+FAST_TRAINER = r"""
+import json, os, sys, time
+log_dir = sys.argv[1]
+def line(iteration, phase="training/learner_update"):
+    doc = {"time_utc": "2026-11-29T00:00:00Z", "phase": phase, "iteration": iteration,
+           "total_env_steps": iteration * 8, "env_steps_per_sec": 8000.0,
+           "iterations_per_sec": 1000.0, "rate_window_s": 10.0,
+           "training_elapsed_s": iteration / 1000.0}
+    with open(os.path.join(log_dir, "progress.jsonl"), "a") as f:
+        f.write(json.dumps(doc) + "\n")
+line(200)
+time.sleep(0.5)
+line(1000)
+time.sleep(0.3)
+line(1000, "finalize/logger_finish")
+time.sleep(0.3)
+"""
+
+
+def test_a_soak_that_will_end_too_soon_is_warned_about_and_told_how_to_fill_it(
+    tmp_path: Path,
+) -> None:
+    stream = io.StringIO()
+    cfg = MonitorCfg(
+        sample_interval_s=0.05,
+        startup_timeout_s=5,
+        stale_progress_s=5,
+        post_shutdown_grace_s=0,
+        min_duration_s=60,
+        plan=SoakPlan(iterations=1000, duration_s=None, min_duration_s=60),
+    )
+    result = run_soak(
+        [sys.executable, "-c", FAST_TRAINER, str(tmp_path / "run")],
+        log_dir=tmp_path / "run",
+        output=tmp_path / "a.json",
+        cfg=cfg,
+        status_stream=stream,
+    )
+    art = result.artifact
+    warnings = [x for x in stream.getvalue().splitlines() if x.startswith("warning:")]
+    assert len(warnings) == 1  # once, not per sample
+    assert "this soak will end near" in warnings[0]
+    assert "before --min-duration-seconds=60, and fail" in warnings[0]
+    assert "--duration-seconds 60" in warnings[0]
+    assert art["budget"]["early_warning"] == warnings[0]
+    assert art["budget"]["kind"] == "iterations" and art["budget"]["iterations"] == 1000
+    reason = next(
+        f["reason"] for f in art["judgement"]["monitor_findings"] if f["check"] == "min_duration"
+    )
+    assert reason.startswith("soak completed before min_duration_seconds=60 (ran ")
+    assert "1000 iterations at a measured" in reason
+    assert "would fill it; or size the soak in time with --duration-seconds 60" in reason
+    assert validate(load_strict(tmp_path / "a.json"), "soak_artifact.0.3.0.json") == []

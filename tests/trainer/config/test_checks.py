@@ -54,6 +54,21 @@ def test_owner_defaults_pass(sim: str) -> None:
         (["algo.amp_dtype=fp16"], "fp16"),
         (["algo.batch_size=999999999"], "exceeds the replay capacity"),
         (["algo.num_envs=0"], "algo.num_envs=0 must be a positive integer"),
+        (
+            ["training.duration_seconds=0"],
+            "training.duration_seconds=0 must be null or a number of seconds > 0",
+        ),
+        (["training.duration_seconds=-5"], "must be null or a number of seconds > 0"),
+        (["training.duration_seconds=1e999"], "must be null or a number of seconds > 0"),
+        (
+            ["algo.max_iterations=null"],
+            "algo.max_iterations=null needs a time budget; set training.duration_seconds=S",
+        ),
+        (
+            # the G1 owner's cosine runs over the whole run, which no cap leaves unsized
+            ["training.duration_seconds=600", "algo.max_iterations=null"],
+            "algo.lr_decay_steps=null decays over algo.max_iterations, which is null",
+        ),
     ],
 )
 def test_semantic_violation_is_a_config_error(overrides: list[str], message: str) -> None:
@@ -212,3 +227,25 @@ def test_resume_from_relative_path_is_taken_from_the_working_directory(
     _check("mujoco", "training.resume_from=old/model_2.pt")
     with pytest.raises(ConfigError, match=str(tmp_path / "old" / "model_9.pt")):
         _check("mujoco", "training.resume_from=old/model_9.pt")
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["training.duration_seconds=600"],
+        ["training.duration_seconds=0.5", "algo.max_iterations=null", "algo.lr_decay_steps=500000"],
+        ["training.duration_seconds=1800", "algo.max_iterations=210000"],
+    ],
+)
+def test_a_time_budget_with_or_without_an_iteration_cap_passes(overrides: list[str]) -> None:
+    loaded = load_config(ALGO, TASK, "mujoco", overrides)
+    check_semantics(loaded)
+    assert loaded.training.duration_seconds == float(overrides[0].split("=")[1])
+
+
+def test_resume_without_an_iteration_cap_always_has_iterations_left(tmp_path: Path) -> None:
+    from trainer.config.checks import check_resume_from
+    from trainer.rundir.checkpoint import save_checkpoint
+
+    path = save_checkpoint(tmp_path, iteration=50, total_env_steps=400, learner_state={})
+    check_resume_from(str(path), max_iterations=None, cwd=tmp_path)

@@ -120,3 +120,43 @@ def test_bad_inputs_exit_2_with_one_line(run, tmp_path):
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2, (args, proc.stderr)
         assert len(lines) == 1 and lines[0].startswith("error:") and text in lines[0], args
+
+
+def test_a_time_budgeted_run_evaluates_the_iteration_its_budget_reached(tmp_path):
+    """The budget ends the run at whatever iteration it reached: the final checkpoint, the
+    evaluation request and evaluation.json all name that iteration, and the soak's learning
+    verdict judges the run (nothing about it is unverified)."""
+    from harness.soak.learning import UNVERIFIED, LearningCfg, judge_learning
+
+    run_dir, cache = tmp_path / "run", tmp_path / "cache"
+    argv = train_argv(
+        run_dir,
+        "algo.num_envs=4",
+        "algo.max_iterations=null",
+        "algo.lr_decay_steps=500000",
+        "training.duration_seconds=2",
+        "algo.batch_size=8",
+        "algo.learning_starts=2",
+        "algo.save_interval=1000",
+        "training.no_play=true",
+        "training.replay_ingress_slot_rows=2",
+        "env.commands.motion.motion_file=motions/g1/synthetic_dance.npz",
+    )
+    proc = subprocess.run(
+        argv, check=False, capture_output=True, text=True, timeout=600, env=_env(cache)
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    summary = load_strict(run_dir / "run_summary.json")
+    assert validate(summary, "run_summary.v1.json") == []
+    final = summary["completed_iterations"]
+    assert summary["time_budget"]["stopped_by"] == "duration"
+    assert summary["time_budget"]["final_iteration"] == final >= 1
+    assert summary["last_checkpoint"] == str(run_dir / f"model_{final}.pt")
+    section = summary["evaluation"]
+    assert section["status"] == "evaluated" and section["final"]["iteration"] == final
+    doc = load_strict(run_dir / "evaluation.json")
+    assert doc["final_iteration"] == final
+    assert doc["points"][-1]["iteration"] == final and doc["points"][-1]["source"] == "final"
+    report = judge_learning(run_dir, summary, LearningCfg(mode="report"))
+    assert report.verdict != "not_judged"
+    assert [f for f in report.findings if f.classification == UNVERIFIED] == []

@@ -138,9 +138,7 @@ def test_learner_map_cannot_inject_logger_or_collector_tags():
 def test_progress_lines_are_strict_json_with_the_contract_keys(tmp_path):
     progress = ProgressWriter(tmp_path, interval_s=0.0)
     progress.write("startup/begin")
-    progress.update(
-        "training/learner_update", iteration=3, total_env_steps=24, env_steps_per_sec=float("nan")
-    )
+    progress.update("training/learner_update", iteration=3, total_env_steps=24)
     progress.close()
     lines = [json.loads(line) for line in (tmp_path / "progress.jsonl").read_text().splitlines()]
     assert [line["phase"] for line in lines] == ["startup/begin", "training/learner_update"]
@@ -150,13 +148,20 @@ def test_progress_lines_are_strict_json_with_the_contract_keys(tmp_path):
         "iteration",
         "total_env_steps",
         "env_steps_per_sec",
+        "iterations_per_sec",
+        "rate_window_s",
+        "training_elapsed_s",
     }
     assert lines[1]["iteration"] == 3 and lines[1]["env_steps_per_sec"] is None
+    assert lines[1]["rate_window_s"] == 10.0 and lines[1]["training_elapsed_s"] is None
 
 
 def test_checkpoints_at_multiples_of_save_interval_and_the_final_iteration(tmp_path):
-    saved = [k for k in range(13) if is_checkpoint_iteration(k, save_interval=5, max_iterations=12)]
+    saved = [k for k in range(13) if is_checkpoint_iteration(k, save_interval=5, final=k == 12)]
     assert saved == [5, 10, 12]
+    # A time budget ends the run at whatever iteration found it spent.
+    assert is_checkpoint_iteration(7, save_interval=5, final=True)
+    assert not is_checkpoint_iteration(0, save_interval=5, final=True)
     path = save_checkpoint(
         tmp_path, iteration=5, total_env_steps=40, learner_state={"w": torch.ones(2)}
     )

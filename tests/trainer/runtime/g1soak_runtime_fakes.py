@@ -253,6 +253,9 @@ class FakeLearner:
     def state_dict(self) -> dict:
         return {"updates": self.updates}
 
+    def load_state_dict(self, state: dict) -> None:
+        self.updates = int(state["updates"])
+
 
 def make_run_context(
     run_dir, *, training: dict | None = None, algo: dict | None = None, device: str = "cpu"
@@ -282,6 +285,7 @@ def make_run_context(
         log_interval=1,
         motion_hub="skip",
         resume_from=None,
+        duration_seconds=None,
     )
     if training:
         training_cfg = replace(training_cfg, **training)
