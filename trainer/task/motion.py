@@ -26,6 +26,7 @@ import numpy as np
 
 from trainer.assets import AssetError, cache_root, check_asset_id
 from trainer.assets import asset_roots as default_asset_roots
+from trainer.hub import PUBLIC_HF_ENDPOINT  # noqa: F401 (re-exported: the fallback endpoint)
 from trainer.sim.scene import (
     DEFAULT_JOINT_POS,
     FOOT_BODY_NAMES,
@@ -71,7 +72,6 @@ SYNTHETIC_MARCH_ID = "motions/g1/synthetic_march.npz"
 """A second built-in clip of a different motion (marching in place), for learning checks."""
 DANCE_MOTION_ID = "motions/g1/dance1_subject2_part.npz"
 DEFAULT_HUB_REPO = "unilabsim/unilab-motions"
-PUBLIC_HF_ENDPOINT = "https://huggingface.co"
 MOTION_FPS = 50
 """1 / ctrl_dt; clips at any other rate are rejected (no resampling)."""
 SYNTHETIC_GENERATOR_VERSION = 1
@@ -92,6 +92,9 @@ _OFFLINE_ALTERNATIVE = (
     f"offline alternative: env.commands.motion.motion_file={SYNTHETIC_MOTION_ID} "
     "(generate with: g1-pull-assets --robot g1)"
 )
+
+NOT_AN_ASSET_ID = "; it is no path and no asset id (those end in .npz), so the hub was not asked"
+"""Why a name like ``dnace`` is never looked up on the hub (a typo costs no network time)."""
 
 HubMode = Literal["auto", "skip", "require"]
 MotionSource = Literal["path", "package", "cache", "generated", "downloaded"]
@@ -632,38 +635,16 @@ def _describe(err: BaseException) -> str:
 def download_from_hub(motion_id: str, hub_repo: str, local_dir: Path) -> Path:
     """Download ``motion_id`` from the dataset repo ``hub_repo`` into ``local_dir``.
 
-    A failing custom ``HF_ENDPOINT`` is retried once against the public hub.
+    A failing custom ``HF_ENDPOINT`` is retried once against the public hub; a host that
+    does not resolve or takes no connection fails at once (``trainer.hub``).
 
     Raises:
-        Exception: whatever huggingface_hub raised on the last attempt.
+        Exception: whatever huggingface_hub raised on the last attempt
+            (:class:`trainer.hub.HubUnreachable` when the hub could not be reached).
     """
-    from huggingface_hub import hf_hub_download  # lazy: only when a download is needed
+    from trainer.hub import download
 
-    custom = os.environ.get("HF_ENDPOINT", "").strip().rstrip("/")
-    endpoints = [custom or None]
-    if custom and custom != PUBLIC_HF_ENDPOINT:
-        endpoints.append(PUBLIC_HF_ENDPOINT)
-    for attempt, endpoint in enumerate(endpoints):
-        try:
-            return Path(
-                hf_hub_download(
-                    repo_id=hub_repo,
-                    repo_type="dataset",
-                    filename=motion_id,
-                    local_dir=local_dir,
-                    endpoint=endpoint,
-                )
-            )
-        except Exception as err:  # huggingface_hub raises many types; the cause goes in the message
-            if attempt + 1 == len(endpoints):
-                raise
-            logger.warning(
-                "HF_ENDPOINT=%s failed (%s); retrying %s",
-                custom,
-                _describe(err),
-                PUBLIC_HF_ENDPOINT,
-            )
-    raise AssertionError("unreachable: the endpoint list is never empty")
+    return download(hub_repo, motion_id, local_dir)
 
 
 def resolve_motion(
@@ -716,6 +697,8 @@ def resolve_motion(
     if motion_id in SYNTHETIC_CLIP_IDS:
         path, _, sha = ensure_synthetic_clip(writable, motion_id=motion_id)
         return ResolvedMotion(path, "generated", sha)
+    if not motion_id.endswith(".npz"):
+        raise _not_found(motion_id, searched, NOT_AN_ASSET_ID)
     if hub == "skip":
         raise _not_found(motion_id, searched, "; hub download skipped (--hub skip)")
     if hub_offline():
