@@ -1,7 +1,9 @@
-"""``python -m trainer train ...``: the ``train`` command under an explicit interpreter.
+"""``python -m trainer <command> ...``: the trainer's commands under an explicit interpreter.
 
-The soak launches ``[sys.executable, "-m", "trainer", "train", ...]`` so the trainer runs
-with the monitor's interpreter; this behaves exactly like the ``train`` script.
+``train`` behaves exactly like the ``train`` script; the soak launches
+``[sys.executable, "-m", "trainer", "train", ...]`` so the trainer runs with the monitor's
+interpreter. ``check-config`` checks a ``train`` command line without training (torch-free;
+``g1-soak`` runs it before the launch, docs/soak.md).
 """
 
 from __future__ import annotations
@@ -9,11 +11,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-COMMANDS = ("train",)
+COMMANDS = ("train", "check-config")
 
 
 def dispatch(argv: Sequence[str]) -> int:
-    """Run ``train`` with the arguments after the command name; returns the exit code."""
+    """Run the command named by ``argv[0]`` with the arguments after it; returns the exit code."""
     if not argv or argv[0] not in COMMANDS:
         given = repr(argv[0]) if argv else "nothing"
         sys.stderr.write(
@@ -21,6 +23,10 @@ def dispatch(argv: Sequence[str]) -> int:
             "use python -m trainer train --algo A --task T --sim S [KEY=VALUE ...]\n"
         )
         return 2
+    if argv[0] == "check-config":
+        from trainer.check_config import main as check_main
+
+        return check_main(list(argv[1:]))
     from trainer.cli import main
 
     return main(list(argv[1:]))

@@ -50,8 +50,13 @@ def _divisor_hint(num_envs: int, rows: int) -> int:
     return num_envs
 
 
-def check_semantics(loaded: LoadedConfig) -> None:
+def check_semantics(loaded: LoadedConfig, *, read_checkpoint: bool = True) -> None:
     """Step 5 value checks in contract order (the log dir is :func:`resolve_log_dir`).
+
+    Args:
+        loaded: the loaded config.
+        read_checkpoint: read ``training.resume_from``'s iteration (needs torch); False
+            checks only that the file exists (``python -m trainer check-config``).
 
     Raises:
         ConfigError: the first unmet condition, naming the key, the value and the fix.
@@ -126,7 +131,12 @@ def check_semantics(loaded: LoadedConfig) -> None:
             f"{SCENE_MODEL_ID} itself; to use another robot file set env.scene.robot_mjcf"
         )
     algo.validate()  # FlashSacCfg: sizes, capacity, fp16 (raises a ConfigError subclass)
-    check_resume_from(training.resume_from, max_iterations=algo.max_iterations, cwd=Path.cwd())
+    check_resume_from(
+        training.resume_from,
+        max_iterations=algo.max_iterations,
+        cwd=Path.cwd(),
+        read_checkpoint=read_checkpoint,
+    )
 
 
 def resolve_resume_path(value: str, cwd: Path) -> Path:
@@ -134,7 +144,9 @@ def resolve_resume_path(value: str, cwd: Path) -> Path:
     return Path(os.path.abspath(cwd / Path(value).expanduser()))
 
 
-def check_resume_from(value: str | None, *, max_iterations: int, cwd: Path) -> None:
+def check_resume_from(
+    value: str | None, *, max_iterations: int, cwd: Path, read_checkpoint: bool = True
+) -> None:
     """``training.resume_from`` names an existing checkpoint file with iterations left.
 
     Only the file's iteration is read here (memory-mapped); a file that cannot be loaded or
@@ -155,6 +167,8 @@ def check_resume_from(value: str | None, *, max_iterations: int, cwd: Path) -> N
         )
     if not path.is_file():
         raise ConfigError(f"training.resume_from={path} is not an existing file; {fix}")
+    if not read_checkpoint:
+        return
     from trainer.rundir.checkpoint import peek_iteration  # torch: only when resuming
 
     iteration = peek_iteration(path)
