@@ -349,12 +349,32 @@ def print_summary_table(run_dir: Path) -> None:
     typer.echo(tabulate(rows, tablefmt="simple"))
 
 
+def _train_epilog() -> str:
+    from trainer.config.loader import list_owners
+
+    owners = "\n".join(f"  {owner}" for owner in list_owners())
+    return (
+        f"\b\nOwners (--algo/--task/--sim):\n{owners}\n\n"
+        "\b\nExamples:\n"
+        "  train --algo flashsac --task g1_motion_tracking --sim mujoco \\\n"
+        "    algo.num_envs=16 algo.max_iterations=50 training.log_dir=runs/cpu-try \\\n"
+        "    env.commands.motion.motion_file=motions/g1/synthetic_dance.npz\n"
+        "  train --algo flashsac --task g1_motion_tracking --sim mjwarp --print-config\n"
+        "  python -m trainer check-config --algo flashsac --task g1_motion_tracking \\\n"
+        "    --sim mjwarp\n\n"
+        "Every key, its default and meaning: docs/configuration.md. "
+        "Errors and fixes: docs/troubleshooting.md."
+    )
+
+
 @app.command(
     help=(
         "Train with the owner config selected by --algo/--task/--sim plus KEY=VALUE "
-        "overrides (VALUE is a JSON literal when it parses, else a string). Exit 0 iff the "
-        "run completed; 1 on failure; 2 on a usage or config error (nothing written)."
-    )
+        "overrides (VALUE is a JSON literal when it parses, else a string; relative paths "
+        "are taken from the current directory). Exit 0 iff the run completed; 1 on failure; "
+        "2 on a usage or config error (nothing written)."
+    ),
+    epilog=_train_epilog(),
 )
 def train(
     algo: Annotated[
@@ -370,13 +390,30 @@ def train(
     overrides: Annotated[
         list[str] | None,
         typer.Argument(
-            metavar="[KEY=VALUE]...",
+            metavar="KEY=VALUE",
             help="Dotted overrides, e.g. algo.num_envs=1024 training.log_dir=/tmp/run.",
             show_default=False,
         ),
     ] = None,
+    print_config: Annotated[
+        bool,
+        typer.Option(
+            "--print-config",
+            help="Print the resolved config, each value with the file or override that set "
+            "it, and exit (nothing written).",
+        ),
+    ] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="With --print-config: one strict-JSON object.")
+    ] = False,
 ) -> None:
     """Train (see the command help)."""
+    if json_out and not print_config:
+        raise typer.BadParameter("--json needs --print-config", param_hint="--json")
+    if print_config:
+        from trainer.print_config import print_config as show_config
+
+        raise typer.Exit(show_config(algo, task, sim, overrides or [], as_json=json_out))
     argv = [sys.executable, *sys.argv] if sys.argv else None
     raise typer.Exit(run_train(algo, task, sim, overrides or [], argv=argv))
 
