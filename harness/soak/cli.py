@@ -23,6 +23,9 @@ from tabulate import tabulate
 from harness.cli_app import run_app
 from harness.errors import UsageError
 from harness.jsonio import dumps_strict
+from harness.paths import absolute
+from harness.soak import preflight
+from harness.soak.preflight import motion_arg
 from harness.soak.trend import SERIES, TrendThresholdError, parse_threshold_overrides
 
 SOAK_OWNED_KEYS: tuple[str, ...] = (
@@ -64,11 +67,11 @@ class TrendMode(str, enum.Enum):
 _MON = "Monitor"
 _TREND = "Resource trends"
 LogDirOpt = Annotated[
-    Path, typer.Option("--log-dir", help="Absolute run directory (missing or empty).")
+    Path, typer.Option("--log-dir", help="Run directory (missing or empty; relative to the CWD).")
 ]
 OutputOpt = Annotated[
     Path,
-    typer.Option("--output", help="Absolute artifact path (must not exist; outside the log dir)."),
+    typer.Option("--output", help="Artifact path (must not exist; outside the log dir)."),
 ]
 MinDurationOpt = Annotated[
     float,
@@ -184,17 +187,9 @@ def checked_timing(
 
 
 def check_paths(log_dir: Path, output: Path) -> tuple[Path, Path]:
-    """CONTRACTS §1.2: both absolute; log dir missing or empty; output new and outside it."""
-    if not log_dir.is_absolute():
-        raise UsageError(
-            f"--log-dir {str(log_dir)!r} must be an absolute path; use e.g. $PWD/{log_dir}"
-        )
-    if not output.is_absolute():
-        raise UsageError(
-            f"--output {str(output)!r} must be an absolute path; use e.g. $PWD/{output}"
-        )
-    log_dir = Path(_normalise(log_dir))
-    output = Path(_normalise(output))
+    """Both made absolute (harness.paths: relative to the CWD); log dir missing or empty;
+    output new and outside it."""
+    log_dir, output = absolute(log_dir), absolute(output)
     if log_dir.exists():
         if not log_dir.is_dir():
             raise UsageError(
@@ -218,12 +213,6 @@ def _make_parent(output: Path) -> None:
         raise UsageError(
             f"--output {output}: cannot create its directory ({err.strerror or err}); pick a writable path"
         ) from err
-
-
-def _normalise(path: Path) -> str:
-    import os
-
-    return os.path.normpath(str(path))
 
 
 def override_key(text: str) -> str:
@@ -259,7 +248,7 @@ def motion_override(motion: str | None) -> tuple[str | None, str]:
     """``(override or None, motion id)`` for ``--motion`` (None = the owner's default, dance)."""
     if motion is None:
         return None, MOTION_IDS["dance"]
-    motion_id = MOTION_IDS.get(motion, motion)
+    motion_id = motion_arg(motion, MOTION_IDS)
     return f"{MOTION_KEY}={motion_id}", motion_id
 
 
@@ -400,7 +389,18 @@ def _monitor_cfg(
 g1_soak_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
-@g1_soak_app.command()
+G1_SOAK_EPILOG = (
+    "\b\nExamples:\n"
+    "  g1-soak --log-dir runs/g1-soak --output artifacts/g1-soak.json\n"
+    "  g1-soak --sim mujoco --motion synthetic --num-envs 16 --iterations 200 \\\n"
+    "    --min-duration-seconds 0 --log-dir runs/cpu --output artifacts/cpu.json\n\n"
+    "Before the launch, python -m trainer check-config checks the trainer's command line "
+    "(bad input: exit 2 with the trainer's message). Exit 0 passed, 1 failed, 2 usage. "
+    "Flags, artifact and verdict: docs/soak.md; errors: docs/troubleshooting.md."
+)
+
+
+@g1_soak_app.command(epilog=G1_SOAK_EPILOG)
 def g1_soak(
     log_dir: LogDirOpt,
     output: OutputOpt,
@@ -420,7 +420,8 @@ def g1_soak(
         str | None,
         typer.Option(
             "--motion",
-            help="synthetic (offline dance clip), march (offline marching clip), dance (the seed's clip via the hub) or a path.",
+            help="synthetic (offline dance clip), march (offline marching clip), dance (the "
+            "seed's clip via the hub), an asset id ending in .npz, or an existing file.",
         ),
     ] = None,
     extra_override: Annotated[
@@ -436,7 +437,7 @@ def g1_soak(
     trend_min_window_seconds: TrendWindowOpt = 600.0,
     json_out: JsonOpt = False,
 ) -> None:
-    """Soak the canonical FlashSAC / G1 motion-tracking run and judge it (CONTRACTS §1.2)."""
+    """Soak the canonical FlashSAC / G1 motion-tracking run and judge it (docs/soak.md)."""
     from harness.soak.monitor import run_soak
 
     # Pre-launch order: types (typer) -> bounds -> paths -> override syntax -> reserved
@@ -472,6 +473,7 @@ def g1_soak(
     command = build_g1_command(
         sim=sim.value, num_envs=num_envs, iterations=iterations, log_dir=log_dir, extras=extras
     )
+    preflight.check_trainer_command(command)  # the trainer's own check; nothing launched yet
     _load_schemas()
     _make_parent(output)
     result = run_soak(command, log_dir=log_dir, output=output, cfg=cfg, motion_id=motion_id)
@@ -482,7 +484,16 @@ def g1_soak(
 soak_run_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
-@soak_run_app.command(context_settings={"allow_interspersed_args": False})
+SOAK_RUN_EPILOG = (
+    "\b\nExamples:\n"
+    "  soak-run --log-dir runs/any --output artifacts/any.json -- \\\n"
+    "    python my_train.py --out {log_dir}\n\n"
+    "The command must honour the run-directory contract (docs/soak.md). Exit 0 passed, "
+    "1 failed, 2 usage."
+)
+
+
+@soak_run_app.command(context_settings={"allow_interspersed_args": False}, epilog=SOAK_RUN_EPILOG)
 def soak_run(
     command: Annotated[
         list[str],
@@ -501,7 +512,7 @@ def soak_run(
     trend_min_window_seconds: TrendWindowOpt = 600.0,
     json_out: JsonOpt = False,
 ) -> None:
-    """Soak any trainer command that honours the run-directory contract (CONTRACTS §1.3)."""
+    """Soak any trainer command that honours the run-directory contract (docs/soak.md)."""
     from harness.soak.monitor import run_soak
 
     timing = checked_timing(
