@@ -314,39 +314,21 @@ def run_train(
     return code
 
 
-def _fmt(value: Any, spec: str = ",.1f") -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def print_summary_table(run_dir: Path) -> None:
-    """The run's outcome for a person, on stdout, from the run_summary.json just written."""
+    """The run's outcome for a person, on stdout, from the run_summary.json just written
+    (``harness.summary_table``: g1-soak shows the same rows under its verdict)."""
     from tabulate import tabulate
 
     from harness.errors import StrictJsonError
     from harness.jsonio import load_strict
+    from harness.summary_table import summary_rows
 
     try:
         summary = load_strict(run_dir / "run_summary.json")
     except (OSError, StrictJsonError):
         return  # the failure was already reported on stderr
-    shutdown = (summary.get("runtime_manifest") or {}).get("shutdown") or {}
-    error_text = str(summary.get("error") or "").splitlines()
-    rows = [
-        ("status", summary.get("status")),
-        ("shutdown", f"{shutdown.get('classification')} ({shutdown.get('phase')})"),
-        ("iterations", _fmt(summary.get("completed_iterations"), ",d")),
-        ("env steps", _fmt(summary.get("total_env_steps"), ",d")),
-        ("env steps/s (final / tail)", (f"{_fmt(summary.get('final_env_steps_per_sec'), ',.0f')}"
-         f" / {_fmt(summary.get('tail_env_steps_per_sec'), ',.0f')}")),
-        ("mean episode length", _fmt(summary.get("mean_episode_length"))),
-        ("mean reward (final / best)", (f"{_fmt(summary.get('final_mean_reward'), '.3f')}"
-         f" / {_fmt(summary.get('best_mean_reward'), '.3f')}")),
-        ("wall time (s)", _fmt(summary.get("wall_time_sec"))),
-        ("last checkpoint", summary.get("last_checkpoint") or "-"),
-        ("error", f"{summary.get('error_type')}: {error_text[0][:200]}" if error_text else "-"),
-        ("run directory", str(run_dir)),
-    ]  # fmt: skip
-    typer.echo(tabulate(rows, tablefmt="simple"))
+    if isinstance(summary, dict):
+        typer.echo(tabulate(summary_rows(summary, str(run_dir)), tablefmt="simple"))
 
 
 def _train_epilog() -> str:

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from tabulate import tabulate
 
 from harness.cli_app import run_app
 from harness.errors import UsageError
@@ -27,6 +26,7 @@ from harness.paths import absolute
 from harness.soak import preflight
 from harness.soak.preflight import motion_arg
 from harness.soak.trend import SERIES, TrendThresholdError, parse_threshold_overrides
+from harness.soak.verdict_table import render_verdict
 
 SOAK_OWNED_KEYS: tuple[str, ...] = (
     "algo",
@@ -293,7 +293,8 @@ def _fmt(value: Any) -> str:
 
 
 def render_summary(artifact: dict[str, Any], artifact_path: Path) -> str:
-    """The end-of-soak table: verdict, reason, duration, peaks, trend verdicts, artifact."""
+    """The end-of-soak tables: verdict, reason, duration, peaks, trend verdicts (and the
+    trainer's summary on a pass), then the artifact and report paths."""
     summary = artifact["resource_summary"]
     trends = artifact.get("resource_trends") or {}
     rows: list[tuple[str, str]] = [
@@ -321,9 +322,7 @@ def render_summary(artifact: dict[str, Any], artifact_path: Path) -> str:
                 f"{series['verdict']}" + ("" if slope is None else f" (slope {slope:.1f}/h)"),
             )
         )
-    rows.append(("artifact", str(artifact_path)))
-    rows.append(("report", f"soak-report {artifact_path}"))
-    return tabulate(rows, tablefmt="simple", disable_numparse=True)
+    return render_verdict(rows, artifact, artifact_path)
 
 
 def _finish(result: Any, json_out: bool) -> int:

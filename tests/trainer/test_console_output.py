@@ -45,3 +45,16 @@ def test_summary_table_of_a_failed_run_shows_the_error(tmp_path: Path, capsys) -
 def test_no_summary_prints_nothing(tmp_path: Path, capsys) -> None:
     print_summary_table(tmp_path)
     assert capsys.readouterr().out == ""
+
+
+def test_the_error_row_names_the_type_once(tmp_path: Path, capsys) -> None:
+    summary = make_failed_summary()
+    summary["error_type"] = "MotionError"
+    summary["error"] = "collector raised MotionError: motion file 'x.npz': missing key 'fps'\nmore"
+    write_json_atomic(tmp_path / "run_summary.json", summary)
+    print_summary_table(tmp_path)
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("error"))
+    assert (
+        row.split(None, 1)[1]
+        == "collector raised MotionError: motion file 'x.npz': missing key 'fps'"
+    )
