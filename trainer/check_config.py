@@ -175,7 +175,8 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     epilog=(
         "\b\nOwners (--algo/--task/--sim):\n" + _owner_lines() + "\n\n\b\nExamples:\n"
         "  python -m trainer check-config --algo flashsac --task g1_motion_tracking \\\n"
-        "    --sim mujoco env.commands.motion.motion_file=motions/g1/synthetic_dance.npz\n"
+        "    --sim mujoco \\\n"
+        "    env.commands.motion.motion_file=motions/g1/synthetic_dance.npz\n"
         "  python -m trainer check-config --algo flashsac --task g1_motion_tracking \\\n"
         "    --sim mjwarp algo.batch_size=256 --json\n\n"
         "Every key: docs/configuration.md. The g1-soak preflight: docs/soak.md."

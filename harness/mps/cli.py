@@ -43,6 +43,12 @@ from harness.mps.probe import (
 app = typer.Typer(
     name="cumps",
     help="Start, inspect and stop a user-owned CUDA MPS control daemon.",
+    epilog=(
+        "\b\nExamples:\n"
+        '  cumps start && eval "$(cumps env)"\n'
+        "  cumps stop --if-running\n\n"
+        "Each command's --help has more; the guide is docs/mps.md."
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -106,7 +112,14 @@ def _entry_json(entry: records.RecordEntry) -> dict[str, Any]:
     }
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "\b\nExamples:\n"
+        "  cumps status\n"
+        "  cumps status --json\n"
+        "\nDaemons, records and exit codes: docs/mps.md."
+    )
+)
 def status(json_out: JsonFlag = False) -> None:
     """Read-only: platform, GPUs, this user's records (live/stale) and pipes, topology modes."""
     gpus: list[GpuInfo] = []
@@ -220,7 +233,14 @@ def _doctor_gpu(gpu: GpuInfo) -> dict[str, Any]:
     return result
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "\b\nExamples:\n"
+        "  cumps doctor\n"
+        "  cumps doctor --gpus 0 --json\n"
+        "\nDaemons, records and exit codes: docs/mps.md."
+    )
+)
 def doctor(gpus: GpusOption = None, json_out: JsonFlag = False) -> None:
     """Read-only: topology, matching records and the trainer's MPS probe; exit 0 iff valid."""
     errors: list[str] = []
@@ -262,7 +282,14 @@ def doctor(gpus: GpusOption = None, json_out: JsonFlag = False) -> None:
         raise HarnessError(errors[0])
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "\b\nExamples:\n"
+        "  cumps start\n"
+        "  cumps start --gpus 0 --name mps0 --pipe-dir mps/pipe --log-dir mps/log\n"
+        "\nDaemons, records and exit codes: docs/mps.md."
+    )
+)
 def start(
     gpus: GpusOption = None,
     name: Annotated[
@@ -350,7 +377,14 @@ def _single_live_entry() -> records.RecordEntry:
     raise records.RecordError(f"no live cumps daemon{hint}; run `cumps start`")
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "\b\nExamples:\n"
+        '  eval "$(cumps env)"\n'
+        "  cumps env --name mps0 --json\n"
+        "\nDaemons, records and exit codes: docs/mps.md."
+    )
+)
 def env(
     name: Annotated[
         str | None, typer.Option("--name", help="Record name (default: the single live one).")
@@ -373,7 +407,15 @@ def env(
     _out("\n".join(f"export {key}={shlex.quote(value)}" for key, value in variables.items()))
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "\b\nExamples:\n"
+        "  cumps stop\n"
+        "  cumps stop --if-running   # for scripts: exit 0 when nothing runs\n"
+        "  cumps stop --all\n"
+        "\nDaemons, records and exit codes: docs/mps.md."
+    )
+)
 def stop(
     name: Annotated[
         str | None, typer.Option("--name", help="Record to stop (default: the single live one).")

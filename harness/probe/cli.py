@@ -288,7 +288,17 @@ def write_plot(document: dict[str, Any], path: Path) -> bool:
     return True
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "\b\nExamples:\n"
+        "  g1-backend-probe --backends mujoco --num-envs 64 --iters 20 \\\n"
+        "    --output artifacts/probe/cpu.json\n"
+        "  g1-backend-probe --acceptance --output artifacts/probe/h200.json \\\n"
+        "    --plot artifacts/probe/h200.png\n\n"
+        "Phases, acceptance and the result schema: docs/probe.md. Exit 0 passed, 1 a backend "
+        "or an acceptance check failed, 2 usage."
+    )
+)
 def probe(
     backends: Annotated[
         str, typer.Option("--backends", help="Comma list of backends, each once: mjwarp, mujoco.")
