@@ -160,3 +160,12 @@ def test_the_soak_artifact_names_the_same_file_hash(
     row = next(r for r in json.loads(capsys.readouterr().out) if r["item"] == SYNTHETIC_MOTION_ID)
     context = motion_context(SYNTHETIC_MOTION_ID)
     assert context["file_sha256"] == row["file_sha256"] != row["arrays_sha256"]
+
+
+def test_a_relative_asset_dir_is_taken_from_the_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["--hub", "skip", "--asset-dir", "assets", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert all(Path(r["path"]).is_relative_to(tmp_path / "assets") for r in rows)

@@ -678,8 +678,8 @@ def resolve_motion(
         msg = f"hub={hub!r} must be one of auto, skip, require"
         raise MotionError(msg)
     given = Path(motion_id).expanduser()
-    if given.is_file():
-        return ResolvedMotion(given, "path", arrays_sha256(_read_npz(given)))
+    if given.is_file():  # a relative path is taken from the CWD and handed on absolute
+        return ResolvedMotion(Path(os.path.abspath(given)), "path", arrays_sha256(_read_npz(given)))
     if given.is_absolute():
         raise _not_found(motion_id, [str(given)], "")
     search_roots = tuple(default_asset_roots() if asset_roots is None else asset_roots)

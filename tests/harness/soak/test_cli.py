@@ -446,3 +446,21 @@ def test_an_unusable_verdict_schema_stops_the_soak_before_launch(
     )
     assert err.count("\n") == 1 and not captured.calls
     assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.parametrize("main", [g1_soak_main, soak_run_main])
+def test_relative_paths_are_taken_from_the_cwd(
+    tmp_path: Path, captured: Captured, monkeypatch: pytest.MonkeyPatch, main
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    argv = ["--log-dir", "runs/../runs/a", "--output", "out/a.json"]
+    assert main([*argv, "--", "true", "{log_dir}"] if main is soak_run_main else argv) == 0
+    call = captured.calls[0]
+    assert (call["log_dir"], call["output"]) == (
+        tmp_path / "runs" / "a",
+        tmp_path / "out" / "a.json",
+    )
+    if main is soak_run_main:
+        assert call["command"] == ["true", str(tmp_path / "runs" / "a")]
+    else:
+        assert f"training.log_dir={tmp_path / 'runs' / 'a'}" in call["command"]
