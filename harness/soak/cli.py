@@ -420,7 +420,8 @@ def g1_soak(
         typer.Option(
             "--motion",
             help="synthetic (offline dance clip), march (offline marching clip), dance (the "
-            "seed's clip via the hub), an asset id ending in .npz, or an existing file.",
+            "seed's clip via the hub), an asset id ending in .npz or .csv, or an existing "
+            "file; a comma list is a clip set.",
         ),
     ] = None,
     extra_override: Annotated[

@@ -2,10 +2,11 @@
 
 Two steps, both before anything is launched or written:
 
-1. ``--motion`` names a clip: an alias (``synthetic``, ``march``, ``dance``), an existing
-   file (made absolute, so the trainer and the artifact see the same path), or an asset id
-   ending in ``.npz`` (the trainer resolves it: package, cache, hub). Anything else is a
-   usage error naming the closest alias, so a typo costs no hub round trip.
+1. ``--motion`` names clips: each item of a comma list is an alias (``synthetic``,
+   ``march``, ``dance``), an existing file or directory (made absolute, so the trainer and
+   the artifact see the same path), or an asset id ending in ``.npz`` or ``.csv`` (the
+   trainer resolves it: package, cache, hub). Anything else is a usage error naming the
+   closest alias, so a typo costs no hub round trip.
 2. ``python -m trainer check-config`` runs, with this interpreter, on exactly the arguments
    ``train`` will get: the owner chain, every override, the run directory, the motion clip
    and its contents. It imports neither torch nor warp (the harness still never does), so
@@ -37,30 +38,41 @@ TRAIN_PREFIX = ("-m", "trainer", "train")
 
 
 def motion_arg(value: str, aliases: Mapping[str, str]) -> str:
-    """The clip ``--motion`` names: an alias's id, an existing file's absolute path, or an
-    asset id ending in ``.npz``.
+    """The clip(s) ``--motion`` names, each item of a comma list (a clip set) on its own: an
+    alias's id, an existing file or directory as an absolute path, or an asset id ending in
+    ``.npz`` or ``.csv``; the items joined by commas again.
 
     Raises:
-        UsageError: a missing path, a directory, or a name that is none of the three.
+        UsageError: an empty item, a missing path, or a name that is none of these.
     """
-    if value in aliases:
-        return aliases[value]
-    choices = f"one of {', '.join(aliases)}, an asset id ending in .npz, or an existing file"
-    if not value.strip():
-        raise UsageError(f"--motion is empty; pass {choices}")
-    path = absolute(value)
-    if path.is_file():
+    choices = (
+        f"one of {', '.join(aliases)}, an asset id ending in .npz or .csv, or an existing file"
+    )
+    items = [item.strip() for item in value.split(",")]
+    if not all(items):
+        raise UsageError(
+            f"--motion {value!r} has an empty item; pass {choices} (a comma list is a clip set)"
+        )
+    return ",".join(_motion_item(item, aliases, choices) for item in items)
+
+
+ASSET_ID_SUFFIXES = (".npz", ".csv")
+
+
+def _motion_item(item: str, aliases: Mapping[str, str], choices: str) -> str:
+    if item in aliases:
+        return aliases[item]
+    path = absolute(item)
+    if path.exists():
         return str(path)
-    if path.is_dir():
-        raise UsageError(f"--motion {value!r} is a directory ({path}); pass one .npz file")
-    expanded = os.path.expanduser(value)
-    if os.path.isabs(expanded) or value.startswith(("./", "../")):
-        raise UsageError(f"--motion {value!r}: no such file ({path}); pass {choices}")
-    if value.endswith(".npz"):
-        return value
-    hint = difflib.get_close_matches(value, list(aliases), n=1, cutoff=0.5)
+    expanded = os.path.expanduser(item)
+    if os.path.isabs(expanded) or item.startswith(("./", "../")):
+        raise UsageError(f"--motion {item!r}: no such file ({path}); pass {choices}")
+    if item.lower().endswith(ASSET_ID_SUFFIXES):
+        return item
+    hint = difflib.get_close_matches(item, list(aliases), n=1, cutoff=0.5)
     fix = f"; did you mean '{hint[0]}'?" if hint else ""
-    raise UsageError(f"--motion {value!r} is no clip: pass {choices}{fix}")
+    raise UsageError(f"--motion {item!r} is no clip: pass {choices}{fix}")
 
 
 def check_argv(command: Sequence[str]) -> list[str]:

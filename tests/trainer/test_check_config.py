@@ -79,7 +79,7 @@ def test_a_misspelt_motion_name_is_rejected_without_the_hub(
     assert code == 2
     (line,) = err.splitlines()
     assert line.startswith("error: motion file 'dnace' not found (searched: dnace, ")
-    assert "it is no path and no asset id (those end in .npz), so the hub was not asked" in line
+    assert "it is no path and no asset id (those end in .npz or .csv), so the hub was not asked" in line
 
 
 @pytest.mark.parametrize(

@@ -114,7 +114,7 @@ def test_an_unknown_name_that_is_no_asset_id_never_reaches_the_hub(
         resolve_motion("dnace", asset_roots=(tmp_path / "pkg", tmp_path / "cache"))
     assert str(info.value) == (
         f"motion file 'dnace' not found (searched: dnace, {tmp_path / 'pkg' / 'dnace'}, "
-        f"{tmp_path / 'cache' / 'dnace'}); it is no path and no asset id (those end in .npz), "
+        f"{tmp_path / 'cache' / 'dnace'}); it is no path and no asset id (those end in .npz or .csv), "
         "so the hub was not asked; offline alternative: "
         "env.commands.motion.motion_file=motions/g1/synthetic_dance.npz "
         "(generate with: g1-pull-assets --robot g1)"

@@ -26,7 +26,6 @@ import numpy as np
 
 from trainer.assets import AssetError, cache_root, check_asset_id
 from trainer.assets import asset_roots as default_asset_roots
-from trainer.hub import PUBLIC_HF_ENDPOINT  # noqa: F401 (re-exported: the fallback endpoint)
 from trainer.sim.scene import (
     DEFAULT_JOINT_POS,
     FOOT_BODY_NAMES,
@@ -92,9 +91,6 @@ _OFFLINE_ALTERNATIVE = (
     f"offline alternative: env.commands.motion.motion_file={SYNTHETIC_MOTION_ID} "
     "(generate with: g1-pull-assets --robot g1)"
 )
-
-NOT_AN_ASSET_ID = "; it is no path and no asset id (those end in .npz), so the hub was not asked"
-"""Why a name like ``dnace`` is never looked up on the hub (a typo costs no network time)."""
 
 HubMode = Literal["auto", "skip", "require"]
 MotionSource = Literal["path", "package", "cache", "generated", "downloaded"]
@@ -621,6 +617,14 @@ def hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"}
 
 
+ASSET_ID_SUFFIXES = (".npz", ".csv")
+"""How a motion asset id ends; anything else that is no existing path is never looked up on
+the hub, so a typo such as ``dnace`` costs no network time."""
+NOT_AN_ASSET_ID = (
+    "; it is no path and no asset id (those end in .npz or .csv), so the hub was not asked"
+)
+
+
 def _not_found(motion_id: str, searched: Sequence[str], hub_note: str) -> MotionError:
     return MotionError(
         f"motion file '{motion_id}' not found (searched: {', '.join(searched)}){hub_note}; {_OFFLINE_ALTERNATIVE}"
@@ -678,8 +682,8 @@ def resolve_motion(
         msg = f"hub={hub!r} must be one of auto, skip, require"
         raise MotionError(msg)
     given = Path(motion_id).expanduser()
-    if given.is_file():  # a relative path is taken from the CWD and handed on absolute
-        return ResolvedMotion(Path(os.path.abspath(given)), "path", arrays_sha256(_read_npz(given)))
+    if given.is_file():
+        return ResolvedMotion(given, "path", arrays_sha256(_read_npz(given)))
     if given.is_absolute():
         raise _not_found(motion_id, [str(given)], "")
     search_roots = tuple(default_asset_roots() if asset_roots is None else asset_roots)
@@ -697,7 +701,7 @@ def resolve_motion(
     if motion_id in SYNTHETIC_CLIP_IDS:
         path, _, sha = ensure_synthetic_clip(writable, motion_id=motion_id)
         return ResolvedMotion(path, "generated", sha)
-    if not motion_id.endswith(".npz"):
+    if not motion_id.lower().endswith(ASSET_ID_SUFFIXES):
         raise _not_found(motion_id, searched, NOT_AN_ASSET_ID)
     if hub == "skip":
         raise _not_found(motion_id, searched, "; hub download skipped (--hub skip)")

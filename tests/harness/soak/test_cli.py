@@ -168,6 +168,10 @@ def test_motion_dance_asset_id_and_path(
     assert captured.calls[1]["motion_id"] == str(clip)
     assert g1_soak_main([*_paths(tmp_path / "c"), "--motion", "motions/g1/other.npz"]) == 0
     assert "env.commands.motion.motion_file=motions/g1/other.npz" in captured.calls[2]["command"]
+    # A comma list is a clip set: aliases expand and paths become absolute in each item.
+    assert g1_soak_main([*_paths(tmp_path / "d"), "--motion", "synthetic, clips , x/w.csv"]) == 0
+    expected = f"motions/g1/synthetic_dance.npz,{clip.parent},x/w.csv"
+    assert f"env.commands.motion.motion_file={expected}" in captured.calls[3]["command"]
 
 
 @pytest.mark.parametrize(
@@ -177,21 +181,29 @@ def test_motion_dance_asset_id_and_path(
             "dnace",
             (
                 "error: --motion 'dnace' is no clip: pass one of synthetic, march, dance, an asset "
-                "id ending in .npz, or an existing file; did you mean 'dance'?"
+                "id ending in .npz or .csv, or an existing file; did you mean 'dance'?"
             ),
         ),
         (
             "/data/clip.npz",
             (
                 "error: --motion '/data/clip.npz': no such file (/data/clip.npz); pass one of "
-                "synthetic, march, dance, an asset id ending in .npz, or an existing file"
+                "synthetic, march, dance, an asset id ending in .npz or .csv, or an existing file"
+            ),
+        ),
+        (
+            "synthetic,,march",
+            (
+                "error: --motion 'synthetic,,march' has an empty item; pass one of synthetic, "
+                "march, dance, an asset id ending in .npz or .csv, or an existing file (a comma "
+                "list is a clip set)"
             ),
         ),
         (
             "xyz",
             (
                 "error: --motion 'xyz' is no clip: pass one of synthetic, march, dance, "
-                "an asset id ending in .npz, or an existing file"
+                "an asset id ending in .npz or .csv, or an existing file"
             ),
         ),
     ],

@@ -107,14 +107,19 @@ def test_motion_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert motion_arg("clip.npz", MOTION_IDS) == str(tmp_path / "clip.npz")
     assert motion_arg("./clip.npz", MOTION_IDS) == str(tmp_path / "clip.npz")
     assert motion_arg("motions/g1/x.npz", MOTION_IDS) == "motions/g1/x.npz"
-    with pytest.raises(UsageError, match=r"^--motion 'clips' is a directory \("):
-        motion_arg("clips", MOTION_IDS)
+    assert motion_arg("motions/g1/x.CSV", MOTION_IDS) == "motions/g1/x.CSV"
+    assert motion_arg("clips", MOTION_IDS) == str(tmp_path / "clips")  # a clip-set directory
+    assert motion_arg("dance,clip.npz", MOTION_IDS) == (
+        f"motions/g1/dance1_subject2_part.npz,{tmp_path / 'clip.npz'}"
+    )
     with pytest.raises(UsageError, match=r"^--motion './gone.npz': no such file \("):
         motion_arg("./gone.npz", MOTION_IDS)
     with pytest.raises(UsageError, match=r"did you mean 'synthetic'\?$"):
         motion_arg("synthtic", MOTION_IDS)
-    with pytest.raises(UsageError, match="^--motion is empty"):
+    with pytest.raises(UsageError, match="^--motion ' ' has an empty item"):
         motion_arg(" ", MOTION_IDS)
+    with pytest.raises(UsageError, match=r"^--motion 'dnace' is no clip"):
+        motion_arg("synthetic,dnace", MOTION_IDS)
 
 
 def _g1_soak(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -151,7 +156,7 @@ def test_g1_soak_rejects_a_misspelt_motion_without_the_hub(tmp_path: Path, isola
     proc = _g1_soak(tmp_path, "--motion", "dnace")
     assert _assert_rejected_before_launch(proc, tmp_path) == (
         "error: --motion 'dnace' is no clip: pass one of synthetic, march, dance, an asset id "
-        "ending in .npz, or an existing file; did you mean 'dance'?"
+        "ending in .npz or .csv, or an existing file; did you mean 'dance'?"
     )
 
 

@@ -11,7 +11,7 @@ from tests.harness.schemas.builders import make_completed_summary
 REASON = (
     "trainer exited with returncode 2: error: motion file 'motions/g1/dnace' not found "
     "(searched: " + ", ".join(f"/very/long/asset/root/number/{i}/dnace" for i in range(12)) + "); "
-    "it is no path and no asset id (those end in .npz), so the hub was not asked; "
+    "it is no path and no asset id (those end in .npz or .csv), so the hub was not asked; "
     "trainer did not write run_summary.json"
 )
 
