@@ -248,7 +248,7 @@ def motion_override(motion: str | None) -> tuple[str | None, str]:
     """``(override or None, motion id)`` for ``--motion`` (None = the owner's default, dance)."""
     if motion is None:
         return None, MOTION_IDS["dance"]
-    motion_id = motion_arg(motion, MOTION_IDS)
+    motion_id = MOTION_IDS.get(motion, motion)
     return f"{MOTION_KEY}={motion_id}", motion_id
 
 
@@ -441,7 +441,7 @@ def g1_soak(
     from harness.soak.monitor import run_soak
 
     # Pre-launch order: types (typer) -> bounds -> paths -> override syntax -> reserved
-    # keys -> removed keys -> trend thresholds.
+    # keys -> removed keys -> --motion -> trend thresholds -> the trainer's check-config.
     if num_envs <= 0:
         raise UsageError(f"--num-envs={num_envs} must be an integer > 0")
     if iterations <= 0:
@@ -454,7 +454,9 @@ def g1_soak(
     log_dir, output = check_paths(log_dir, output)
     user = list(extra_override or [])
     check_overrides(user)
-    motion_extra, motion_id = motion_override(motion)
+    motion_extra, motion_id = motion_override(
+        None if motion is None else motion_arg(motion, MOTION_IDS)  # names clips, or exit 2
+    )
     if motion_extra is not None and any(override_key(o) == MOTION_KEY for o in user):
         raise UsageError(
             f"--motion and --extra-override {MOTION_KEY}=... both set the clip; pass only --motion"
