@@ -14,7 +14,7 @@ import pytest
 
 from trainer.check_config import main
 from trainer.sim.scene import SceneCfg, build_g1_model
-from trainer.task.motion import REQUIRED_KEYS, SYNTHETIC_MOTION_ID, generate_synthetic_clip
+from trainer.task.motion import SYNTHETIC_MOTION_ID, generate_synthetic_clip
 
 OWNER = ["--algo", "flashsac", "--task", "g1_motion_tracking", "--sim", "mujoco"]
 SYNTHETIC = f"env.commands.motion.motion_file={SYNTHETIC_MOTION_ID}"
@@ -79,25 +79,22 @@ def test_a_misspelt_motion_name_is_rejected_without_the_hub(
     assert code == 2
     (line,) = err.splitlines()
     assert line.startswith("error: motion file 'dnace' not found (searched: dnace, ")
-    assert "it is no path and no asset id (those end in .npz or .csv), so the hub was not asked" in line
+    assert (
+        "it is no path and no asset id (those end in .npz or .csv), so the hub was not asked"
+        in line
+    )
 
 
 @pytest.mark.parametrize(
-    ("change", "message"),
+    ("change", "key"),
     [
+        pytest.param(lambda a: {k: v for k, v in a.items() if k != "fps"}, "fps", id="missing-key"),
         pytest.param(
-            lambda a: {k: v for k, v in a.items() if k != "joint_vel"},
-            "missing key 'joint_vel' (required: " + ", ".join(REQUIRED_KEYS) + ")",
-            id="missing-key",
-        ),
-        pytest.param(
-            lambda a: {**a, "joint_pos": a["joint_pos"][:, :12]},
-            "key 'joint_pos' has 12 joint columns; the model has 29 (G1 29-DoF, XML order)",
-            id="wrong-shape",
+            lambda a: {**a, "body_pos_w": a["body_pos_w"][:, :, :2]}, "body_pos_w", id="wrong-shape"
         ),
         pytest.param(
             lambda a: {**a, "body_quat_w": a["body_quat_w"] * 2.0},
-            "key 'body_quat_w' has norm 2.000000 at frame 0, body column 0",
+            "body_quat_w",
             id="not-unit-quaternions",
         ),
     ],
@@ -108,15 +105,15 @@ def test_bad_clip_contents_are_one_line_exit_2(
     clip: dict[str, np.ndarray],
     capsys: pytest.CaptureFixture[str],
     change,
-    message: str,
+    key: str,
 ) -> None:
+    """The line is the loader's own (docs/assets.md words each rule); it names file and key."""
     bad = _save(tmp_path / "bad.npz", change(dict(clip)))
     code = main([*OWNER, f"env.commands.motion.motion_file={bad}"])
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
-    assert _errors(err) == err.splitlines()
     (line,) = err.splitlines()
-    assert line.startswith(f"error: motion file '{bad}': {message}")
+    assert line.startswith(f"error: motion file '{bad}': ") and f"'{key}'" in line
 
 
 def test_an_unreachable_hub_is_exit_1_not_bad_input(
@@ -175,12 +172,10 @@ def test_train_rejects_a_bad_clip_at_preflight_in_one_line(
     )  # fmt: skip
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
-    assert _errors(proc.stderr) == [
-        (
-            f"error: preflight failed (startup/begin): motion file '{bad}': missing key 'fps' "
-            f"(required: {', '.join(REQUIRED_KEYS)})"
-        )
-    ]
+    (line,) = _errors(proc.stderr)
+    assert line.startswith(
+        f"error: preflight failed (startup/begin): motion file '{bad}': missing key 'fps'"
+    )
     summary = json.loads((run / "run_summary.json").read_text())
     exception = summary["runtime_manifest"]["shutdown"]["exception"]
     assert exception["type"] == "MotionError"
