@@ -69,6 +69,9 @@ def run_app(
         ``failures`` types, other click exceptions and aborts.
     """
     args = list(sys.argv[1:] if argv is None else argv)
+    # click's plain help layout: option names stay whole at any width (rich's panels cut
+    # them at 80 columns) and flags show as flags, not `--json <bool>`.
+    app.rich_markup_mode = None
     try:
         result = app(args=args, prog_name=prog, standalone_mode=False)
         code = _exit_code(result)

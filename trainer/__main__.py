@@ -1,8 +1,10 @@
-"""``python -m trainer train|play ...``: the commands under an explicit interpreter.
+"""``python -m trainer <command> ...``: the trainer's commands under an explicit interpreter.
 
-The soak launches ``[sys.executable, "-m", "trainer", "train", ...]`` so the trainer runs
-with the monitor's interpreter, and ``train`` launches ``play`` the same way after a run;
-each behaves exactly like its script.
+``train`` and ``play`` behave exactly like their scripts; the soak launches
+``[sys.executable, "-m", "trainer", "train", ...]`` so the trainer runs with the monitor's
+interpreter, and ``train`` launches ``play`` the same way after a run. ``check-config``
+checks a ``train`` command line without training (torch-free; ``g1-soak`` runs it before
+the launch, docs/soak.md).
 """
 
 from __future__ import annotations
@@ -10,11 +12,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-COMMANDS = ("train", "play")
+COMMANDS = ("train", "play", "check-config")
 
 
 def dispatch(argv: Sequence[str]) -> int:
-    """Run ``train`` or ``play`` with the arguments after the command name; returns the exit code."""
+    """Run the command named by ``argv[0]`` with the arguments after it; returns the exit code."""
     if not argv or argv[0] not in COMMANDS:
         given = repr(argv[0]) if argv else "nothing"
         sys.stderr.write(
@@ -27,6 +29,10 @@ def dispatch(argv: Sequence[str]) -> int:
         from trainer.play.cli import main as play_main
 
         return play_main(list(argv[1:]))
+    if argv[0] == "check-config":
+        from trainer.check_config import main as check_main
+
+        return check_main(list(argv[1:]))
     from trainer.cli import main
 
     return main(list(argv[1:]))

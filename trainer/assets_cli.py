@@ -4,8 +4,10 @@ Materialises everything a G1 run needs into the asset cache root (CONTRACTS §1.
 the robot MJCF (copied from the installed mjlab distribution when no asset root has it),
 our ``scene_flat.xml``, the synthetic offline clip and, depending on ``--hub``, the seed's
 dance clip from the Hugging Face hub. Only ``g1.xml`` is copied: the scene drops the visual
-meshes, so no mesh file is needed to load it. Each run prints one row per asset
-(item, path, status, sha256); running it again reports ``present``. Exit 0 iff the model and
+meshes, so no mesh file is needed to load it. Each run prints one row per asset (item,
+status, ``file_sha256`` of the file's bytes, ``arrays_sha256`` of an NPZ's arrays, path);
+running it again reports ``present``. The soak artifact's ``context.motion.file_sha256``
+is the same file hash (docs/assets.md "Two hashes"). Exit 0 iff the model and
 the synthetic clip are present (and the hub clip too under ``--hub require``); 1 otherwise;
 2 for usage errors.
 """
@@ -25,6 +27,7 @@ from tabulate import tabulate
 from harness.cli_app import run_app
 from harness.errors import UsageError
 from harness.jsonio import dumps_strict
+from harness.paths import absolute
 from trainer.assets import PACKAGE_ASSET_ROOT, AssetError, cache_root, sha256_file
 from trainer.sim.scene import (
     G1_MJCF_ID,
@@ -49,6 +52,7 @@ __all__ = ["AssetRow", "app", "main", "pull_assets"]
 
 Status = Literal["present", "generated", "copied", "downloaded", "missing"]
 SUPPORTED_ROBOTS = ("g1",)
+SHORT_HASH = 16
 
 
 class HubChoice(str, Enum):
@@ -66,7 +70,16 @@ class AssetRow:
     item: str
     path: str
     status: Status
-    sha256: str | None
+    file_sha256: str | None
+    """SHA-256 of the file's bytes (None when missing)."""
+    arrays_sha256: str | None = None
+    """An NPZ clip's :func:`~trainer.task.motion.arrays_sha256` (None for other files)."""
+
+    @classmethod
+    def found(cls, item: str, path: Path, status: Status) -> AssetRow:
+        """The row of an existing file, with its hashes."""
+        arrays = npz_sha256(path) if path.suffix == ".npz" else None
+        return cls(item, str(path), status, sha256_file(path), arrays)
 
 
 @dataclass(frozen=True)
@@ -87,19 +100,19 @@ def _pull_model(cache: Path) -> tuple[AssetRow, Path | None, str | None]:
     except AssetError as err:
         return AssetRow(G1_MJCF_ID, str(target), "missing", None), None, str(err)
     if found in (PACKAGE_ASSET_ROOT / G1_MJCF_ID, target):
-        return AssetRow(G1_MJCF_ID, str(found), "present", sha256_file(found)), found, None
+        return AssetRow.found(G1_MJCF_ID, found, "present"), found, None
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp")
     shutil.copyfile(found, tmp)
     tmp.replace(target)
-    return AssetRow(G1_MJCF_ID, str(target), "copied", sha256_file(target)), target, None
+    return AssetRow.found(G1_MJCF_ID, target, "copied"), target, None
 
 
 def _pull_dance(cache: Path, hub: HubChoice, hub_repo: str) -> tuple[AssetRow, str | None]:
     for root in (PACKAGE_ASSET_ROOT, cache):
         candidate = root / DANCE_MOTION_ID
         if candidate.is_file():
-            return AssetRow(DANCE_MOTION_ID, str(candidate), "present", npz_sha256(candidate)), None
+            return AssetRow.found(DANCE_MOTION_ID, candidate, "present"), None
     target = cache / DANCE_MOTION_ID
     missing = AssetRow(DANCE_MOTION_ID, str(target), "missing", None)
     if hub is HubChoice.skip:
@@ -111,7 +124,7 @@ def _pull_dance(cache: Path, hub: HubChoice, hub_repo: str) -> tuple[AssetRow, s
     except Exception as err:  # noqa: BLE001 (any hub failure: a warning, or an error under require)
         cause = str(err).strip().splitlines()[0] if str(err).strip() else ""
         return missing, f"{DANCE_MOTION_ID} not downloaded: {type(err).__name__}: {cause}"
-    return AssetRow(DANCE_MOTION_ID, str(path), "downloaded", npz_sha256(path)), None
+    return AssetRow.found(DANCE_MOTION_ID, path, "downloaded"), None
 
 
 def pull_assets(cache: Path, *, hub: HubChoice, hub_repo: str = DEFAULT_HUB_REPO) -> PullResult:
@@ -141,9 +154,9 @@ def pull_assets(cache: Path, *, hub: HubChoice, hub_repo: str = DEFAULT_HUB_REPO
         before = scene_path.read_bytes() if scene_path.is_file() else None
         materialize_scene(cfg, cache)
         scene_status: Status = "present" if before == scene_path.read_bytes() else "generated"
-        rows.append(AssetRow(SCENE_FLAT_ID, str(scene_path), scene_status, sha256_file(scene_path)))
-        path, status, sha = ensure_synthetic_clip(cache, build_g1_model(cfg))
-        rows.append(AssetRow(SYNTHETIC_MOTION_ID, str(path), status, sha))
+        rows.append(AssetRow.found(SCENE_FLAT_ID, scene_path, scene_status))
+        path, status, _ = ensure_synthetic_clip(cache, build_g1_model(cfg))
+        rows.append(AssetRow.found(SYNTHETIC_MOTION_ID, path, status))
     dance_row, dance_problem = _pull_dance(cache, hub, hub_repo)
     rows.append(dance_row)
     if dance_problem is not None:
@@ -158,10 +171,31 @@ def pull_assets(cache: Path, *, hub: HubChoice, hub_repo: str = DEFAULT_HUB_REPO
     return PullResult(rows=rows, warnings=warnings, errors=errors)
 
 
+def _short(digest: str | None) -> str:
+    return "-" if digest is None else digest[:SHORT_HASH] + "..."
+
+
+def render_rows(rows: list[AssetRow]) -> str:
+    """The report for a person: hashes cut to their first 16 hex digits (full in --json)."""
+    table = [
+        [r.item, r.status, _short(r.file_sha256), _short(r.arrays_sha256), r.path] for r in rows
+    ]
+    headers = ["item", "status", "file_sha256", "arrays_sha256", "path"]
+    return tabulate(table, headers=headers, disable_numparse=True)
+
+
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "\b\nExamples:\n"
+        "  g1-pull-assets --robot g1\n"
+        "  g1-pull-assets --robot g1 --hub skip --asset-dir ./assets --json\n\n"
+        "Assets, roots and the two hashes: docs/assets.md. Exit 0 assets ready, 1 failed, "
+        "2 usage."
+    )
+)
 def pull(
     robot: Annotated[
         str, typer.Option("--robot", help="Robot whose assets to pull (only g1).")
@@ -169,7 +203,9 @@ def pull(
     asset_dir: Annotated[
         Path | None,
         typer.Option(
-            "--asset-dir", help="Cache root; default $G1SOAK_ASSET_DIR or ~/.cache/g1soak/assets."
+            "--asset-dir",
+            help="Cache root (relative to the CWD); default $G1SOAK_ASSET_DIR or "
+            "~/.cache/g1soak/assets.",
         ),
     ] = None,
     hub: Annotated[
@@ -177,21 +213,20 @@ def pull(
         typer.Option("--hub", help="auto: try the hub unless HF_HUB_OFFLINE; skip; require."),
     ] = HubChoice.auto,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print the rows as a strict-JSON list.")
+        bool, typer.Option("--json", help="Print the rows as a strict-JSON list (full hashes).")
     ] = False,
 ) -> None:
     """Materialise the G1 model, scene_flat.xml and motion clips into the asset cache."""
     if robot not in SUPPORTED_ROBOTS:
         raise UsageError(f"--robot {robot!r} is not supported; use --robot g1")
-    cache = (asset_dir if asset_dir is not None else cache_root()).expanduser().absolute()
+    cache = absolute(asset_dir if asset_dir is not None else cache_root())
     result = pull_assets(cache, hub=hub)
     for warning in result.warnings:
         sys.stderr.write(f"warning: {warning}\n")
     if as_json:
         sys.stdout.write(dumps_strict([asdict(row) for row in result.rows]) + "\n")
     else:
-        table = [[r.item, r.path, r.status, r.sha256 or "-"] for r in result.rows]
-        sys.stdout.write(tabulate(table, headers=["item", "path", "status", "sha256"]) + "\n")
+        sys.stdout.write(render_rows(result.rows) + "\n")
     if not result.ok:
         raise AssetError(result.errors[0])
 

@@ -332,55 +332,58 @@ def run_train(
     return code
 
 
-def _fmt(value: Any, spec: str = ",.1f") -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def print_summary_table(run_dir: Path) -> None:
-    """The run's outcome for a person, on stdout, from the run_summary.json just written."""
+    """The run's outcome for a person, on stdout, from the run_summary.json just written
+    (``harness.summary_table``: g1-soak shows the same rows under its verdict)."""
     from tabulate import tabulate
 
     from harness.errors import StrictJsonError
-    from harness.evaluation_text import evaluation_rows
     from harness.jsonio import load_strict
+    from harness.summary_table import summary_rows
     from trainer.evaluation.table import evaluation_rows
-    from trainer.play.record import summary_rows
+    from trainer.play.record import summary_rows as play_rows
 
     try:
         summary = load_strict(run_dir / "run_summary.json")
     except (OSError, StrictJsonError):
         return  # the failure was already reported on stderr
-    shutdown = (summary.get("runtime_manifest") or {}).get("shutdown") or {}
-    error_text = str(summary.get("error") or "").splitlines()
-    rows = [
-        ("status", summary.get("status")),
-        ("shutdown", f"{shutdown.get('classification')} ({shutdown.get('phase')})"),
-        ("iterations", _fmt(summary.get("completed_iterations"), ",d")),
-        ("env steps", _fmt(summary.get("total_env_steps"), ",d")),
-        ("env steps/s (final / tail)", (f"{_fmt(summary.get('final_env_steps_per_sec'), ',.0f')}"
-         f" / {_fmt(summary.get('tail_env_steps_per_sec'), ',.0f')}")),
-        ("mean episode length", _fmt(summary.get("mean_episode_length"))),
-        ("mean reward (final / best)", (f"{_fmt(summary.get('final_mean_reward'), '.3f')}"
-         f" / {_fmt(summary.get('best_mean_reward'), '.3f')}")),
-        ("wall time (s)", _fmt(summary.get("wall_time_sec"))),
-        ("last checkpoint", summary.get("last_checkpoint") or "-"),
-        ("error", f"{summary.get('error_type')}: {error_text[0][:200]}" if error_text else "-"),
-        ("run directory", str(run_dir)),
-        *evaluation_rows(summary.get("evaluation")),
-        *summary_rows(summary),
-    ]  # fmt: skip
-    typer.echo(tabulate(rows, tablefmt="simple"))
+    if isinstance(summary, dict):
+        rows = [
+            *summary_rows(summary, str(run_dir)),
+            *evaluation_rows(summary.get("evaluation")),
+            *play_rows(summary),
+        ]
+        typer.echo(tabulate(rows, tablefmt="simple"))
+
+
+def _train_epilog() -> str:
+    from trainer.config.loader import list_owners
+
+    owners = "\n".join(f"  {owner}" for owner in list_owners())
+    return (
+        f"\b\nOwners (--algo/--task/--sim):\n{owners}\n\n"
+        "\b\nExamples:\n"
+        "  train --algo flashsac --task g1_motion_tracking --sim mujoco \\\n"
+        "    algo.num_envs=16 algo.max_iterations=50 training.log_dir=runs/cpu-try \\\n"
+        "    env.commands.motion.motion_file=motions/g1/synthetic_dance.npz\n"
+        "  train --algo flashsac --task g1_motion_tracking --sim mjwarp --print-config\n"
+        "  python -m trainer check-config --algo flashsac --task g1_motion_tracking \\\n"
+        "    --sim mjwarp\n\n"
+        "Every key, its default and meaning: docs/configuration.md. "
+        "Errors and fixes: docs/troubleshooting.md."
+    )
 
 
 @app.command(
     help=(
         "Train with the owner config selected by --algo/--task/--sim plus KEY=VALUE "
-        "overrides (VALUE is a JSON literal when it parses, else a string). A completed run "
-        "is then played (video and ONNX export, see play --help) unless "
-        "training.no_play=true. Exit 0 iff the run completed (1 also when play fails after "
-        "an explicit training.no_play=false); 1 on failure; 2 on a usage or config error "
-        "(nothing written)."
-    )
+        "overrides (VALUE is a JSON literal when it parses, else a string; relative paths "
+        "are taken from the current directory). A completed run is then played (video and "
+        "ONNX export, see play --help) unless training.no_play=true. Exit 0 iff the run "
+        "completed (1 also when play fails after an explicit training.no_play=false); 1 on "
+        "failure; 2 on a usage or config error (nothing written)."
+    ),
+    epilog=_train_epilog(),
 )
 def train(
     algo: Annotated[
@@ -396,13 +399,30 @@ def train(
     overrides: Annotated[
         list[str] | None,
         typer.Argument(
-            metavar="[KEY=VALUE]...",
+            metavar="KEY=VALUE",
             help="Dotted overrides, e.g. algo.num_envs=1024 training.log_dir=/tmp/run.",
             show_default=False,
         ),
     ] = None,
+    print_config: Annotated[
+        bool,
+        typer.Option(
+            "--print-config",
+            help="Print the resolved config, each value with the file or override that set "
+            "it, and exit (nothing written).",
+        ),
+    ] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="With --print-config: one strict-JSON object.")
+    ] = False,
 ) -> None:
     """Train (see the command help)."""
+    if json_out and not print_config:
+        raise typer.BadParameter("--json needs --print-config", param_hint="--json")
+    if print_config:
+        from trainer.print_config import print_config as show_config
+
+        raise typer.Exit(show_config(algo, task, sim, overrides or [], as_json=json_out))
     argv = [sys.executable, *sys.argv] if sys.argv else None
     raise typer.Exit(run_train(algo, task, sim, overrides or [], argv=argv))
 

@@ -6,7 +6,8 @@ and compiles (then kept in memory for the run, ``harness.schemas.preload``); Lin
 CUDA facts the backend needs (``mjwarp``: a CUDA build that is not ROCm/HIP, exactly one
 visible device and the ``mujoco_warp``/``warp`` packages; ``mujoco``: CUDA only if
 ``training.device`` asks for it); the CUDA MPS probe (CONTRACTS §11, ``trainer.runtime.mps``); the G1 model and the
-scene (``trainer.sim.scene``); the motion clip (``trainer.task.motion``); and a memory
+scene (``trainer.sim.scene``); the motion clip, resolved and then loaded as the env will
+(``trainer.task.motion``, ``trainer.task.motion_check``); and a memory
 estimate against 0.8 × the free memory of the learner device. A failure raises
 :class:`PreflightError` carrying the shutdown phase; ``train`` turns it into a failed
 ``run_summary.json`` (``learner_failure``, owner ``learner``) and exit 1.
@@ -332,6 +333,19 @@ def _check_memory(algo: FlashSacCfg, learner_device: str) -> tuple[int, int]:
     return estimate, free
 
 
+def _check_motion_contents(loaded: LoadedConfig, motion: ResolvedMotion) -> None:
+    """Load the clip as the env will, so a bad clip fails here in one line, not in the
+    collector (``trainer.task.motion_check``)."""
+    from trainer.assets import AssetError
+    from trainer.task.motion import MotionError
+    from trainer.task.motion_check import check_motion_file
+
+    try:
+        check_motion_file(Path(motion.path), loaded.task_cfg.scene)
+    except (MotionError, AssetError, OSError) as err:
+        raise PreflightError(str(err), phase=PHASE_BEGIN, error_type=type(err).__name__) from err
+
+
 def run_preflight(
     loaded: LoadedConfig,
     *,
@@ -359,6 +373,7 @@ def run_preflight(
     on_phase(PHASE_BEGIN)
     scene_xml = _resolve_scene(loaded)
     motion = _resolve_motion(loaded)
+    _check_motion_contents(loaded, motion)
     on_phase(PHASE_MEMORY)
     estimate, free = _check_memory(loaded.algo_cfg, learner_device)
     logger.info(

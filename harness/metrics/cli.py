@@ -1,11 +1,14 @@
-"""``extract-metrics LOG_DIR [--last N] [--json] [--legacy-unversioned]`` (CONTRACTS §6).
+"""``extract-metrics LOG_DIR [--last N] [--json] [--legacy-unversioned]`` (docs/metrics.md).
 
 Finds the run's single event file, checks the schema stamp of the ``run_summary.json`` next
 to it, reads every scalar (no sampling; a damaged record is an error naming its byte offset)
-and prints 13 rows: for each, the mean of the last N values of its tag in the selected mode,
-times the row's scale, or null (with a stderr warning) when the tag is absent or the window
-holds a non-finite value. Default mode is metric schema v1; ``--legacy-unversioned`` reads
-old unstamped runs and is never a fallback. Exit codes: 0 printed, 1 check failed, 2 usage.
+and prints one row per metric of the selected mode: the mean of the last N values of its
+tag, times the row's scale. Default mode is metric schema v1 (benchmark timings plus mean
+reward and episode length); ``--legacy-unversioned`` reads old unstamped runs and is never a
+fallback. A row whose tag the run did not log is left out of the table (named once below
+it) and is null in ``--json``; a window with a non-finite value is null with a warning.
+Exit codes: 0 printed; 1 the run's files failed a check; 2 usage, including a LOG_DIR that
+is missing or holds no (or several) event files.
 """
 
 from __future__ import annotations
@@ -24,9 +27,19 @@ from harness.errors import HarnessError, StrictJsonError, UsageError
 from harness.jsonio import dumps_strict, load_strict
 from harness.metrics.events import ScalarEvent, read_scalars
 from harness.metrics.registry import REGISTRY_FILE, load_registry
+from harness.paths import absolute
 from harness.run_summary import is_exact_int, show
 
-__all__ = ["ROWS", "MetricRow", "app", "extract", "main"]
+__all__ = [
+    "ROWS",
+    "MetricRow",
+    "MetricsReport",
+    "app",
+    "extract",
+    "extract_report",
+    "main",
+    "rows_for",
+]
 
 EVENT_PREFIX = "events.out.tfevents."
 SUMMARY_NAME = "run_summary.json"
@@ -40,7 +53,7 @@ class MetricRow:
     name: str
     v1_tag: str | None
     v1_scale: float
-    legacy_tag: str
+    legacy_tag: str | None
 
 
 _PERF_ROWS = (
@@ -62,8 +75,17 @@ ROWS: tuple[MetricRow, ...] = (
     MetricRow(
         "learner_train_ms", "Perf/learning_time", 1000.0, "timing/learner_train_ms"
     ),  # seconds -> ms
+    MetricRow("mean_reward", "Train/mean_reward", 1.0, None),
+    MetricRow("mean_episode_length", "Train/mean_episode_length", 1.0, None),
 )
-LEGACY_TAGS = frozenset(row.legacy_tag for row in ROWS)
+"""Every row; each mode reads the rows that have a tag in it (:func:`rows_for`)."""
+LEGACY_TAGS = frozenset(row.legacy_tag for row in ROWS if row.legacy_tag is not None)
+
+
+def rows_for(legacy: bool) -> tuple[MetricRow, ...]:
+    """The rows of one mode: v1 rows have a v1 tag, legacy rows a legacy tag."""
+    return tuple(row for row in ROWS if (row.legacy_tag if legacy else row.v1_tag) is not None)
+
 
 app = typer.Typer(name="extract-metrics", add_completion=False, pretty_exceptions_enable=False)
 
@@ -85,9 +107,9 @@ def find_event_file(log_dir: Path) -> Path:
         raise UsageError(f"LOG_DIR {log_dir} is not a directory; pass a run directory")
     found = sorted(p for p in log_dir.rglob(f"{EVENT_PREFIX}*") if p.is_file())
     if not found:
-        raise HarnessError(f"no event file found under {log_dir}")
+        raise UsageError(f"no event file found under {log_dir}; pass a run directory")
     if len(found) > 1:
-        raise HarnessError(
+        raise UsageError(
             f"expected exactly one event file under {log_dir}; pass one run directory (found {len(found)})"
         )
     return found[0]
@@ -139,7 +161,7 @@ def _check_v1_tags(scalars: Mapping[str, list[ScalarEvent]], event_file: Path) -
         raise HarnessError(
             f"unregistered metric tags {_listed(unknown)} in {event_file}; register them in schemas/{REGISTRY_FILE}"
         )
-    candidates = [row.v1_tag for row in ROWS if row.v1_tag is not None]
+    candidates = [row.v1_tag for row in rows_for(legacy=False) if row.v1_tag is not None]
     if not any(tag in scalars for tag in candidates):
         raise HarnessError(
             f"no canonical metric tag in {event_file}; expected at least one of {_listed(candidates)}"
@@ -171,13 +193,9 @@ def _row_value(
 ) -> float | None:
     tag = row.legacy_tag if legacy else row.v1_tag
     scale = 1.0 if legacy else row.v1_scale
-    if tag is None:
-        _warn(f"{row.name}: no metric schema v1 tag carries this row; reporting null")
-        return None
-    events = scalars.get(tag)
+    events = scalars.get(tag) if tag is not None else None
     if not events:
-        _warn(f"{row.name}: tag {tag} is absent; reporting null")
-        return None
+        return None  # not logged by this run: named once under the table
     window = [event.value for event in events[-last:]]
     if not all(math.isfinite(v) for v in window):
         _warn(f"{row.name}: non-finite value among the last {len(window)} of {tag}; reporting null")
@@ -189,13 +207,28 @@ def _row_value(
     return mean
 
 
+@dataclass(frozen=True)
+class MetricsReport:
+    """The rows of one run, and the rows whose tag the run did not log."""
+
+    values: dict[str, float | None]
+    absent: tuple[str, ...]
+
+
 def extract(log_dir: Path, *, last: int = 20, legacy: bool = False) -> dict[str, float | None]:
-    """The 13 rows of CONTRACTS §6 for the run under ``log_dir``, in output order.
+    """:func:`extract_report`'s values: row name -> number, or None."""
+    return extract_report(log_dir, last=last, legacy=legacy).values
+
+
+def extract_report(log_dir: Path, *, last: int = 20, legacy: bool = False) -> MetricsReport:
+    """The rows of the selected mode (:func:`rows_for`) for the run under ``log_dir``, in
+    output order; a row whose tag the run did not log is None.
 
     Raises:
-        HarnessError: any §6 condition fails (no/several event files, bad stamp, legacy or
-            unregistered tags, no candidate tag, a corrupt event file).
-        UsageError: ``last`` < 1 or ``log_dir`` is not a directory.
+        HarnessError: a check of the run's files fails (bad stamp, legacy or unregistered
+            tags, no candidate tag, a corrupt event file).
+        UsageError: ``last`` < 1, or ``log_dir`` is not a directory holding exactly one
+            event file.
     """
     if last < 1:
         raise UsageError(f"--last {last} must be >= 1")
@@ -211,10 +244,23 @@ def extract(log_dir: Path, *, last: int = 20, legacy: bool = False) -> dict[str,
         _check_legacy(summary, scalars, event_file)
     else:
         _check_v1_tags(scalars, event_file)
-    return {row.name: _row_value(row, scalars, last=last, legacy=legacy) for row in ROWS}
+    rows = rows_for(legacy)
+    absent = tuple(
+        row.name for row in rows if not scalars.get(row.legacy_tag if legacy else row.v1_tag)
+    )
+    values = {row.name: _row_value(row, scalars, last=last, legacy=legacy) for row in rows}
+    return MetricsReport(values=values, absent=absent)
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "\b\nExamples:\n"
+        "  extract-metrics runs/g1-soak\n"
+        "  extract-metrics runs/g1-soak --last 50 --json\n\n"
+        "Rows, tags and scales: docs/metrics.md. Exit 0 printed, 1 a check of the run's "
+        "files failed, 2 usage (LOG_DIR missing or without exactly one event file)."
+    )
+)
 def extract_metrics(
     log_dir: Annotated[
         Path,
@@ -233,14 +279,18 @@ def extract_metrics(
         ),
     ] = False,
 ) -> None:
-    """Print the 13 benchmark rows of one run from its TensorBoard event file."""
-    rows = extract(log_dir, last=last, legacy=legacy_unversioned)
+    """Print the benchmark timings, mean reward and episode length of one run from its
+    TensorBoard event file."""
+    report = extract_report(absolute(log_dir), last=last, legacy=legacy_unversioned)
     if json_output:
-        sys.stdout.write(dumps_strict(rows))
+        sys.stdout.write(dumps_strict(report.values))
         return
-    width = max(len(name) for name in rows)
-    for name, value in rows.items():
+    shown = {name: v for name, v in report.values.items() if name not in report.absent}
+    width = max((len(name) for name in shown), default=0)
+    for name, value in shown.items():
         sys.stdout.write(f"{name.ljust(width)} {'null' if value is None else f'{value:.3f}'}\n")
+    if report.absent:
+        sys.stdout.write(f"(not logged by this run: {', '.join(report.absent)})\n")
 
 
 def main(argv: list[str] | None = None) -> int:

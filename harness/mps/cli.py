@@ -1,8 +1,10 @@
-"""``cumps``: the user-owned CUDA MPS daemon lifecycle (CONTRACTS §11).
+"""``cumps``: the user-owned CUDA MPS daemon lifecycle (docs/mps.md).
 
 ``status`` and ``doctor`` are read-only; ``start`` creates a daemon and its ownership
-record; ``env`` prints the variables a launcher needs; ``stop`` stops recorded daemons only.
-Exit codes: 0 pass; 1 check failed or missing/stale/foreign record; 2 usage error.
+record; ``env`` prints the variables a launcher needs; ``stop`` stops recorded daemons only
+(``stop --if-running`` exits 0 when there is nothing to stop, for scripts). Relative
+``--pipe-dir``/``--log-dir`` are taken from the current directory. Exit codes: 0 pass; 1
+check failed or missing/stale/foreign record; 2 usage error.
 """
 
 from __future__ import annotations
@@ -41,6 +43,12 @@ from harness.mps.probe import (
 app = typer.Typer(
     name="cumps",
     help="Start, inspect and stop a user-owned CUDA MPS control daemon.",
+    epilog=(
+        "\b\nExamples:\n"
+        '  cumps start && eval "$(cumps env)"\n'
+        "  cumps stop --if-running\n\n"
+        "Each command's --help has more; the guide is docs/mps.md."
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -104,7 +112,14 @@ def _entry_json(entry: records.RecordEntry) -> dict[str, Any]:
     }
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "\b\nExamples:\n"
+        "  cumps status\n"
+        "  cumps status --json\n"
+        "\nDaemons, records and exit codes: docs/mps.md."
+    )
+)
 def status(json_out: JsonFlag = False) -> None:
     """Read-only: platform, GPUs, this user's records (live/stale) and pipes, topology modes."""
     gpus: list[GpuInfo] = []
@@ -218,7 +233,14 @@ def _doctor_gpu(gpu: GpuInfo) -> dict[str, Any]:
     return result
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "\b\nExamples:\n"
+        "  cumps doctor\n"
+        "  cumps doctor --gpus 0 --json\n"
+        "\nDaemons, records and exit codes: docs/mps.md."
+    )
+)
 def doctor(gpus: GpusOption = None, json_out: JsonFlag = False) -> None:
     """Read-only: topology, matching records and the trainer's MPS probe; exit 0 iff valid."""
     errors: list[str] = []
@@ -260,7 +282,14 @@ def doctor(gpus: GpusOption = None, json_out: JsonFlag = False) -> None:
         raise HarnessError(errors[0])
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "\b\nExamples:\n"
+        "  cumps start\n"
+        "  cumps start --gpus 0 --name mps0 --pipe-dir mps/pipe --log-dir mps/log\n"
+        "\nDaemons, records and exit codes: docs/mps.md."
+    )
+)
 def start(
     gpus: GpusOption = None,
     name: Annotated[
@@ -268,13 +297,11 @@ def start(
     ] = None,
     pipe_dir: Annotated[
         str | None,
-        typer.Option(
-            "--pipe-dir", help="Absolute pipe directory (default <tmp>/cumps/<name>/pipe)."
-        ),
+        typer.Option("--pipe-dir", help="Pipe directory (default <tmp>/cumps/<name>/pipe)."),
     ] = None,
     log_dir: Annotated[
         str | None,
-        typer.Option("--log-dir", help="Absolute log directory (default <tmp>/cumps/<name>/log)."),
+        typer.Option("--log-dir", help="Log directory (default <tmp>/cumps/<name>/log)."),
     ] = None,
     foreground: Annotated[
         bool,
@@ -350,7 +377,14 @@ def _single_live_entry() -> records.RecordEntry:
     raise records.RecordError(f"no live cumps daemon{hint}; run `cumps start`")
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "\b\nExamples:\n"
+        '  eval "$(cumps env)"\n'
+        "  cumps env --name mps0 --json\n"
+        "\nDaemons, records and exit codes: docs/mps.md."
+    )
+)
 def env(
     name: Annotated[
         str | None, typer.Option("--name", help="Record name (default: the single live one).")
@@ -373,7 +407,15 @@ def env(
     _out("\n".join(f"export {key}={shlex.quote(value)}" for key, value in variables.items()))
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "\b\nExamples:\n"
+        "  cumps stop\n"
+        "  cumps stop --if-running   # for scripts: exit 0 when nothing runs\n"
+        "  cumps stop --all\n"
+        "\nDaemons, records and exit codes: docs/mps.md."
+    )
+)
 def stop(
     name: Annotated[
         str | None, typer.Option("--name", help="Record to stop (default: the single live one).")
@@ -381,10 +423,20 @@ def stop(
     all_: Annotated[
         bool, typer.Option("--all", help="Stop every live record of this user and host.")
     ] = False,
+    if_running: Annotated[
+        bool,
+        typer.Option(
+            "--if-running",
+            help="Exit 0 when no such daemon runs (for scripts); a stale record is still removed.",
+        ),
+    ] = False,
 ) -> None:
     """Stop recorded daemons only; a stale record is removed without contacting any pipe."""
     if name is not None and all_:
         raise UsageError("pass --name or --all, not both")
+    if if_running and not all_:
+        _stop_if_running(name)
+        return
     if all_:
         failures = []
         for entry in records.list_entries():
@@ -401,6 +453,32 @@ def stop(
             )
         return
     entry = _named_entry(name) if name is not None else _single_live_entry()
+    _out(daemon.stop_entry(entry))
+
+
+def _stop_if_running(name: str | None) -> None:
+    """``stop --if-running``: stop the daemon if one runs; nothing running is not a failure."""
+    if name is not None:
+        folder = records.cache_root() / records.check_name(name)
+        entry = records.read_entry(folder) if (folder / records.RECORD_FILE).exists() else None
+    else:
+        live = [e for e in records.list_entries() if e.state == "live"]
+        if len(live) > 1:
+            raise UsageError(
+                f"{len(live)} live cumps daemons ({', '.join(e.name for e in live)}); pass --name"
+            )
+        entry = live[0] if live else None
+    if entry is None:
+        _note("no cumps daemon is running; nothing to stop")
+        return
+    if entry.state != "live":
+        try:
+            daemon.stop_entry(entry)  # a stale record is removed; a foreign one raises
+        except records.RecordError as err:
+            if entry.state == "foreign":
+                raise
+            _note(str(err))
+        return
     _out(daemon.stop_entry(entry))
 
 

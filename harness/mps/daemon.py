@@ -35,6 +35,7 @@ from harness.mps.probe import (
     read_pid_file,
     run_control,
 )
+from harness.paths import absolute
 
 MAX_CONTROL_PATH_BYTES = 95  # `<pipe>/control`; `control_privileged` must still fit sun_path
 CONTROL_WAIT_S = 5.0
@@ -62,17 +63,15 @@ def default_root() -> Path:
 
 
 def resolve_paths(name: str, pipe_dir: str | None, log_dir: str | None) -> DaemonPaths:
-    """Default ``<tmp>/cumps/<name>/{pipe,log}``; explicit paths must be absolute and distinct.
+    """Default ``<tmp>/cumps/<name>/{pipe,log}``; explicit paths are made absolute
+    (``harness.paths``: relative to the CWD) and must be distinct.
 
     Raises:
-        UsageError: relative path, pipe == log, or ``<pipe>/control`` longer than 95 bytes.
+        UsageError: pipe == log, or ``<pipe>/control`` longer than 95 bytes.
     """
     base = default_root() / name
-    for flag, value in (("--pipe-dir", pipe_dir), ("--log-dir", log_dir)):
-        if value is not None and not os.path.isabs(value):
-            raise UsageError(f"{flag} {value!r} must be an absolute path")
-    pipe = Path(os.path.normpath(pipe_dir)) if pipe_dir else base / "pipe"
-    log = Path(os.path.normpath(log_dir)) if log_dir else base / "log"
+    pipe = absolute(pipe_dir) if pipe_dir else base / "pipe"
+    log = absolute(log_dir) if log_dir else base / "log"
     if os.path.realpath(pipe) == os.path.realpath(log):
         raise UsageError(
             f"pipe and log directories must differ (both {pipe}); pass another --log-dir"

@@ -1,4 +1,4 @@
-"""``g1-backend-probe``: phase-local benchmark of the G1 env per physics backend (CONTRACTS §10).
+"""``g1-backend-probe``: phase-local benchmark of the G1 env per physics backend (docs/probe.md).
 
 The parent (this module) never imports torch, mujoco or warp. It validates the flags, checks
 the acceptance preconditions, and runs one child process per backend, in sequence:
@@ -28,6 +28,7 @@ from tabulate import tabulate
 from harness.cli_app import run_app
 from harness.errors import HarnessError, StrictJsonError, UsageError
 from harness.jsonio import dumps_strict, load_strict
+from harness.paths import absolute, absolute_or_none
 from harness.probe import gpu_snapshot as gpus
 from harness.probe.result import (
     BACKENDS,
@@ -287,7 +288,17 @@ def write_plot(document: dict[str, Any], path: Path) -> bool:
     return True
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "\b\nExamples:\n"
+        "  g1-backend-probe --backends mujoco --num-envs 64 --iters 20 \\\n"
+        "    --output artifacts/probe/cpu.json\n"
+        "  g1-backend-probe --acceptance --output artifacts/probe/h200.json \\\n"
+        "    --plot artifacts/probe/h200.png\n\n"
+        "Phases, acceptance and the result schema: docs/probe.md. Exit 0 passed, 1 a backend "
+        "or an acceptance check failed, 2 usage."
+    )
+)
 def probe(
     backends: Annotated[
         str, typer.Option("--backends", help="Comma list of backends, each once: mjwarp, mujoco.")
@@ -311,7 +322,9 @@ def probe(
     output: Annotated[
         Path | None,
         typer.Option(
-            "--output", help="Result JSON path (schema 0.3.0); required.", show_default=False
+            "--output",
+            help="Result JSON path (schema 0.3.0; relative to the CWD); required.",
+            show_default=False,
         ),
     ] = None,
     json_output: Annotated[
@@ -348,6 +361,7 @@ def probe(
         raise UsageError(
             "--output PATH is required; e.g. --output artifacts/probe/current-host.json"
         )
+    output, plot = absolute(output), absolute_or_none(plot)
     if output.is_dir():
         raise UsageError(f"--output {output} is a directory; name a JSON file inside it")
     if plot is not None and plot.is_dir():

@@ -4,7 +4,8 @@ Reads a 0.3.0 soak artifact (strict JSON, validated against the schema) and the 
 directory beside it (harness.report.rundata), draws the training and resource curves
 (harness.report.figures) and writes a self-contained ``report.html``
 (harness.report.page): what failed, the run, its files, the verdicts, training and
-resources. Exit 0 rendered; 1 unreadable/invalid artifact.
+resources. Exit 0 rendered; 1 unreadable/invalid artifact; 2 no artifact at that path (a
+relative path is taken from the current directory, harness.paths).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from typing import Annotated, Any
 import typer
 
 from harness.cli_app import run_app
-from harness.errors import HarnessError, StrictJsonError
+from harness.errors import HarnessError, StrictJsonError, UsageError
 from harness.jsonio import load_strict, write_atomic_text
+from harness.paths import absolute, absolute_or_none
 from harness.report.figures import resource_figures, training_figures
 from harness.report.page import render_page
 from harness.report.rundata import read_run_data
@@ -30,12 +32,13 @@ def load_artifact(path: Path) -> dict[str, Any]:
     """Load and validate an artifact.
 
     Raises:
+        UsageError: no file at ``path`` (the input names nothing: exit 2).
         HarnessError: unreadable, not strict JSON, not an object, or schema-invalid.
     """
     try:
         doc = load_strict(path)
     except FileNotFoundError as err:
-        raise HarnessError(
+        raise UsageError(
             f"artifact {path} does not exist; pass the --output of g1-soak/soak-run"
         ) from err
     except (OSError, StrictJsonError) as err:
@@ -65,7 +68,15 @@ def render_report(artifact: dict[str, Any], out_dir: Path, artifact_path: Path) 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "\b\nExamples:\n"
+        "  soak-report artifacts/g1-soak.json\n"
+        "  soak-report artifacts/g1-soak.json --out artifacts/g1-soak-report\n\n"
+        "Sections and figures: docs/guide.md. Exit 0 rendered, 1 an unreadable or invalid "
+        "artifact, 2 usage (no artifact at that path)."
+    )
+)
 def soak_report(
     artifact: Annotated[
         Path, typer.Argument(help="A soak artifact written by g1-soak or soak-run.")
@@ -75,17 +86,16 @@ def soak_report(
         typer.Option("--out", help="Output directory (default: <artifact stem>-report beside it)."),
     ] = None,
 ) -> None:
-    """Render report.html with the run, its verdicts, training and resource curves.
-
-    Example: soak-report /abs/soak.json --out /abs/soak-report
-    """
+    """Render report.html with the run, its verdicts, training and resource curves."""
+    artifact = absolute(artifact)
+    out = absolute_or_none(out)
     doc = load_artifact(artifact)
     out_dir = out if out is not None else artifact.parent / f"{artifact.stem}-report"
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise HarnessError(f"cannot create --out {out_dir}: {err.strerror or err}") from err
-    for path in render_report(doc, out_dir, artifact.absolute()):
+    for path in render_report(doc, out_dir, artifact):
         print(path)
 
 

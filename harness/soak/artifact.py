@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.jsonio import write_json_atomic
 from harness.schemas import validate
+from harness.soak.console import read_tail
 from harness.soak.eta import SoakPlan
 from harness.soak.launch import CONSOLE_LOG_NAME
 from harness.soak.trend import TrendReport
@@ -192,6 +193,7 @@ def assemble_artifact(inputs: ArtifactInputs) -> dict[str, Any]:
         "run_summary": verdict.run_summary,
         "run_summary_error": verdict.run_summary_error,
         "console_log": str((inputs.log_dir / CONSOLE_LOG_NAME).absolute()),
+        "console_tail": read_tail(inputs.log_dir / CONSOLE_LOG_NAME),
     }
 
 

@@ -18,15 +18,18 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from tabulate import tabulate
 
 from harness.cli_app import run_app
 from harness.errors import UsageError
 from harness.evaluation_text import metrics_text
 from harness.jsonio import dumps_strict
+from harness.paths import absolute
+from harness.soak import preflight
 from harness.soak.eta import SoakPlan
 from harness.soak.learning import DEFAULT_MARGIN, LearningCfg, learning_cfg
+from harness.soak.preflight import motion_arg
 from harness.soak.trend import SERIES, TrendThresholdError, parse_threshold_overrides
+from harness.soak.verdict_table import render_verdict
 
 SOAK_OWNED_KEYS: tuple[str, ...] = (
     "algo",
@@ -75,11 +78,11 @@ class LearningMode(str, enum.Enum):
 _MON = "Monitor"
 _TREND = "Resource trends"
 LogDirOpt = Annotated[
-    Path, typer.Option("--log-dir", help="Absolute run directory (missing or empty).")
+    Path, typer.Option("--log-dir", help="Run directory (missing or empty; relative to the CWD).")
 ]
 OutputOpt = Annotated[
     Path,
-    typer.Option("--output", help="Absolute artifact path (must not exist; outside the log dir)."),
+    typer.Option("--output", help="Artifact path (must not exist; outside the log dir)."),
 ]
 MinDurationOpt = Annotated[
     float,
@@ -231,17 +234,9 @@ def checked_timing(
 
 
 def check_paths(log_dir: Path, output: Path) -> tuple[Path, Path]:
-    """CONTRACTS §1.2: both absolute; log dir missing or empty; output new and outside it."""
-    if not log_dir.is_absolute():
-        raise UsageError(
-            f"--log-dir {str(log_dir)!r} must be an absolute path; use e.g. $PWD/{log_dir}"
-        )
-    if not output.is_absolute():
-        raise UsageError(
-            f"--output {str(output)!r} must be an absolute path; use e.g. $PWD/{output}"
-        )
-    log_dir = Path(_normalise(log_dir))
-    output = Path(_normalise(output))
+    """Both made absolute (harness.paths: relative to the CWD); log dir missing or empty;
+    output new and outside it."""
+    log_dir, output = absolute(log_dir), absolute(output)
     if log_dir.exists():
         if not log_dir.is_dir():
             raise UsageError(
@@ -265,12 +260,6 @@ def _make_parent(output: Path) -> None:
         raise UsageError(
             f"--output {output}: cannot create its directory ({err.strerror or err}); pick a writable path"
         ) from err
-
-
-def _normalise(path: Path) -> str:
-    import os
-
-    return os.path.normpath(str(path))
 
 
 def override_key(text: str) -> str:
@@ -396,7 +385,8 @@ def _fmt(value: Any) -> str:
 
 
 def render_summary(artifact: dict[str, Any], artifact_path: Path) -> str:
-    """The end-of-soak table: verdict, reason, duration, peaks, trend verdicts, artifact."""
+    """The end-of-soak tables: verdict, reason, duration, peaks, trend verdicts (and the
+    trainer's summary on a pass), then the artifact and report paths."""
     summary = artifact["resource_summary"]
     trends = artifact.get("resource_trends") or {}
     rows: list[tuple[str, str]] = [
@@ -427,9 +417,7 @@ def render_summary(artifact: dict[str, Any], artifact_path: Path) -> str:
             )
         )
     rows.extend(learning_rows(artifact.get("learning")))
-    rows.append(("artifact", str(artifact_path)))
-    rows.append(("report", f"soak-report {artifact_path}"))
-    return tabulate(rows, tablefmt="simple", disable_numparse=True)
+    return render_verdict(rows, artifact, artifact_path)
 
 
 def _point_text(point: dict[str, Any] | None) -> str:
@@ -550,7 +538,20 @@ def _monitor_cfg(
 g1_soak_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
-@g1_soak_app.command()
+G1_SOAK_EPILOG = (
+    "\b\nExamples:\n"
+    "  g1-soak --duration-seconds 1800 --log-dir runs/g1-soak \\\n"
+    "    --output artifacts/g1-soak.json\n"
+    "  g1-soak --sim mujoco --motion synthetic --num-envs 16 --iterations 200 \\\n"
+    "    --min-duration-seconds 0 --log-dir runs/cpu --output artifacts/cpu.json\n\n"
+    "Before the launch, python -m trainer check-config checks the trainer's command line "
+    "(bad input: exit 2 with the trainer's message). Exit 0 passed, 1 failed, 2 usage. "
+    "Re-judge an artifact's trends with other settings: g1-soak rejudge --help. "
+    "Flags, artifact and verdict: docs/soak.md; errors: docs/troubleshooting.md."
+)
+
+
+@g1_soak_app.command(epilog=G1_SOAK_EPILOG)
 def g1_soak(
     log_dir: LogDirOpt,
     output: OutputOpt,
@@ -584,7 +585,9 @@ def g1_soak(
         str | None,
         typer.Option(
             "--motion",
-            help="synthetic (offline dance clip), march (offline marching clip), dance (the seed's clip via the hub) or a path.",
+            help="synthetic (offline dance clip), march (offline marching clip), dance (the "
+            "seed's clip via the hub), an asset id ending in .npz or .csv, or an existing "
+            "file; a comma list is a clip set.",
         ),
     ] = None,
     extra_override: Annotated[
@@ -603,18 +606,11 @@ def g1_soak(
     min_success_rate: MinSuccessOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Soak the canonical FlashSAC / G1 motion-tracking run and judge it (CONTRACTS §1.2).
-
-    Example (the canonical, time-budgeted soak; docs/guide.md):
-
-        g1-soak --duration-seconds 1800 --log-dir $PWD/logs/soak --output $PWD/soak.json
-
-    Re-judge an artifact's trends with other settings: g1-soak rejudge --help.
-    """
+    """Soak the canonical FlashSAC / G1 motion-tracking run and judge it (docs/soak.md)."""
     from harness.soak.monitor import run_soak
 
     # Pre-launch order: types (typer) -> bounds -> paths -> override syntax -> reserved
-    # keys -> removed keys -> trend thresholds.
+    # keys -> removed keys -> --motion -> trend thresholds -> the trainer's check-config.
     if num_envs <= 0:
         raise UsageError(f"--num-envs={num_envs} must be an integer > 0")
     if min_duration_seconds is not None:
@@ -629,7 +625,9 @@ def g1_soak(
     log_dir, output = check_paths(log_dir, output)
     user = list(extra_override or [])
     check_overrides(user)
-    motion_extra, motion_id = motion_override(motion)
+    motion_extra, motion_id = motion_override(
+        None if motion is None else motion_arg(motion, MOTION_IDS)  # names clips, or exit 2
+    )
     if motion_extra is not None and any(override_key(o) == MOTION_KEY for o in user):
         raise UsageError(
             f"--motion and --extra-override {MOTION_KEY}=... both set the clip; pass only --motion"
@@ -655,6 +653,7 @@ def g1_soak(
         extras=extras,
         duration_s=plan.duration_s,
     )
+    preflight.check_trainer_command(command)  # the trainer's own check; nothing launched yet
     _load_schemas()
     _make_parent(output)
     result = run_soak(command, log_dir=log_dir, output=output, cfg=cfg, motion_id=motion_id)
@@ -665,7 +664,16 @@ def g1_soak(
 soak_run_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
-@soak_run_app.command(context_settings={"allow_interspersed_args": False})
+SOAK_RUN_EPILOG = (
+    "\b\nExamples:\n"
+    "  soak-run --log-dir runs/any --output artifacts/any.json -- \\\n"
+    "    python my_train.py --out {log_dir}\n\n"
+    "The command must honour the run-directory contract (docs/soak.md). Exit 0 passed, "
+    "1 failed, 2 usage."
+)
+
+
+@soak_run_app.command(context_settings={"allow_interspersed_args": False}, epilog=SOAK_RUN_EPILOG)
 def soak_run(
     command: Annotated[
         list[str],
@@ -687,11 +695,7 @@ def soak_run(
     min_success_rate: MinSuccessOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Soak any trainer command that honours the run-directory contract (CONTRACTS §1.3).
-
-    Example: soak-run --min-duration-seconds 0 --log-dir $PWD/logs/x --output $PWD/x.json
-    -- python my_trainer.py --out {log_dir}
-    """
+    """Soak any trainer command that honours the run-directory contract (docs/soak.md)."""
     from harness.soak.monitor import run_soak
 
     timing = checked_timing(

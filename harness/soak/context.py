@@ -88,8 +88,10 @@ def _sha256_file(path: Path) -> str:
 
 
 def motion_context(motion_id: str | None) -> dict[str, Any] | None:
-    """``{id, sha256, source}`` of the clip (sha256 of the file's bytes where found locally;
-    ``source`` is ``path``, ``package`` or ``cache``, null when not found)."""
+    """``{id, file_sha256, sha256, source}`` of the clip: ``file_sha256`` hashes the file's
+    bytes where found locally (``sha256`` is its older name, same value; neither is the
+    ``arrays_sha256`` of the clip's arrays); ``source`` is ``path``, ``package`` or
+    ``cache``, null when not found."""
     if motion_id is None:
         return None
     candidates: list[tuple[str, Path]] = [("path", Path(motion_id))]
@@ -98,10 +100,11 @@ def motion_context(motion_id: str | None) -> dict[str, Any] | None:
     for source, path in candidates:
         try:
             if path.is_file():
-                return {"id": motion_id, "sha256": _sha256_file(path), "source": source}
+                digest = _sha256_file(path)
+                return {"id": motion_id, "file_sha256": digest, "sha256": digest, "source": source}
         except OSError:
             continue
-    return {"id": motion_id, "sha256": None, "source": None}
+    return {"id": motion_id, "file_sha256": None, "sha256": None, "source": None}
 
 
 def build_context(gpu: GpuSampler, *, motion_id: str | None) -> dict[str, Any]:

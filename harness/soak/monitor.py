@@ -24,6 +24,7 @@ from typing import Any, TextIO
 from harness.procfs import is_same_process, read_stat
 from harness.soak import launch as launch_mod
 from harness.soak.artifact import ArtifactInputs, build_and_write_artifact
+from harness.soak.console import exit_reason
 from harness.soak.context import build_context
 from harness.soak.eta import SoakPlan, early_warning, forecast, min_duration_reason, status_fields
 from harness.soak.gpu import GpuSample, GpuSampler
@@ -442,7 +443,7 @@ class SoakMonitor:
             exit_t = time.monotonic()
         duration_s = exit_t - trainer.started_monotonic
         if returncode is not None and returncode != 0 and not self.reasons:
-            self._fail(f"trainer exited with returncode {returncode}", None, "returncode")
+            self._fail(exit_reason(returncode, trainer.console_log), None, "returncode")
         if not terminated and duration_s < self.cfg.min_duration_s:
             plan = self.plan or SoakPlan(None, None, self.cfg.min_duration_s)
             self._fail(min_duration_reason(plan, duration_s, self.samples), None, "min_duration")

@@ -20,6 +20,7 @@ from harness.cli_app import run_app
 from harness.errors import UsageError
 from harness.generated_block import GeneratedPage
 from harness.jsonio import dumps_strict
+from harness.paths import absolute
 from harness.support.matrix import (
     DOC_PAGE,
     LEVELS,
@@ -70,7 +71,15 @@ def render_tables(matrix: SupportMatrix) -> str:
     return f"{levels}\n\n{facts}\n"
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "\b\nExamples:\n"
+        "  support-matrix\n"
+        "  support-matrix --json\n"
+        "  support-matrix --check\n\n"
+        f"Levels and evidence: {DOC_PAGE}. Exit 0 ok, 1 stale or malformed evidence, 2 usage."
+    )
+)
 def support_matrix(
     json_output: Annotated[
         bool, typer.Option("--json", help="Print one strict-JSON object.")
@@ -87,6 +96,7 @@ def support_matrix(
     ] = REPO_ROOT,
 ) -> None:
     """Evidence level of every algo/task/sim owner and platform facts per backend."""
+    root = absolute(root)
     if write and check:
         raise UsageError("--write and --check exclude each other; run --write, then --check")
     matrix = build_matrix(root)

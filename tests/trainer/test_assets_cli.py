@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -42,8 +43,13 @@ def test_console_script_pulls_then_reports_present(tmp_path: Path) -> None:
     rows = json.loads(first.stdout)
     assert [r["item"] for r in rows] == ITEMS
     assert [r["status"] for r in rows] == ["copied", "generated", "generated", "missing"]
-    assert rows[3]["sha256"] is None
-    assert rows[2]["sha256"] == npz_sha256(cache / SYNTHETIC_MOTION_ID)
+    assert (rows[3]["file_sha256"], rows[3]["arrays_sha256"]) == (None, None)
+    clip = cache / SYNTHETIC_MOTION_ID
+    assert rows[2]["arrays_sha256"] == npz_sha256(clip)
+    assert rows[2]["file_sha256"] == hashlib.sha256(clip.read_bytes()).hexdigest()
+    scene = Path(rows[1]["path"])
+    assert rows[1]["file_sha256"] == hashlib.sha256(scene.read_bytes()).hexdigest()
+    assert rows[1]["arrays_sha256"] is None and "sha256" not in rows[1]
     assert all(Path(r["path"]).is_relative_to(cache) for r in rows)
     loaded = mujoco.MjModel.from_xml_path(rows[1]["path"])
     assert (loaded.nq, loaded.nv, loaded.nu, loaded.nbody) == (36, 35, 29, 31)
@@ -52,7 +58,7 @@ def test_console_script_pulls_then_reports_present(tmp_path: Path) -> None:
     assert second.returncode == 0, second.stderr
     again = json.loads(second.stdout)
     assert [r["status"] for r in again] == ["present", "present", "present", "missing"]
-    assert [r["sha256"] for r in again] == [r["sha256"] for r in rows]
+    assert [r["file_sha256"] for r in again] == [r["file_sha256"] for r in rows]
     assert not (tmp_path / "xdg").exists()  # --asset-dir wins over the default cache root
 
 
@@ -61,8 +67,17 @@ def test_table_output_and_default_cache_root(
 ) -> None:
     assert main(["--hub", "skip"]) == 0
     out = capsys.readouterr().out
-    assert out.split()[:4] == ["item", "path", "status", "sha256"]
-    assert str(isolated_cache / "g1soak/assets" / SYNTHETIC_MOTION_ID) in out
+    header, _, *lines = out.splitlines()
+    assert header.split() == ["item", "status", "file_sha256", "arrays_sha256", "path"]
+    clip = isolated_cache / "g1soak/assets" / SYNTHETIC_MOTION_ID
+    row = next(line.split() for line in lines if line.startswith(SYNTHETIC_MOTION_ID))
+    assert row == [
+        SYNTHETIC_MOTION_ID,
+        "generated",
+        hashlib.sha256(clip.read_bytes()).hexdigest()[:16] + "...",
+        npz_sha256(clip)[:16] + "...",
+        str(clip),
+    ]
     assert (isolated_cache / "g1soak/assets/robots/g1/scene_flat.xml").is_file()
 
 
@@ -128,8 +143,29 @@ def test_require_hub_passes_after_a_download(
     monkeypatch.setattr(assets_cli, "download_from_hub", fake_download)
     assert main(["--asset-dir", str(tmp_path), "--hub", "require", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert rows[3]["status"] == "downloaded" and rows[3]["sha256"]
+    assert rows[3]["status"] == "downloaded" and rows[3]["arrays_sha256"]
     assert calls == [(DANCE_MOTION_ID, "unilabsim/unilab-motions")]
     assert main(["--asset-dir", str(tmp_path), "--hub", "require", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[3]["status"] == "present"
     assert len(calls) == 1
+
+
+def test_the_soak_artifact_names_the_same_file_hash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.soak.context import motion_context
+
+    monkeypatch.setenv("G1SOAK_ASSET_DIR", str(tmp_path))
+    assert main(["--hub", "skip", "--json"]) == 0
+    row = next(r for r in json.loads(capsys.readouterr().out) if r["item"] == SYNTHETIC_MOTION_ID)
+    context = motion_context(SYNTHETIC_MOTION_ID)
+    assert context["file_sha256"] == row["file_sha256"] != row["arrays_sha256"]
+
+
+def test_a_relative_asset_dir_is_taken_from_the_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["--hub", "skip", "--asset-dir", "assets", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert all(Path(r["path"]).is_relative_to(tmp_path / "assets") for r in rows)

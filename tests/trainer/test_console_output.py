@@ -109,3 +109,16 @@ def test_summary_table_says_why_a_run_was_not_evaluated(tmp_path: Path, capsys) 
     print_summary_table(tmp_path)
     out = capsys.readouterr().out.splitlines()
     assert "skipped: the run failed before its evaluation" in out[-2]
+
+
+def test_the_error_row_names_the_type_once(tmp_path: Path, capsys) -> None:
+    summary = make_failed_summary()
+    summary["error_type"] = "MotionError"
+    summary["error"] = "collector raised MotionError: motion file 'x.npz': missing key 'fps'\nmore"
+    write_json_atomic(tmp_path / "run_summary.json", summary)
+    print_summary_table(tmp_path)
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("error"))
+    assert (
+        row.split(None, 1)[1]
+        == "collector raised MotionError: motion file 'x.npz': missing key 'fps'"
+    )

@@ -51,8 +51,13 @@ def _divisor_hint(num_envs: int, rows: int) -> int:
     return num_envs
 
 
-def check_semantics(loaded: LoadedConfig) -> None:
+def check_semantics(loaded: LoadedConfig, *, read_checkpoint: bool = True) -> None:
     """Step 5 value checks in contract order (the log dir is :func:`resolve_log_dir`).
+
+    Args:
+        loaded: the loaded config.
+        read_checkpoint: read ``training.resume_from``'s iteration (needs torch); False
+            checks only that the file exists (``python -m trainer check-config``).
 
     Raises:
         ConfigError: the first unmet condition, naming the key, the value and the fix.
@@ -128,7 +133,12 @@ def check_semantics(loaded: LoadedConfig) -> None:
         )
     check_duration(training.duration_seconds, max_iterations=algo.max_iterations)
     algo.validate()  # FlashSacCfg: sizes, capacity, fp16 (raises a ConfigError subclass)
-    check_resume_from(training.resume_from, max_iterations=algo.max_iterations, cwd=Path.cwd())
+    check_resume_from(
+        training.resume_from,
+        max_iterations=algo.max_iterations,
+        cwd=Path.cwd(),
+        read_checkpoint=read_checkpoint,
+    )
 
 
 def check_duration(duration_seconds: float | None, *, max_iterations: int | None) -> None:
@@ -157,7 +167,9 @@ def resolve_resume_path(value: str, cwd: Path) -> Path:
     return Path(os.path.abspath(cwd / Path(value).expanduser()))
 
 
-def check_resume_from(value: str | None, *, max_iterations: int | None, cwd: Path) -> None:
+def check_resume_from(
+    value: str | None, *, max_iterations: int | None, cwd: Path, read_checkpoint: bool = True
+) -> None:
     """``training.resume_from`` names an existing checkpoint file with iterations left.
 
     Only the file's iteration is read here (memory-mapped); a file that cannot be loaded or
@@ -179,6 +191,8 @@ def check_resume_from(value: str | None, *, max_iterations: int | None, cwd: Pat
         )
     if not path.is_file():
         raise ConfigError(f"training.resume_from={path} is not an existing file; {fix}")
+    if not read_checkpoint:
+        return
     from trainer.rundir.checkpoint import peek_iteration  # torch: only when resuming
 
     iteration = peek_iteration(path)

@@ -76,7 +76,6 @@ SYNTHETIC_MARCH_ID = "motions/g1/synthetic_march.npz"
 """A second built-in clip of a different motion (marching in place), for learning checks."""
 DANCE_MOTION_ID = "motions/g1/dance1_subject2_part.npz"
 DEFAULT_HUB_REPO = "unilabsim/unilab-motions"
-PUBLIC_HF_ENDPOINT = "https://huggingface.co"
 MOTION_FPS = 50
 """1 / ctrl_dt; clips at any other rate are rejected (no resampling)."""
 SYNTHETIC_GENERATOR_VERSION = 1
@@ -683,6 +682,14 @@ def hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"}
 
 
+ASSET_ID_SUFFIXES = (".npz", ".csv")
+"""How a motion asset id ends; anything else that is no existing path is never looked up on
+the hub, so a typo such as ``dnace`` costs no network time."""
+NOT_AN_ASSET_ID = (
+    "; it is no path and no asset id (those end in .npz or .csv), so the hub was not asked"
+)
+
+
 def _not_found(motion_id: str, searched: Sequence[str], hub_note: str) -> MotionError:
     return MotionError(
         f"motion file '{motion_id}' not found (searched: {', '.join(searched)}){hub_note}; {_OFFLINE_ALTERNATIVE}"
@@ -697,38 +704,16 @@ def _describe(err: BaseException) -> str:
 def download_from_hub(motion_id: str, hub_repo: str, local_dir: Path) -> Path:
     """Download ``motion_id`` from the dataset repo ``hub_repo`` into ``local_dir``.
 
-    A failing custom ``HF_ENDPOINT`` is retried once against the public hub.
+    A failing custom ``HF_ENDPOINT`` is retried once against the public hub; a host that
+    does not resolve or takes no connection fails at once (``trainer.hub``).
 
     Raises:
-        Exception: whatever huggingface_hub raised on the last attempt.
+        Exception: whatever huggingface_hub raised on the last attempt
+            (:class:`trainer.hub.HubUnreachable` when the hub could not be reached).
     """
-    from huggingface_hub import hf_hub_download  # lazy: only when a download is needed
+    from trainer.hub import download
 
-    custom = os.environ.get("HF_ENDPOINT", "").strip().rstrip("/")
-    endpoints = [custom or None]
-    if custom and custom != PUBLIC_HF_ENDPOINT:
-        endpoints.append(PUBLIC_HF_ENDPOINT)
-    for attempt, endpoint in enumerate(endpoints):
-        try:
-            return Path(
-                hf_hub_download(
-                    repo_id=hub_repo,
-                    repo_type="dataset",
-                    filename=motion_id,
-                    local_dir=local_dir,
-                    endpoint=endpoint,
-                )
-            )
-        except Exception as err:  # huggingface_hub raises many types; the cause goes in the message
-            if attempt + 1 == len(endpoints):
-                raise
-            logger.warning(
-                "HF_ENDPOINT=%s failed (%s); retrying %s",
-                custom,
-                _describe(err),
-                PUBLIC_HF_ENDPOINT,
-            )
-    raise AssertionError("unreachable: the endpoint list is never empty")
+    return download(hub_repo, motion_id, local_dir)
 
 
 def resolve_motion(
@@ -800,6 +785,8 @@ def _resolve_file(
     if motion_id in SYNTHETIC_CLIP_IDS:
         path, _, sha = ensure_synthetic_clip(writable, motion_id=motion_id)
         return ResolvedMotion(path, "generated", sha)
+    if not motion_id.lower().endswith(ASSET_ID_SUFFIXES):
+        raise _not_found(motion_id, searched, NOT_AN_ASSET_ID)
     if hub == "skip":
         raise _not_found(motion_id, searched, "; hub download skipped (--hub skip)")
     if hub_offline():

@@ -31,4 +31,4 @@ def big_run(tmp_path_factory):
 @pytest.mark.slow
 def test_extract_metrics_reads_200k_scalars(benchmark, big_run) -> None:
     rows = benchmark.pedantic(extract, args=(big_run,), kwargs={"last": 20}, rounds=3, iterations=1)
-    assert rows["steps_per_sec"] is not None and rows["collector_cycle_ms"] is None, show(rows)
+    assert rows["steps_per_sec"] is not None and "collector_cycle_ms" not in rows, show(rows)

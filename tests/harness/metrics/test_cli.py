@@ -1,4 +1,4 @@
-"""extract-metrics (CONTRACTS §6): v1 and legacy modes, every error, strict output."""
+"""extract-metrics (docs/metrics.md): v1 and legacy modes, every error, strict output."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from harness.jsonio import dumps_strict, loads_strict
-from harness.metrics.cli import ROWS, main
+from harness.metrics.cli import ROWS, main, rows_for
 from harness.metrics.events import iter_records
 from tests.harness.metrics.event_files import write_scalars
 
-ROW_NAMES = [
+LEGACY_ROW_NAMES = [
     "iter_ms",
     "steps_per_sec",
     "collector_active_steps_per_sec",
@@ -29,6 +29,21 @@ ROW_NAMES = [
     "replay_ingress_h2d_submit_ms",
     "learner_collector_release_ms",
     "learner_train_ms",
+]
+ROW_NAMES = [
+    "iter_ms",
+    "steps_per_sec",
+    "collector_learner_action_wait_ms",
+    "collector_replay_write_ms",
+    "learner_collector_wait_ms",
+    "learner_inference_ms",
+    "learner_replay_batch_wait_ms",
+    "learner_replay_sample_ms",
+    "replay_ingress_h2d_submit_ms",
+    "learner_collector_release_ms",
+    "learner_train_ms",
+    "mean_reward",
+    "mean_episode_length",
 ]
 STAMPED = {"status": "completed", "metric_schema_version": 1}
 
@@ -53,8 +68,10 @@ def _v1_run(tmp_path, series: dict[str, list[float]], summary: object = STAMPED)
     return tmp_path
 
 
-def test_rows_are_the_13_contract_rows_in_order() -> None:
-    assert [row.name for row in ROWS] == ROW_NAMES
+def test_each_mode_has_its_rows_in_order() -> None:
+    assert [row.name for row in rows_for(legacy=False)] == ROW_NAMES
+    assert [row.name for row in rows_for(legacy=True)] == LEGACY_ROW_NAMES
+    assert {row.name for row in ROWS} == set(ROW_NAMES) | set(LEGACY_ROW_NAMES)
 
 
 def test_v1_json_reports_means_of_last_n_with_scales(tmp_path, capsys) -> None:
@@ -67,20 +84,21 @@ def test_v1_json_reports_means_of_last_n_with_scales(tmp_path, capsys) -> None:
             "Perf/learner_inference_ms": [5.0, 1.0, 2.0],
             "Loss/critic": [0.1, 0.2, 0.3],
             "reward/track": [1.0, 1.0, 1.0],
+            "Train/mean_reward": [0.5, 1.5, 2.5],
+            "Train/mean_episode_length": [100.0, 150.0, 250.0],
         },
     )
     code, out, err = _run(capsys, str(run), "--last", "2", "--json")
-    assert code == 0, err
+    assert (code, err) == (0, "")  # an absent tag is null, without a warning
     rows = loads_strict(out)
     assert list(rows) == ROW_NAMES
     assert rows["iter_ms"] == pytest.approx(15.0)
     assert rows["learner_train_ms"] == pytest.approx(4.0)
     assert rows["steps_per_sec"] == pytest.approx(150.0)
     assert rows["learner_inference_ms"] == pytest.approx(1.5)
-    assert rows["collector_active_steps_per_sec"] is None and rows["collector_cycle_ms"] is None
+    assert rows["mean_reward"] == pytest.approx(2.0)
+    assert rows["mean_episode_length"] == pytest.approx(200.0)
     assert rows["learner_collector_wait_ms"] is None
-    assert "warning: learner_collector_wait_ms: tag Perf/learner_collector_wait_ms is absent" in err
-    assert "error:" not in err
 
 
 def test_last_defaults_to_20(tmp_path, capsys) -> None:
@@ -104,12 +122,31 @@ def test_non_finite_value_in_window_is_null_with_warning(tmp_path, capsys) -> No
     assert "NaN" not in out and "Infinity" not in out
 
 
-def test_text_mode_prints_row_value_with_3_decimals(tmp_path, capsys) -> None:
-    run = _v1_run(tmp_path, {"Perf/total_fps": [1234.56789]})
-    code, out, _ = _run(capsys, str(run))
-    lines = [line.split() for line in out.splitlines()]
-    assert code == 0 and [name for name, _ in lines] == ROW_NAMES
-    assert dict(lines)["steps_per_sec"] == "1234.568" and dict(lines)["iter_ms"] == "null"
+def test_text_mode_prints_the_logged_rows_and_names_the_others_once(tmp_path, capsys) -> None:
+    run = _v1_run(
+        tmp_path,
+        {
+            "Perf/total_fps": [1234.56789],
+            "Perf/iteration_time": [float("nan")],
+            "Train/mean_reward": [0.25],
+        },
+    )
+    code, out, err = _run(capsys, str(run))
+    *rows, footer = out.splitlines()
+    assert code == 0
+    assert [line.split() for line in rows] == [
+        ["iter_ms", "null"],  # logged, but not finite: null, with a warning
+        ["steps_per_sec", "1234.568"],
+        ["mean_reward", "0.250"],
+    ]
+    absent = [n for n in ROW_NAMES if n not in ("iter_ms", "steps_per_sec", "mean_reward")]
+    assert footer == f"(not logged by this run: {', '.join(absent)})"
+    assert err.splitlines() == [
+        (
+            "warning: iter_ms: non-finite value among the last 1 of Perf/iteration_time; "
+            "reporting null"
+        )
+    ]
 
 
 @pytest.mark.parametrize(
@@ -227,16 +264,31 @@ def test_legacy_mode_is_never_implicit(tmp_path, capsys) -> None:
     assert code == 1 and "run summary lacks metric_schema_version" in err
 
 
-def test_no_event_file_is_exit_1(tmp_path, capsys) -> None:
+def test_an_empty_dir_and_a_missing_dir_are_both_usage_errors(tmp_path, capsys) -> None:
     code, _, err = _run(capsys, str(tmp_path))
-    assert code == 1 and _error_lines(err) == [f"error: no event file found under {tmp_path}"]
+    assert code == 2 and _error_lines(err) == [
+        f"error: no event file found under {tmp_path}; pass a run directory"
+    ]
+    code, _, err = _run(capsys, str(tmp_path / "missing"))
+    assert code == 2 and _error_lines(err) == [
+        f"error: LOG_DIR {tmp_path / 'missing'} is not a directory; pass a run directory"
+    ]
 
 
-def test_several_event_files_are_exit_1(tmp_path, capsys) -> None:
+def test_a_relative_log_dir_is_taken_from_the_cwd(tmp_path, capsys, monkeypatch) -> None:
+    _v1_run(tmp_path / "run", {"Perf/total_fps": [3.0]})
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = _run(capsys, "run", "--json")
+    assert code == 0 and loads_strict(out)["steps_per_sec"] == 3.0
+    code, _, err = _run(capsys, "nope")
+    assert code == 2 and f"LOG_DIR {tmp_path / 'nope'} is not a directory" in err
+
+
+def test_several_event_files_are_a_usage_error(tmp_path, capsys) -> None:
     write_scalars(tmp_path, {"Perf/total_fps": [1.0]})
     write_scalars(tmp_path / "nested", {"Perf/total_fps": [1.0]}, name="events.out.tfevents.2.h")
     code, _, err = _run(capsys, str(tmp_path))
-    assert code == 1
+    assert code == 2
     assert (
         f"expected exactly one event file under {tmp_path}; pass one run directory"
         in _error_lines(err)[0]
@@ -311,6 +363,6 @@ def test_subprocess_prints_one_error_line_and_never_imports_torch(tmp_path) -> N
         timeout=60,
         check=False,
     )
-    assert none.returncode == 1 and none.stderr.splitlines() == [
-        f"error: no event file found under {empty}"
+    assert none.returncode == 2 and none.stderr.splitlines() == [
+        f"error: no event file found under {empty}; pass a run directory"
     ]

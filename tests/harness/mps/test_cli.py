@@ -241,6 +241,43 @@ def test_stop_refuses_a_pipe_whose_pid_file_names_another_daemon(sandbox, run):
     assert records.record_path(NAME0).exists()
 
 
+def test_stop_if_running_is_exit_0_when_nothing_runs(sandbox, run):
+    code, out, err = run("stop")
+    assert code == 1 and "no live cumps daemon" in err  # without the flag: a failure
+    code, out, err = run("stop", "--if-running")
+    assert (code, out, err) == (0, "", "no cumps daemon is running; nothing to stop\n")
+    code, out, err = run("stop", "--if-running", "--name", "gpu-none")
+    assert code == 0 and "nothing to stop" in err
+    assert run("start")[0] == 0
+    pid = records.load_record(records.record_path(NAME0)).pid
+    code, out, err = run("stop", "--if-running")
+    assert code == 0 and out.startswith(f"stopped {NAME0}")
+    assert wait_gone(pid) and not records.record_path(NAME0).exists()
+
+
+def test_stop_if_running_removes_a_stale_record_and_exits_0(sandbox, run):
+    assert run("start")[0] == 0
+    path = records.record_path(NAME0)
+    doc = records.load_record(path).to_json()
+    doc["process_start_ticks"] += 1  # the recorded process is gone
+    path.write_text(json.dumps(doc))
+    code, _, err = run("stop", "--if-running", "--name", NAME0)
+    assert code == 0 and "stale record" in err and "error:" not in err
+    assert not path.exists()
+
+
+def test_relative_pipe_and_log_dirs_are_taken_from_the_cwd(sandbox, run, monkeypatch):
+    monkeypatch.chdir(sandbox.tmp)
+    code, _, err = run("start", "--pipe-dir", "p", "--log-dir", "l")
+    assert code == 0, err
+    rec = records.load_record(records.record_path(NAME0))
+    assert (rec.pipe_directory, rec.log_directory) == (
+        str(sandbox.tmp / "p"),
+        str(sandbox.tmp / "l"),
+    )
+    assert run("stop")[0] == 0
+
+
 def test_stop_all_stops_live_and_skips_stale(sandbox, run):
     sandbox.set_gpus([(0, GPU0, "H200"), (1, GPU1, "H200")])
     assert run("start", "--gpus", "0")[0] == 0
@@ -349,7 +386,6 @@ def test_long_pipe_path_is_rejected_before_anything_is_created(sandbox, run):
         pytest.param(["--gpus", "5"], "unknown GPU index", id="unknown-index"),
         pytest.param([], "pass --gpus", id="two-gpus-no-selector"),
         pytest.param(["--gpus", "0", "--name", "Bad_Name"], "--name", id="bad-name"),
-        pytest.param(["--gpus", "0", "--pipe-dir", "rel/p"], "absolute", id="relative-pipe"),
         pytest.param(
             ["--gpus", "0", "--pipe-dir", "/tmp/same", "--log-dir", "/tmp/same"],
             "must differ",

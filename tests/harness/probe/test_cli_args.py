@@ -1,5 +1,5 @@
 """g1-backend-probe flag validation: every bad flag is exit 2 with exactly one ``error:`` line,
-before anything is launched or written (CONTRACTS §0, §1.3)."""
+before anything is launched or written (docs/probe.md)."""
 
 from __future__ import annotations
 
@@ -95,3 +95,18 @@ def test_help_lists_the_contract_flags(capsys: pytest.CaptureFixture[str]) -> No
     ):
         assert flag in text
     assert "--_single-result" not in text  # hidden child flag
+
+
+def test_relative_output_and_plot_are_taken_from_the_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results").mkdir()
+    assert main(["--backends", "mujoco", "--output", "results"]) == 2
+    assert _errors(capsys.readouterr().err) == [
+        f"error: --output {tmp_path / 'results'} is a directory; name a JSON file inside it"
+    ]
+    assert main(["--backends", "mujoco", "--output", "p.json", "--plot", "results"]) == 2
+    assert _errors(capsys.readouterr().err) == [
+        f"error: --plot {tmp_path / 'results'} is a directory; name a PNG file"
+    ]

@@ -232,7 +232,6 @@ def test_default_out_dir_is_beside_the_artifact(leak: Path, tmp_path: Path) -> N
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (None, "does not exist"),
         ("{not json", "is unreadable"),
         ('{"a": NaN}', "is unreadable"),
         ("[1]", "is not a JSON object"),
@@ -249,6 +248,22 @@ def test_bad_artifacts_exit_1_with_one_error_line(
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and message in err
     assert not (tmp_path / "r").exists()
+
+
+def test_a_missing_artifact_is_exit_2_and_a_relative_path_is_taken_from_the_cwd(
+    leak: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["runs/../a.json", "--out", "r"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: artifact {tmp_path / 'a.json'} does not exist; pass the --output of "
+        "g1-soak/soak-run\n"
+    )
+    assert not (tmp_path / "r").exists()
+    shutil.copy(leak, tmp_path / "a.json")
+    assert main(["runs/../a.json", "--out", "r"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == str(tmp_path / "r" / "report.html")
 
 
 def test_schema_invalid_artifact_names_the_path(leak: Path, tmp_path: Path, capsys) -> None:

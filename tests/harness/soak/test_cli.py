@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness.soak import cli, monitor
+from harness.soak import cli, monitor, preflight
 from harness.soak.cli import g1_soak_main, soak_run_main
 from harness.soak.eta import SoakPlan
 from harness.soak.trend import DEFAULT_THRESHOLDS, Threshold
@@ -21,6 +21,7 @@ CHILDREN = Path(__file__).resolve().parents[2] / "faults" / "children"
 class Captured:
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
+        self.checked: list[list[str]] = []
 
 
 @pytest.fixture
@@ -65,7 +66,12 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> Captured:
         }
         return monitor.SoakResult(artifact, output, True, None)
 
+    def fake_check(command):
+        cap.checked.append(list(command))
+        return {"status": "ok"}
+
     monkeypatch.setattr(monitor, "run_soak", fake_run_soak)
+    monkeypatch.setattr(preflight, "check_trainer_command", fake_check)
     return cap
 
 
@@ -105,6 +111,7 @@ def test_g1_soak_builds_the_interpreter_pinned_argv_with_defaults(
     assert call["motion_id"] == "motions/g1/dance1_subject2_part.npz"
     out = capsys.readouterr().out
     assert "passed" in out and f"soak-report {tmp_path / 'out.json'}" in out
+    assert captured.checked == [call["command"]]  # the trainer checked it before the launch
 
 
 def test_g1_soak_maps_flags_motion_and_keeps_user_save_interval(
@@ -147,19 +154,69 @@ def test_g1_soak_maps_flags_motion_and_keeps_user_save_interval(
     assert call["cfg"].trend_mode == "report"
 
 
-def test_motion_dance_and_path(tmp_path: Path, captured: Captured) -> None:
+def test_motion_dance_asset_id_and_path(
+    tmp_path: Path, captured: Captured, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert g1_soak_main([*_paths(tmp_path), "--motion", "dance"]) == 0
     assert (
         "env.commands.motion.motion_file=motions/g1/dance1_subject2_part.npz"
         in captured.calls[0]["command"]
     )
-    other = tmp_path / "b"
-    assert g1_soak_main([*_paths(other), "--motion", "/data/clip.npz"]) == 0
-    assert "env.commands.motion.motion_file=/data/clip.npz" in captured.calls[1]["command"]
-    clips = tmp_path / "c"
-    assert g1_soak_main([*_paths(clips), "--motion", "synthetic, /data/walk.csv"]) == 0
-    expected = "env.commands.motion.motion_file=motions/g1/synthetic_dance.npz,/data/walk.csv"
-    assert expected in captured.calls[2]["command"]
+    clip = tmp_path / "clips" / "mine.npz"
+    clip.parent.mkdir()
+    clip.write_bytes(b"checked by the trainer")
+    monkeypatch.chdir(tmp_path)
+    assert g1_soak_main([*_paths(tmp_path / "b"), "--motion", "clips/mine.npz"]) == 0
+    assert f"env.commands.motion.motion_file={clip}" in captured.calls[1]["command"]
+    assert captured.calls[1]["motion_id"] == str(clip)
+    assert g1_soak_main([*_paths(tmp_path / "c"), "--motion", "motions/g1/other.npz"]) == 0
+    assert "env.commands.motion.motion_file=motions/g1/other.npz" in captured.calls[2]["command"]
+    # A comma list is a clip set: aliases expand and paths become absolute in each item.
+    assert g1_soak_main([*_paths(tmp_path / "d"), "--motion", "synthetic, clips , x/w.csv"]) == 0
+    expected = f"motions/g1/synthetic_dance.npz,{clip.parent},x/w.csv"
+    assert f"env.commands.motion.motion_file={expected}" in captured.calls[3]["command"]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (
+            "dnace",
+            (
+                "error: --motion 'dnace' is no clip: pass one of synthetic, march, dance, an asset "
+                "id ending in .npz or .csv, or an existing file; did you mean 'dance'?"
+            ),
+        ),
+        (
+            "/data/clip.npz",
+            (
+                "error: --motion '/data/clip.npz': no such file (/data/clip.npz); pass one of "
+                "synthetic, march, dance, an asset id ending in .npz or .csv, or an existing file"
+            ),
+        ),
+        (
+            "synthetic,,march",
+            (
+                "error: --motion 'synthetic,,march' has an empty item; pass one of synthetic, "
+                "march, dance, an asset id ending in .npz or .csv, or an existing file (a comma "
+                "list is a clip set)"
+            ),
+        ),
+        (
+            "xyz",
+            (
+                "error: --motion 'xyz' is no clip: pass one of synthetic, march, dance, "
+                "an asset id ending in .npz or .csv, or an existing file"
+            ),
+        ),
+    ],
+)
+def test_a_motion_that_names_no_clip_is_exit_2_before_the_check(
+    tmp_path: Path, captured: Captured, capsys, value: str, message: str
+) -> None:
+    assert g1_soak_main([*_paths(tmp_path), "--motion", value]) == 2
+    assert capsys.readouterr().err.splitlines() == [message]
+    assert captured.checked == [] and captured.calls == []
 
 
 def test_json_output_is_one_strict_object(tmp_path: Path, captured: Captured, capsys) -> None:
@@ -245,9 +302,12 @@ def test_g1_soak_rejects_bad_flags_with_exit_2_before_launch(
 def test_pre_launch_order_bounds_before_paths_before_overrides_before_thresholds(
     tmp_path: Path, captured, capsys
 ) -> None:
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "x").write_text("x")
     bad_all = [
         "--log-dir",
-        "rel",
+        str(full),
         "--output",
         str(tmp_path / "o.json"),
         "--num-envs",
@@ -260,7 +320,7 @@ def test_pre_launch_order_bounds_before_paths_before_overrides_before_thresholds
     assert g1_soak_main(bad_all) == 2
     assert "--num-envs=0" in capsys.readouterr().err
     assert g1_soak_main(bad_all[:4] + bad_all[6:]) == 2
-    assert "--log-dir 'rel' must be an absolute path" in capsys.readouterr().err
+    assert f"--log-dir {full} is not empty" in capsys.readouterr().err
     assert g1_soak_main(_paths(tmp_path) + bad_all[6:]) == 2
     assert "soak-owned override" in capsys.readouterr().err
     assert (
@@ -273,14 +333,18 @@ def test_pre_launch_order_bounds_before_paths_before_overrides_before_thresholds
     assert "env.tensor_runtime was removed" in capsys.readouterr().err
 
 
-def test_path_rules(tmp_path: Path, captured: Captured, capsys) -> None:
+def test_path_rules(
+    tmp_path: Path, captured: Captured, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
     run = tmp_path / "run"
     run.mkdir()
     (run / "f").write_text("x")
     assert g1_soak_main(_paths(tmp_path)) == 2
     assert "is not empty" in capsys.readouterr().err
-    assert g1_soak_main(["--log-dir", str(tmp_path / "new"), "--output", "out.json"]) == 2
-    assert "--output 'out.json' must be an absolute path" in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exists.json").write_text("{}")
+    assert g1_soak_main(["--log-dir", "new", "--output", "exists.json"]) == 2
+    assert f"--output {tmp_path / 'exists.json'} already exists" in capsys.readouterr().err
     (tmp_path / "exists.json").write_text("{}")
     assert (
         g1_soak_main(
@@ -356,15 +420,16 @@ def test_console_scripts_print_one_error_line_and_never_import_torch(
         "import harness.soak.monitor, harness.report.cli\n"
         "bad = [m for m in ('torch', 'mujoco', 'warp', 'mujoco_warp', 'trainer') if m in sys.modules]\n"
         "assert not bad, bad\n"
-        f"sys.exit(main(['--log-dir', 'relative', '--output', '{tmp_path / 'o.json'}', '--', 'true'] if '{script}' == 'soak-run' "
-        f"else ['--log-dir', 'relative', '--output', '{tmp_path / 'o.json'}']))\n"
+        f"args = ['--log-dir', 'relative', '--output', '{tmp_path / 'o.json'}']\n"
+        f"sys.exit(main(args + ['--sample-interval-seconds', '0', '--', 'true'] if '{script}' == 'soak-run' "
+        "else args + ['--num-envs', '0']))\n"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("error:") == 1 and proc.stderr.startswith(
-        "error: --log-dir 'relative'"
+        "error: --num-envs=0" if script == "g1-soak" else "error: --sample-interval-seconds=0"
     )
     assert proc.stdout == ""
 
@@ -492,9 +557,26 @@ def test_the_summary_table_shows_the_budget_what_was_reached_and_the_trend_windo
         },
     }
     table = cli.render_summary(artifact, tmp_path / "a.json")
-    assert "budget                 600 s of training" in table
-    assert (
-        "reached                iteration 71,234 after 600.0 s of training (stopped by duration)"
-        in table
+    cells = [line.replace("│", "|").strip().strip("|").split("|") for line in table.splitlines()]
+    rows = {c[0].strip(): c[1].strip() for c in cells if len(c) == 2}
+    assert rows["budget"] == "600 s of training"
+    assert rows["reached"] == "iteration 71,234 after 600.0 s of training (stopped by duration)"
+    assert rows["trend window"] == "warm-up 120 s, minimum 300 s (scaled to 600 s)"
+
+
+@pytest.mark.parametrize("main", [g1_soak_main, soak_run_main])
+def test_relative_paths_are_taken_from_the_cwd(
+    tmp_path: Path, captured: Captured, monkeypatch: pytest.MonkeyPatch, main
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    argv = ["--log-dir", "runs/../runs/a", "--output", "out/a.json"]
+    assert main([*argv, "--", "true", "{log_dir}"] if main is soak_run_main else argv) == 0
+    call = captured.calls[0]
+    assert (call["log_dir"], call["output"]) == (
+        tmp_path / "runs" / "a",
+        tmp_path / "out" / "a.json",
     )
-    assert "trend window           warm-up 120 s, minimum 300 s (scaled to 600 s)" in table
+    if main is soak_run_main:
+        assert call["command"] == ["true", str(tmp_path / "runs" / "a")]
+    else:
+        assert f"training.log_dir={tmp_path / 'runs' / 'a'}" in call["command"]

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from harness.soak import cli, monitor
+from harness.soak import cli, monitor, preflight
 from harness.soak.cli import g1_soak_main, learning_rows, render_summary, soak_run_main
 from harness.soak.learning import LearningCfg
 
@@ -22,6 +22,7 @@ def cfgs(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
         return monitor.SoakResult({**_artifact(), "status": "passed"}, output, True, None)
 
     monkeypatch.setattr(monitor, "run_soak", fake_run_soak)
+    monkeypatch.setattr(preflight, "check_trainer_command", lambda command: {"status": "ok"})
     return seen
 
 
@@ -132,9 +133,14 @@ def _artifact() -> dict[str, Any]:
 
 def test_summary_table_ends_the_verdicts_with_learning(tmp_path: Path) -> None:
     table = render_summary(_artifact(), tmp_path / "a.json")
-    lines = table.splitlines()
-    trend = next(i for i, line in enumerate(lines) if line.startswith("trend verdict"))
-    assert lines[trend + 1].split() == ["learning", "verdict", "unverified", "(enforce)"]
+    rows = [_cells(line) for line in table.splitlines() if len(_cells(line)) == 2]
+    trend = next(i for i, row in enumerate(rows) if row[0] == "trend verdict")
+    assert rows[trend + 1] == ["learning verdict", "unverified (enforce)"]
+
+
+def _cells(line: str) -> list[str]:
+    """The cells of one row of the verdict table (rich draws its borders with | or │)."""
+    return [c.strip() for c in line.replace("│", "|").strip().strip("|").split("|")]
 
 
 def test_help_lists_the_learning_flags() -> None:

@@ -205,12 +205,10 @@ def test_context_never_imports_torch_and_hashes_the_motion(tmp_path: Path) -> No
     clip = tmp_path / "clip.npz"
     clip.write_bytes(b"abc")
     ctx = motion_context(str(clip))
-    assert ctx == {
-        "id": str(clip),
-        "sha256": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
-        "source": "path",
-    }
-    assert motion_context("motions/g1/none.npz")["sha256"] is None
+    digest = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"  # of b"abc"
+    assert ctx == {"id": str(clip), "file_sha256": digest, "sha256": digest, "source": "path"}
+    missing = motion_context("motions/g1/none.npz")
+    assert missing["file_sha256"] is None and missing["sha256"] is None
     software = software_context()
     assert software["python"] and "torch" in software
 
@@ -307,3 +305,45 @@ def test_a_soak_that_will_end_too_soon_is_warned_about_and_told_how_to_fill_it(
     assert "1000 iterations at a measured" in reason
     assert "would fill it; or size the soak in time with --duration-seconds 60" in reason
     assert validate(load_strict(tmp_path / "a.json"), "soak_artifact.0.3.0.json") == []
+
+
+# A trainer that fails the way ours does: a traceback-free console, one error line, exit 2.
+SAYS_WHY = r"""
+import sys
+for i in range(60):
+    print(f"log line {i}")
+print("\x1b[1mbold\x1b[0m progress 10%\rprogress 100%")
+print("error: unknown config key 'algo.batchsize'; did you mean 'algo.batch_size'?", file=sys.stderr)
+sys.exit(2)
+"""
+
+
+def test_a_failed_trainer_is_quoted_in_the_reason_and_its_console_tail_is_kept(
+    tmp_path: Path,
+) -> None:
+    result = _soak(tmp_path, [sys.executable, "-c", SAYS_WHY])
+    art = load_strict(tmp_path / "a.json")
+    assert validate(art, "soak_artifact.0.3.0.json") == []
+    assert art["failure_reason"] == (
+        "trainer exited with returncode 2: error: unknown config key 'algo.batchsize'; "
+        "did you mean 'algo.batch_size'?; trainer did not write run_summary.json"
+    )
+    tail = art["console_tail"]
+    assert len(tail) == 40 and tail[0] == "log line 22"
+    assert tail[-2:] == [
+        "progress 100%",
+        "error: unknown config key 'algo.batchsize'; did you mean 'algo.batch_size'?",
+    ]
+    assert result.artifact["console_tail"] == tail
+
+
+def test_console_tail_is_null_without_a_console_log(tmp_path: Path) -> None:
+    from harness.soak.console import exit_reason, read_tail
+
+    assert read_tail(tmp_path / "none.log") is None
+    assert exit_reason(1, tmp_path / "none.log") == "trainer exited with returncode 1"
+    log = tmp_path / "long.log"
+    log.write_bytes(b"x" * 300_000 + b"\n" + "é".encode() * 1200 + b"\nlast\n")
+    tail = read_tail(log)
+    assert tail is not None and tail[-1] == "last" and len(tail[-2]) == 1000
+    assert tail[-2].endswith("...")

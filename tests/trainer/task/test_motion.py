@@ -13,6 +13,7 @@ import mujoco
 import numpy as np
 import pytest
 
+from trainer import hub
 from trainer.sim.scene import FOOT_BODY_NAMES, SceneCfg, body_ids, build_g1_model
 from trainer.task import motion
 from trainer.task.motion import (
@@ -479,8 +480,10 @@ def test_hub_failure_names_the_cause_and_retries_the_public_hub_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, local_hub: tuple[str, bytes]
 ) -> None:
     endpoint, _ = local_hub
+    public = endpoint.replace("127.0.0.1", "localhost")  # the same local hub, another name
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    monkeypatch.setattr(hub, "PUBLIC_HF_ENDPOINT", public)
     seen: list[str | None] = []
 
     def fake_download(**kwargs: object) -> str:
@@ -495,4 +498,4 @@ def test_hub_failure_names_the_cause_and_retries_the_public_hub_once(
         match="; hub download failed: ConnectionError: no route to host; offline alternative",
     ):
         resolve_motion(DANCE_MOTION_ID, asset_roots=(tmp_path / "p", tmp_path / "c"), hub="auto")
-    assert seen == [endpoint, "https://huggingface.co"]
+    assert seen == [endpoint, public]
