@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 __all__ = [
+    "cross",
     "matrix_from_quat",
     "projected_gravity_z",
     "quat_apply",
@@ -46,20 +47,34 @@ def quat_conjugate(q: Tensor) -> Tensor:
     return torch.cat((q[..., :1], -q[..., 1:]), dim=-1)
 
 
+def cross(a: Tensor, b: Tensor) -> Tensor:
+    """Cross product ``a × b`` over the last axis (``[..., 3]``, shapes broadcast).
+
+    Written out per component instead of ``torch.linalg.cross``: inductor decomposes that
+    into ``index_select`` with the index tensors ``(arange(3) + k) % 3``, and where it fuses
+    the product into a concatenation (the reset's ``qvel``) it emits them as indirect loads
+    with a device-side bounds assert on CUDA, which fired while the env compiled
+    (docs/troubleshooting.md). Component arithmetic has no indexing to check.
+    """
+    ax, ay, az = a.unbind(-1)
+    bx, by, bz = b.unbind(-1)
+    return torch.stack((ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx), dim=-1)
+
+
 def quat_apply(q: Tensor, v: Tensor) -> Tensor:
     """Rotate vectors ``v [..., 3]`` by unit quaternions ``q [..., 4]`` (R v)."""
     w = q[..., :1]
     xyz = q[..., 1:]
-    t = 2.0 * torch.linalg.cross(xyz, v, dim=-1)
-    return v + w * t + torch.linalg.cross(xyz, t, dim=-1)
+    t = 2.0 * cross(xyz, v)
+    return v + w * t + cross(xyz, t)
 
 
 def quat_apply_inverse(q: Tensor, v: Tensor) -> Tensor:
     """Rotate vectors by the inverse rotation (Rᵀ v)."""
     w = q[..., :1]
     xyz = -q[..., 1:]
-    t = 2.0 * torch.linalg.cross(xyz, v, dim=-1)
-    return v + w * t + torch.linalg.cross(xyz, t, dim=-1)
+    t = 2.0 * cross(xyz, v)
+    return v + w * t + cross(xyz, t)
 
 
 def matrix_from_quat(q: Tensor) -> Tensor:
