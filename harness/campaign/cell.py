@@ -42,6 +42,7 @@ REPORT_DIR = "report"
 KILL_WORKER_ENV = "G1SOAK_CAMPAIGN_TEST_KILL_WORKER"
 KILLED_EXIT = 86
 CHILD_STOP_GRACE_S = 120.0
+WAIT_SLICE_S = 0.5
 REPORT_TIMEOUT_S = 600.0
 _REPORT_CODE = "import sys; from harness.report.cli import main; sys.exit(main(sys.argv[1:]))"
 
@@ -160,7 +161,13 @@ def run_soak(argv: Sequence[str], env: Mapping[str, str], cwd: Path, log: Path) 
             env=dict(env), cwd=cwd,
         )  # fmt: skip
         try:
-            return proc.wait()
+            # A timed wait returns to Python often, so Ray's cancellation (an exception
+            # raised in this thread) is not held up by a blocking waitpid.
+            while True:
+                try:
+                    return proc.wait(timeout=WAIT_SLICE_S)
+                except subprocess.TimeoutExpired:
+                    continue
         except BaseException:
             _stop_child(proc)
             raise

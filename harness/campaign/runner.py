@@ -139,8 +139,12 @@ def classify_failure(ray: Any, err: BaseException) -> tuple[str, str, str]:
         exc.OutOfMemoryError,
     )
     name = type(err).__name__
-    if isinstance(err, exc.TaskCancelledError):
-        return "interrupted", name, "the campaign was interrupted and cancelled this attempt"
+    if isinstance(err, exc.TaskCancelledError):  # may come as RayTaskError(TaskCancelledError)
+        return (
+            "interrupted",
+            "TaskCancelledError",
+            "the campaign was interrupted and cancelled this attempt",
+        )
     if isinstance(err, lost):
         return "lost", name, f"the cell's Ray worker or node died ({name}: {_first_line(err)})"
     if isinstance(err, exc.RayTaskError):

@@ -174,8 +174,9 @@ class CampaignState:
             raise UsageError(f"cannot resume: {err}") from err
         if doc["spec_sha256"] != spec.spec_sha256:
             raise UsageError(
-                f"cannot resume {spec.directory}: {spec.path} changed since the campaign "
-                f"started (spec sha256 {spec.spec_sha256[:12]} != {doc['spec_sha256'][:12]}); "
+                f"cannot resume {spec.directory}: {spec.path} "
+                "changed since the campaign started "
+                f"(spec sha256 {spec.spec_sha256[:12]} != {doc['spec_sha256'][:12]}); "
                 "restore the file or start a new directory"
             )
         doc["ray_version"] = ray_version
