@@ -154,8 +154,8 @@ def _parse_segment(where: str, line: str, segment: str) -> DocCommand | None:
         command, args = (name,), rest
     elif tokens[0] in SCRIPTS:
         command, args = (tokens[0],), tokens[1:]
-        if tokens[0] == "cumps" and args and not args[0].startswith("-"):
-            command, args = ("cumps", args[0]), args[1:]
+        if tokens[0] in ("cumps", "soak-campaign") and args and not args[0].startswith("-"):
+            command, args = (tokens[0], args[0]), args[1:]
     else:
         return None
     flags = []
