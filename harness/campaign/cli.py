@@ -147,7 +147,12 @@ def _orphan_note(doc: dict, directory: Path, console: Console) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``soak-campaign``."""
-    return run_app(app, argv, prog="soak-campaign")
+    return run_app(
+        app,
+        argv,
+        prog="soak-campaign",
+        failures={OSError: lambda err: f"{type(err).__name__}: {err}"},
+    )
 
 
 if __name__ == "__main__":

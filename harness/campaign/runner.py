@@ -25,7 +25,8 @@ from harness.campaign import cell as cell_mod
 from harness.campaign import mps_fleet
 from harness.campaign.spec import CampaignSpec
 from harness.campaign.state import CampaignState, acquire_lock
-from harness.errors import HarnessError
+from harness.errors import HarnessError, StrictJsonError
+from harness.jsonio import load_strict
 
 WAIT_S = 1.0
 CANCEL_GRACE_S = cell_mod.CHILD_STOP_GRACE_S + 30.0
@@ -156,9 +157,6 @@ def classify_failure(ray: Any, err: BaseException) -> tuple[str, str, str]:
 
 def _started_facts(directory: Path, relative: str) -> dict[str, Any]:
     """What a lost attempt's task wrote when it began (node, host, GPU), if it got that far."""
-    from harness.errors import StrictJsonError
-    from harness.jsonio import load_strict
-
     try:
         doc = load_strict(directory / relative / cell_mod.STARTED_FILE)
     except (OSError, StrictJsonError):
