@@ -7,7 +7,9 @@ timeout. Every selector resolves to canonical physical UUIDs ``GPU-<lowercase da
 Topology modes (all three names are always reported so later support stays additive):
 ``single_gpu`` (no selector on a one-GPU host, an index or a UUID) is implemented;
 ``single_task_multi_gpu`` (a comma list) parses and then fails closed at the multi-GPU gate;
-``task_per_gpu`` (``all``) is allowed for read-only diagnostics only. MIG UUIDs are rejected.
+``task_per_gpu`` is implemented for campaigns (``soak-campaign``: one soak per GPU, one cumps
+daemon per GPU); for cumps itself ``all`` is allowed for read-only diagnostics only, since
+every daemon serves one GPU. MIG UUIDs are rejected.
 """
 
 from __future__ import annotations
@@ -218,27 +220,35 @@ def resolve_topology(selector: str | None, gpus: list[GpuInfo], *, allow_all: bo
     return Topology(mode="single_gpu", gpus=(_resolve_one(text, gpus, text),), selector=text)
 
 
+TOPOLOGY_MODE_STATES: tuple[tuple[TopologyMode, str, str], ...] = (
+    ("single_gpu", "none (one GPU visible), an index or a UUID", "implemented"),
+    (
+        "single_task_multi_gpu",
+        "comma list; a campaign's gpus_per_cell > 1",
+        "fails closed: " + MULTI_GPU_GATE,
+    ),
+    (
+        "task_per_gpu",
+        "all (cumps diagnostics); a campaign's cells (soak-campaign)",
+        (
+            "implemented for campaigns: one soak and one cumps daemon per GPU; "
+            "cumps start refuses all (each daemon serves one GPU)"
+        ),
+    ),
+)
+"""``(mode, selector, state)`` of each topology mode, for status/doctor and the support matrix."""
+
+
 def topology_modes_report(gpu_count: int) -> list[dict[str, object]]:
     """The three topology modes with what this build does with each (for status/doctor)."""
+    available = {
+        "single_gpu": gpu_count >= 1,
+        "single_task_multi_gpu": False,
+        "task_per_gpu": gpu_count >= 1,
+    }
     return [
-        {
-            "mode": "single_gpu",
-            "selector": "none (one GPU visible), an index or a UUID",
-            "state": "implemented",
-            "available": gpu_count >= 1,
-        },
-        {
-            "mode": "single_task_multi_gpu",
-            "selector": "comma list",
-            "state": "fails closed: " + MULTI_GPU_GATE,
-            "available": False,
-        },
-        {
-            "mode": "task_per_gpu",
-            "selector": "all",
-            "state": "read-only diagnostics only; start refuses it",
-            "available": False,
-        },
+        {"mode": mode, "selector": selector, "state": state, "available": available[mode]}
+        for mode, selector, state in TOPOLOGY_MODE_STATES
     ]
 
 

@@ -1,7 +1,7 @@
 """``support-matrix [--json] [--write] [--check]``: print or maintain the support matrix (§13).
 
-Without flags it prints the evidence level of every algo × task × sim owner and the platform
-facts per backend as tables; ``--json`` prints the same as one strict-JSON object. ``--write``
+Without flags it prints the evidence level of every algo × task × sim owner, the platform
+facts per backend and the GPU topology modes as tables; ``--json`` prints the same as one strict-JSON object. ``--write``
 rewrites the generated block of ``docs/support_matrix.md``; ``--check`` exits 1 when the
 committed block differs from what the generator produces now (CI runs it through a test).
 Exit codes: 0 printed/written/up to date, 1 stale block or malformed evidence, 2 bad flags.
@@ -29,6 +29,7 @@ from harness.support.matrix import (
     committed_block,
     render_block,
     replace_block,
+    topology_modes,
 )
 
 __all__ = ["REPO_ROOT", "app", "main"]
@@ -68,7 +69,12 @@ def render_tables(matrix: SupportMatrix) -> str:
         headers=["backend", "execution", "device", "reset randomization", "diagnostics"],
         tablefmt="github",
     )
-    return f"{levels}\n\n{facts}\n"
+    topology = tabulate(
+        [[m["mode"], m["selector"], m["state"]] for m in topology_modes()],
+        headers=["topology mode", "selector", "state"],
+        tablefmt="github",
+    )
+    return f"{levels}\n\n{facts}\n\n{topology}\n"
 
 
 @app.command(
@@ -95,7 +101,7 @@ def support_matrix(
         Path, typer.Option("--root", hidden=True, help="Repository root (tests).")
     ] = REPO_ROOT,
 ) -> None:
-    """Evidence level of every algo/task/sim owner and platform facts per backend."""
+    """Evidence level of every algo/task/sim owner, platform facts, GPU topology modes."""
     root = absolute(root)
     if write and check:
         raise UsageError("--write and --check exclude each other; run --write, then --check")

@@ -18,8 +18,9 @@ Everything is read from checked-in files, never by importing the trainer:
   and reviewed never counts.
 * **Recommended** — a reviewed recommendation entry in the inventory.
 
-The same page carries the platform facts per backend (from the inventory). Output is
-deterministic (no timestamps) so ``support-matrix --check`` can compare the committed block.
+The same page carries the platform facts per backend (from the inventory) and the GPU topology
+modes with what this build does with each (``harness.mps.gpus.TOPOLOGY_MODE_STATES``). Output
+is deterministic (no timestamps) so ``support-matrix --check`` can compare the committed block.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import yaml
 
 from harness.errors import HarnessError, StrictJsonError
 from harness.jsonio import load_strict
+from harness.mps.gpus import TOPOLOGY_MODE_STATES
 from harness.schemas import validate
 
 __all__ = [
@@ -110,7 +112,16 @@ class SupportMatrix:
             "levels": [{"value": i, "name": name} for i, name in enumerate(LEVELS)],
             "rows": [row.to_json() for row in self.rows],
             "platform_facts": [dict(f) for f in self.platform_facts],
+            "topology_modes": topology_modes(),
         }
+
+
+def topology_modes() -> list[dict[str, str]]:
+    """The GPU topology modes: mode, selector and state (implemented or fails closed)."""
+    return [
+        {"mode": mode, "selector": selector, "state": state}
+        for mode, selector, state in TOPOLOGY_MODE_STATES
+    ]
 
 
 # ------------------------------------------------------------------------------ registries
@@ -397,6 +408,11 @@ def render_block(matrix: SupportMatrix) -> str:
             ]
             for f in matrix.platform_facts
         ],
+    )
+    lines += ["", "### GPU topology modes", ""]
+    lines += _md_table(
+        ["mode", "selector", "state"],
+        [[f"`{m['mode']}`", m["selector"], m["state"]] for m in topology_modes()],
     )
     lines += ["", END_MARKER]
     return "\n".join(lines) + "\n"

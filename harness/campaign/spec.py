@@ -1,0 +1,313 @@
+"""The campaign file: YAML, then ``schemas/campaign.v1.json``, then the cells (docs/campaign.md).
+
+A cell is one ``g1-soak`` run: override set x seed x motion x sim. Its arguments are the
+``soak`` flags, then its sim's (a scalar flag of the sim wins, lists are appended), then
+``--extra-override`` for each entry of its override set and ``algo.seed=<seed>``, and
+``--motion``. Every problem is a :class:`CampaignFileError` (exit 2) whose one line names the
+file, the key and the fix; nothing is launched or written before the file is valid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.errors import UsageError
+from harness.mps.gpus import MULTI_GPU_GATE
+from harness.schemas import validate
+from harness.soak.cli import MOTION_IDS, MOTION_KEY, check_overrides, override_key
+from harness.soak.trend import TrendThresholdError, parse_threshold_overrides
+
+SCHEMA_FILE = "campaign.v1.json"
+SEED_KEY = "algo.seed"
+MPS_KEY = "training.cuda_process_sharing"
+GPU_SIM = "mjwarp"
+DEFAULT_OVERRIDES: dict[str, list[str]] = {"base": []}
+DEFAULT_GPUS_PER_CELL = 1
+DEFAULT_CPUS_PER_CELL = 1
+DEFAULT_MAX_RETRIES = 1
+# Scalar g1-soak flags in the order a cell's argv lists them; list flags follow.
+SCALAR_FLAGS = (
+    "num_envs",
+    "iterations",
+    "min_duration_seconds",
+    "sample_interval_seconds",
+    "startup_timeout_seconds",
+    "stale_progress_seconds",
+    "post_shutdown_grace_seconds",
+    "trend_mode",
+    "trend_warmup_seconds",
+    "trend_min_window_seconds",
+)
+LIST_FLAGS = {"trend_thresholds": "--trend-threshold", "extra_overrides": "--extra-override"}
+_LABEL_RE = re.compile(r"[^a-z0-9]+")
+
+
+class CampaignFileError(UsageError):
+    """The campaign file is unreadable or invalid (exit 2, nothing launched)."""
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One cell of the matrix: what it soaks and what it asks Ray for."""
+
+    id: str
+    override: str
+    seed: int
+    motion: str
+    sim: str
+    args: tuple[str, ...]
+    cpus: float
+    gpus: float
+    mps: bool
+
+
+@dataclass(frozen=True)
+class CampaignSpec:
+    """A validated campaign file."""
+
+    name: str
+    path: Path
+    directory: Path
+    cells: tuple[CellSpec, ...]
+    max_retries: int
+    spec_sha256: str
+
+    @property
+    def mps_requested(self) -> bool:
+        return any(cell.mps for cell in self.cells)
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (YAML keeps the last)."""
+
+
+def _no_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+
+
+def _fail(path: Path, where: str, what: str) -> CampaignFileError:
+    return CampaignFileError(" ".join(f"campaign file {path}: {where}: {what}".split()))
+
+
+def read_document(path: Path) -> Any:
+    """The YAML document of ``path`` (duplicate keys refused)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as err:
+        raise CampaignFileError(
+            f"campaign file {path} does not exist; pass the path of a CAMPAIGN.yaml"
+        ) from err
+    except (OSError, UnicodeDecodeError) as err:
+        raise CampaignFileError(f"campaign file {path} is unreadable: {err}") from err
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "YAML"
+        problem = getattr(err, "problem", None) or str(err)
+        raise _fail(path, where, f"not valid YAML ({problem}); fix the syntax") from err
+
+
+def _key_path(json_path: str) -> str:
+    return json_path.removeprefix("$.").removeprefix("$") or "top level"
+
+
+def _check_schema(path: Path, doc: Any) -> None:
+    if isinstance(doc, dict):
+        gpus = doc.get("gpus_per_cell")
+        if isinstance(gpus, (int, float)) and not isinstance(gpus, bool) and gpus > 1:
+            raise _fail(
+                path,
+                "gpus_per_cell",
+                f"{gpus} GPUs per cell is the single_task_multi_gpu topology: {MULTI_GPU_GATE}; "
+                "use 1 (one GPU per cell) or less (packing)",
+            )
+    violations = validate(doc, SCHEMA_FILE)
+    if violations:
+        first = violations[0]
+        more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
+        raise _fail(path, _key_path(first.path), f"{first.message}{more}; see docs/campaign.md")
+
+
+def _check_entries(path: Path, where: str, entries: Sequence[str]) -> None:
+    for index, text in enumerate(entries):
+        location = f"{where}[{index}]"
+        try:
+            check_overrides([text])
+        except UsageError as err:
+            raise _fail(path, location, str(err)) from err
+        key = override_key(text)
+        if key == SEED_KEY:
+            raise _fail(path, location, f"'{SEED_KEY}' is set by the campaign; list it in seeds")
+        if key == MOTION_KEY:
+            raise _fail(
+                path, location, f"'{MOTION_KEY}' is set by the campaign; list it in motions"
+            )
+
+
+def _unquoted(value: str) -> str:
+    text = value.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def _asks_mps(entries: Sequence[str]) -> bool:
+    """The last ``training.cuda_process_sharing=...`` entry wins, as in the trainer."""
+    mode = None
+    for text in entries:
+        if override_key(text) == MPS_KEY:
+            mode = _unquoted(text.split("=", 1)[1])
+    return mode == "mps"
+
+
+def _motion_value(path: Path, motion: str) -> str:
+    if motion.startswith(("./", "../")):
+        return os.path.normpath(path.parent / motion)
+    return motion
+
+
+def _motion_label(motion: str) -> str:
+    if motion in MOTION_IDS:
+        return motion
+    stem = Path(motion).name.removesuffix(".npz")
+    return _LABEL_RE.sub("-", stem.lower()).strip("-") or "motion"
+
+
+def _merged_flags(soak: Mapping[str, Any], sim_flags: Mapping[str, Any]) -> dict[str, Any]:
+    merged = {key: value for key, value in soak.items() if key not in LIST_FLAGS}
+    merged.update({key: value for key, value in sim_flags.items() if key not in LIST_FLAGS})
+    for key in LIST_FLAGS:
+        merged[key] = [*soak.get(key, []), *sim_flags.get(key, [])]
+    return merged
+
+
+def _flag_args(flags: Mapping[str, Any]) -> list[str]:
+    args: list[str] = []
+    for key in SCALAR_FLAGS:
+        if key in flags:
+            args += ["--" + key.replace("_", "-"), _flag_text(flags[key])]
+    for text in flags["trend_thresholds"]:
+        args += [LIST_FLAGS["trend_thresholds"], text]
+    return args
+
+
+def _flag_text(value: Any) -> str:
+    return format(value, "g") if isinstance(value, float) else str(value)
+
+
+def _cell(
+    path: Path,
+    doc: Mapping[str, Any],
+    override: tuple[str, list[str]],
+    seed: int,
+    motion: str,
+    sim: str,
+) -> CellSpec:
+    flags = _merged_flags(doc.get("soak", {}), doc["sims"][sim])
+    entries = [*flags["extra_overrides"], *override[1]]
+    mps = _asks_mps(entries)
+    if mps and sim != GPU_SIM:
+        raise _fail(
+            path,
+            f"sims.{sim}",
+            f"{MPS_KEY}=mps (override set {override[0]!r}) needs --sim {GPU_SIM}; "
+            f"drop it for {sim} or soak {GPU_SIM} only",
+        )
+    value = _motion_value(path, motion)
+    args = ["--sim", sim, "--motion", value, *_flag_args(flags)]
+    for text in [*entries, f"{SEED_KEY}={seed}"]:
+        args += [LIST_FLAGS["extra_overrides"], text]
+    gpus = float(doc.get("gpus_per_cell", DEFAULT_GPUS_PER_CELL)) if sim == GPU_SIM else 0.0
+    return CellSpec(
+        id=f"{override[0]}-s{seed}-{_motion_label(motion)}-{sim}",
+        override=override[0],
+        seed=seed,
+        motion=value,
+        sim=sim,
+        args=tuple(args),
+        cpus=float(doc.get("cpus_per_cell", DEFAULT_CPUS_PER_CELL)),
+        gpus=gpus,
+        mps=mps,
+    )
+
+
+def _check_semantics(path: Path, doc: Mapping[str, Any]) -> None:
+    for where, flags in [("soak", doc.get("soak", {}))] + [
+        (f"sims.{sim}", flags) for sim, flags in doc["sims"].items()
+    ]:
+        _check_entries(path, f"{where}.extra_overrides", flags.get("extra_overrides", []))
+        try:
+            parse_threshold_overrides(flags.get("trend_thresholds", []))
+        except TrendThresholdError as err:
+            raise _fail(path, f"{where}.trend_thresholds", str(err)) from err
+    for name, entries in doc.get("overrides", DEFAULT_OVERRIDES).items():
+        _check_entries(path, f"overrides.{name}", entries)
+    labels: dict[str, str] = {}
+    for motion in doc["motions"]:
+        label = _motion_label(motion)
+        if label in labels:
+            raise _fail(
+                path,
+                "motions",
+                f"{labels[label]!r} and {motion!r} both name cells '{label}'; "
+                "give the files different names",
+            )
+        labels[label] = motion
+
+
+def spec_sha256(doc: Mapping[str, Any]) -> str:
+    """sha256 of the validated document without ``directory`` (keys sorted)."""
+    body = {key: value for key, value in doc.items() if key != "directory"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def load_campaign(path: Path) -> CampaignSpec:
+    """Read, validate and expand a campaign file.
+
+    Raises:
+        CampaignFileError: unreadable, not YAML, schema violation or a semantic problem;
+            the message names the file and the key.
+    """
+    path = Path(os.path.abspath(path))
+    doc = read_document(path)
+    _check_schema(path, doc)
+    _check_semantics(path, doc)
+    overrides = doc.get("overrides", DEFAULT_OVERRIDES)
+    cells = tuple(
+        _cell(path, doc, (name, list(entries)), seed, motion, sim)
+        for name, entries in overrides.items()
+        for seed in doc["seeds"]
+        for motion in doc["motions"]
+        for sim in doc["sims"]
+    )
+    directory = Path(os.path.normpath(path.parent / doc["directory"]))
+    return CampaignSpec(
+        name=doc["name"],
+        path=path,
+        directory=directory,
+        cells=cells,
+        max_retries=int(doc.get("max_retries", DEFAULT_MAX_RETRIES)),
+        spec_sha256=spec_sha256(doc),
+    )

@@ -1,0 +1,243 @@
+"""`soak-campaign run` for real on a local Ray cluster (2 CPUs, loopback only), each cell a real
+`g1-soak` of the CPU trainer at the README quick start's size, smaller.
+
+- a 2 x 2 matrix (seeds x motions) on a Ray head started with `ray start` (the `--address`
+  path): every verdict, the table, campaign.json and the HTML page;
+- a campaign interrupted with Ctrl-C while its second cell runs, then `--resume`d: the first
+  cell is kept, the second cancelled (its soak wrote an external_cancellation artifact) and run
+  again;
+- a cell whose Ray worker kills itself at every attempt (local `ray.init()`): retried once, then
+  `lost`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.jsonio import load_strict
+from harness.schemas import validate
+
+pytestmark = pytest.mark.slow
+
+BIN = Path(sys.executable).parent
+# Loopback only, no usage reports, no token files in HOME, workers in this interpreter.
+RAY_TEST_ENV = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_AUTH_MODE": "disabled",
+    "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
+}
+HEAD_TIMEOUT_S = 180.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_for(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def _port_open(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A Ray head on 127.0.0.1 with 2 CPUs and no GPU; yields (address, env for drivers)."""
+    temp = Path(tempfile.mkdtemp(dir="/tmp", prefix="rh"))  # short: Unix socket paths
+    env = {
+        **os.environ,
+        **RAY_TEST_ENV,
+        "XDG_CACHE_HOME": str(tmp_path_factory.mktemp("xdg")),
+        "RAY_TMPDIR": str(temp),
+    }
+    env.pop("G1SOAK_ASSET_DIR", None)
+    port = _free_port()
+    log = open(temp / "head.log", "wb")  # noqa: SIM115 - closed at teardown
+    head = subprocess.Popen(
+        [
+            str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
+            f"--port={port}", "--num-cpus=2", "--num-gpus=0", "--include-dashboard=false",
+            "--disable-usage-stats", f"--temp-dir={temp}",
+        ],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _wait_for(lambda: _port_open(port) or head.poll() is not None, HEAD_TIMEOUT_S, "ray")
+        assert head.poll() is None, (temp / "head.log").read_text(errors="replace")
+        yield f"127.0.0.1:{port}", env
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)  # the head and every Ray process it started
+        try:
+            head.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+        try:
+            os.killpg(head.pid, signal.SIGKILL)  # stragglers of the group, if any
+        except ProcessLookupError:
+            pass
+        log.close()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _campaign(tmp_path: Path, campaign_doc, write_campaign, **changes: Any) -> Path:
+    return write_campaign(campaign_doc(directory=str(tmp_path / "campaign"), **changes))
+
+
+def _soak_campaign(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "soak-campaign"), *args],
+        env={**env, "COLUMNS": "200"}, capture_output=True, text=True, timeout=1500, check=False,
+    )  # fmt: skip
+
+
+def _table(stdout: str) -> dict[str, str]:
+    rows = [line.split() for line in stdout.splitlines() if line.strip().startswith("base-s")]
+    return {cells[0]: cells[1] for cells in rows if not cells[0].endswith(":")}
+
+
+def test_a_two_by_two_campaign_passes_every_cell(
+    cluster, tmp_path, campaign_doc, write_campaign
+) -> None:
+    address, env = cluster
+    path = _campaign(
+        tmp_path, campaign_doc, write_campaign, seeds=[1, 2], motions=["synthetic", "march"]
+    )
+    proc = _soak_campaign("run", str(path), "--address", address, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    ids = [
+        "base-s1-synthetic-mujoco", "base-s1-march-mujoco",
+        "base-s2-synthetic-mujoco", "base-s2-march-mujoco",
+    ]  # fmt: skip
+    assert _table(proc.stdout) == dict.fromkeys(ids, "passed")
+    assert "campaign tiny: finished, verdict passed (4 passed)" in proc.stdout
+
+    directory = tmp_path / "campaign"
+    doc = load_strict(directory / "campaign.json")
+    assert validate(doc, "campaign_result.v1.json") == []
+    assert (doc["status"], doc["verdict"], doc["topology_mode"]) == (
+        "finished", "passed", "task_per_gpu",
+    )  # fmt: skip
+    assert [cell["id"] for cell in doc["cells"]] == ids
+    for cell in doc["cells"]:
+        assert [a["status"] for a in cell["attempts"]] == ["passed"]
+        attempt = cell["attempts"][0]
+        assert (attempt["gpu_uuid"], attempt["gpu_ids"]) == (None, [])  # a CPU cell
+        assert attempt["residual_process_count"] == 0 and attempt["residual_processes"] == []
+        assert attempt["throughput"]["completed_iterations"] == 5
+        assert attempt["throughput"]["tail_env_steps_per_sec"] > 0
+        assert attempt["node_id"] and attempt["host"]
+        artifact = load_strict(directory / attempt["artifact"])
+        assert validate(artifact, "soak_artifact.0.3.0.json") == []
+        assert artifact["status"] == "passed"
+        assert artifact["context"]["environment"]["CUDA_VISIBLE_DEVICES"] == ""  # pinned
+        seed = f"algo.seed={cell['seed']}"
+        assert artifact["command"][-1] == seed and cell["g1_soak_args"][-1] == seed
+        assert (directory / attempt["report"]).is_file()
+    page = (directory / "index.html").read_text(encoding="utf-8")
+    for cell in doc["cells"]:
+        assert f'href="{cell["attempts"][0]["report"]}"' in page
+
+    status = _soak_campaign("status", str(directory), "--json", env=env)
+    assert status.returncode == 0 and json.loads(status.stdout) == doc
+
+
+def test_an_interrupted_campaign_resumes_only_its_unfinished_cells(
+    cluster, tmp_path, campaign_doc, write_campaign
+) -> None:
+    address, env = cluster
+    path = _campaign(
+        tmp_path, campaign_doc, write_campaign, seeds=[1, 2], cpus_per_cell=2
+    )  # one cell at a time on the 2-CPU head
+    directory = tmp_path / "campaign"
+    second = directory / "cells" / "base-s2-synthetic-mujoco" / "attempt-1"
+    driver = subprocess.Popen(
+        [str(BIN / "soak-campaign"), "run", str(path), "--address", address],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        for line in driver.stderr:
+            if "[1/2] base-s1-synthetic-mujoco passed" in line:
+                break
+        # Ctrl-C once the second cell's soak has launched its trainer.
+        _wait_for(lambda: (second / "run" / "soak-console.log").exists(), 600, "cell 2")
+        driver.send_signal(signal.SIGINT)
+        _, err = driver.communicate(timeout=600)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 1, err[-4000:]
+    doc = load_strict(directory / "campaign.json")
+    assert (doc["status"], doc["verdict"]) == ("interrupted", None)
+    assert [c["status"] for c in doc["cells"]] == ["passed", "interrupted"]
+    cancelled = doc["cells"][1]["attempts"][0]
+    assert (cancelled["status"], cancelled["classification"]) == (
+        "interrupted", "TaskCancelledError",
+    )  # fmt: skip
+    artifact = load_strict(second / "soak.json")  # the soak stopped its trainer and reported
+    assert artifact["failure_classification"] == "external_cancellation"
+    assert artifact["post_shutdown"]["residual_processes"] == []
+
+    resumed = _soak_campaign("run", str(path), "--address", address, "--resume", env=env)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert "1 cell(s) to run, 1 kept" in resumed.stderr
+    final = load_strict(directory / "campaign.json")
+    assert (final["status"], final["verdict"]) == ("finished", "passed")
+    kept, rerun = final["cells"]
+    assert kept["attempts"] == doc["cells"][0]["attempts"]  # untouched
+    assert [a["status"] for a in rerun["attempts"]] == ["interrupted", "passed"]
+    assert rerun["attempts"][1]["directory"].endswith("attempt-2")
+    assert [i["outcome"] for i in final["invocations"]] == ["interrupted", "finished"]
+
+
+def test_a_cell_whose_worker_dies_is_retried_then_lost(
+    tmp_path, campaign_doc, write_campaign
+) -> None:
+    path = _campaign(tmp_path, campaign_doc, write_campaign, max_retries=1)
+    temp = Path(tempfile.mkdtemp(dir="/tmp", prefix="rl"))
+    env = {
+        **os.environ,
+        **RAY_TEST_ENV,
+        "RAY_TMPDIR": str(temp),
+        "G1SOAK_CAMPAIGN_TEST_KILL_WORKER": "base-s1-synthetic-mujoco",
+    }
+    try:
+        proc = _soak_campaign("run", str(path), "--num-cpus", "1", env=env)  # local ray.init()
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    assert proc.returncode == 1, proc.stderr[-4000:]
+    assert "lost on attempt 1" in proc.stderr and "retrying (1 of 1)" in proc.stderr
+    assert _table(proc.stdout) == {"base-s1-synthetic-mujoco": "lost"}
+    doc = load_strict(tmp_path / "campaign" / "campaign.json")
+    assert validate(doc, "campaign_result.v1.json") == []
+    assert (doc["status"], doc["verdict"], doc["counts"]["lost"]) == ("finished", "failed", 1)
+    attempts = doc["cells"][0]["attempts"]
+    assert [(a["status"], a["classification"]) for a in attempts] == [
+        ("lost", "WorkerCrashedError"),
+        ("lost", "WorkerCrashedError"),
+    ]
+    assert "Ray worker or node died" in doc["cells"][0]["reason"]
