@@ -22,7 +22,7 @@ STEADY_FROM = 0.25
 # "train: 00:01:23 training/learner_update iteration 120/5000 env steps 123,904 (82,911 env
 # steps/s...)": the rate may carry more text after it (e.g. the window it covers).
 _TRAIN_LINE = re.compile(
-    r"^train: \S+ (?P<phase>training/\S+) iteration (?P<iteration>\d+)(?:/\d+)? "
+    r"^train: \S+ (?P<phase>(?:training|finalize)/\S+) iteration (?P<iteration>\d+)(?:/\d+)? "
     r"env steps [\d,]+ \((?P<rate>[\d,]+(?:\.\d+)?) env steps/s",
     re.MULTILINE,
 )
@@ -62,7 +62,11 @@ def has_ipc_warning(text: str) -> bool:
 
 
 def train_rates(console: str) -> list[RateLine]:
-    """The rated ``train:`` lines of the training phases, in order."""
+    """The rated ``train:`` lines of the training and finalize phases, in order.
+
+    The finalize lines carry the rate of the last window of training, so a soak whose
+    training is shorter than one window (2,000 iterations under MPS: ~16 s) still shows one.
+    """
     return [
         RateLine(int(m["iteration"]), float(m["rate"].replace(",", "")))
         for m in _TRAIN_LINE.finditer(console)

@@ -540,7 +540,7 @@ g1_soak_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 G1_SOAK_EPILOG = (
     "\b\nExamples:\n"
-    "  g1-soak --duration-seconds 1800 --log-dir runs/g1-soak \\\n"
+    "  g1-soak --duration-seconds 1800 --iterations 145000 --log-dir runs/g1-soak \\\n"
     "    --output artifacts/g1-soak.json\n"
     "  g1-soak --sim mujoco --motion synthetic --num-envs 16 --iterations 200 \\\n"
     "    --min-duration-seconds 0 --log-dir runs/cpu --output artifacts/cpu.json\n\n"

@@ -415,3 +415,15 @@ def test_the_cli_json_output(tmp_path: Path, capsys) -> None:
     assert cli.main(["--out", str(tmp_path / "smoke"), "--json", *skip]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["status"] == "passed" and [s["status"] for s in doc["steps"]] == ["skipped"] * 6
+
+
+def test_a_run_shorter_than_one_window_is_judged_by_its_finalize_lines() -> None:
+    text = (
+        "train: 00:00:40 startup/collector_start iteration 0/2000 env steps 0\n"
+        "train: 00:00:58 finalize/collector_metrics_drain iteration 2000/2000 env steps "
+        "2,148,352 (118,243 env steps/s (10 s))\n"
+        "train: 00:00:58 finalize/logger_finish iteration 2000/2000 env steps 2,148,352 "
+        "(118,243 env steps/s (10 s))\n"
+    )
+    check = parse.check_rates(parse.train_rates(text), 124_000.0)
+    assert (check.lines, check.sane, check.median) == (2, True, 118_243.0)
