@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from harness.campaign.cell import TOKEN_FILE, attempt_relative_dir, utc_now
+from harness.campaign.cell import TOKEN_FILE, attempt_relative_dir, blank_result, utc_now
 from harness.campaign.spec import CampaignSpec
 from harness.errors import HarnessError, StrictJsonError, UsageError
 from harness.jsonio import load_strict, write_atomic_text, write_json_atomic
@@ -224,29 +224,10 @@ class CampaignState:
         cell["attempts"].append(
             {
                 "number": number,
+                **blank_result(),
                 "status": "submitted",
-                "reason": None,
-                "classification": None,
                 "submitted_at_utc": utc_now(),
-                "started_at_utc": None,
-                "ended_at_utc": None,
                 "directory": attempt_relative_dir(cell_id, number),
-                "node_id": None,
-                "host": None,
-                "gpu_ids": [],
-                "gpu_uuid": None,
-                "wall_time_s": None,
-                "soak_exit_code": None,
-                "artifact": None,
-                "run_dir": None,
-                "log": None,
-                "report": None,
-                "report_error": None,
-                "throughput": None,
-                "evaluation": None,
-                "residual_process_count": None,
-                "residual_processes": [],
-                "cuda_process_sharing": None,
             }
         )
         return number

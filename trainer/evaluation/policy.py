@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from trainer.algo.networks import Actor
-from trainer.rundir.checkpoint import CHECKPOINT_PREFIX, file_sha256, load_checkpoint
+from trainer.rundir.checkpoint import checkpoint_files, file_sha256, load_checkpoint
 
 __all__ = [
     "CheckpointError",
@@ -28,7 +28,6 @@ __all__ = [
     "load_policy_point",
 ]
 
-_CHECKPOINT_RE = re.compile(rf"^{CHECKPOINT_PREFIX}([0-9]+)\.pt$")
 _BLOCK_RE = re.compile(r"^trunk\.blocks\.([0-9]+)\.up\.weight$")
 
 
@@ -70,16 +69,6 @@ def actor_from_state(state: dict[str, Tensor], device: torch.device | str) -> Ac
         detail = " ".join(str(err).split())[:300]
         raise CheckpointError(f"the actor state does not load: {detail}") from err
     return actor.to(device).eval()
-
-
-def checkpoint_files(run_dir: Path) -> list[tuple[int, Path]]:
-    """``(iteration, path)`` of every ``model_<k>.pt`` in ``run_dir``, by iteration."""
-    found = []
-    for path in Path(run_dir).iterdir():
-        match = _CHECKPOINT_RE.match(path.name)
-        if match and path.is_file():
-            found.append((int(match.group(1)), path))
-    return sorted(found)
 
 
 def load_policy_point(

@@ -9,7 +9,6 @@ say today. Every problem with the input is a :class:`PlayInputError` (exit 2).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from harness.errors import StrictJsonError
 from harness.jsonio import load_strict
 from trainer.config.errors import ConfigError
-from trainer.rundir.checkpoint import CHECKPOINT_PREFIX
+from trainer.rundir.checkpoint import checkpoint_files, checkpoint_iteration
 from trainer.rundir.run_config import RUN_CONFIG_FILE
 
 if TYPE_CHECKING:
@@ -27,8 +26,6 @@ if TYPE_CHECKING:
     from trainer.task.config import G1TrackingCfg
 
 __all__ = ["PlayInputError", "PlaySource", "find_checkpoint", "load_actor", "resolve_source"]
-
-_CHECKPOINT_RE = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)\.pt$")
 
 
 class PlayInputError(ValueError):
@@ -59,11 +56,7 @@ def find_checkpoint(run_dir: Path) -> Path:
     Raises:
         PlayInputError: the directory holds no checkpoint.
     """
-    found = [
-        (int(m.group(1)), p)
-        for p in run_dir.iterdir()
-        if p.is_file() and (m := _CHECKPOINT_RE.match(p.name))
-    ]
+    found = checkpoint_files(run_dir)
     if not found:
         msg = (
             f"{run_dir} holds no model_<iter>.pt; train writes one at every "
@@ -103,7 +96,7 @@ def resolve_source(target: Path) -> PlaySource:
     if target.is_dir():
         run_dir, checkpoint = target, find_checkpoint(target)
     elif target.is_file():
-        if not _CHECKPOINT_RE.match(target.name):
+        if checkpoint_iteration(target.name) is None:
             msg = f"{target} is not a model_<iter>.pt; pass a run directory or a checkpoint"
             raise PlayInputError(msg)
         run_dir, checkpoint = target.parent, target

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -65,6 +66,25 @@ class ResumeError(Exception):
 
 def checkpoint_name(iteration: int) -> str:
     return f"{CHECKPOINT_PREFIX}{iteration}.pt"
+
+
+_CHECKPOINT_NAME = re.compile(rf"^{CHECKPOINT_PREFIX}([0-9]+)\.pt$")
+
+
+def checkpoint_iteration(name: str) -> int | None:
+    """The iteration ``k`` of a file named ``model_<k>.pt``; None for any other name."""
+    match = _CHECKPOINT_NAME.match(name)
+    return int(match.group(1)) if match else None
+
+
+def checkpoint_files(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """``(iteration, path)`` of every ``model_<k>.pt`` file in ``run_dir``, by iteration."""
+    found = []
+    for path in Path(run_dir).iterdir():
+        iteration = checkpoint_iteration(path.name)
+        if iteration is not None and path.is_file():
+            found.append((iteration, path))
+    return sorted(found)
 
 
 def is_checkpoint_iteration(iteration: int, *, save_interval: int, final: bool) -> bool:

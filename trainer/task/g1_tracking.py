@@ -822,16 +822,20 @@ class G1TrackingEnv:
             with self.phase_stream():
                 self._run_staged()
         else:
-            self._require_finite_actions()
-            self._phase_actions()
-            self.backend.step(self._ctrl_out)
-            self._phase_exchange()
-            self._phase_update()
+            self._step_eager_through_update()
             done = self._out["done"]
             if bool(done.any()):
                 self._reset_masked(done)
             self._publish_obs()
         return self._result()
+
+    def _step_eager_through_update(self) -> None:
+        """Unstaged steps 1-7: actions, physics, state exchange and the task update."""
+        self._require_finite_actions()
+        self._phase_actions()
+        self.backend.step(self._ctrl_out)
+        self._phase_exchange()
+        self._phase_update()
 
     def step_without_reset(self, actions: Tensor) -> StepResult:
         """Steps 1-7 of a control step and no reset (evaluation, :meth:`evaluation`).
@@ -850,11 +854,7 @@ class G1TrackingEnv:
                     run()
                 self._publish_obs()
         else:
-            self._require_finite_actions()
-            self._phase_actions()
-            self.backend.step(self._ctrl_out)
-            self._phase_exchange()
-            self._phase_update()
+            self._step_eager_through_update()
             self._publish_obs()
         return dataclasses.replace(
             self._result(fresh=False),
