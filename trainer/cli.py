@@ -338,9 +338,9 @@ def print_summary_table(run_dir: Path) -> None:
     from tabulate import tabulate
 
     from harness.errors import StrictJsonError
+    from harness.evaluation_text import evaluation_rows
     from harness.jsonio import load_strict
     from harness.summary_table import summary_rows
-    from trainer.evaluation.table import evaluation_rows
     from trainer.play.record import summary_rows as play_rows
 
     try:

@@ -75,7 +75,7 @@ def test_the_run_evaluates_every_checkpoint_and_says_so_everywhere(run):
     scalars = read_scalars(event_file)
     steps = [e.step for e in scalars["Eval/uniform_r_mpkpe_mm"]]
     assert steps == [p["env_steps"] for p in doc["points"]] == [(2 + 3) * 4, (2 + 6) * 4]
-    assert any("eval uniform: success / R-MPKPE / MPKPE" in line for line in stdout.splitlines())
+    assert any(line.startswith("evaluation, final (iteration 6)") for line in stdout.splitlines())
 
 
 def test_evaluate_a_run_directory_reproduces_the_in_run_numbers(run, tmp_path):
