@@ -133,7 +133,11 @@ def _tokens(segment: str) -> list[str]:
         return segment.split()
 
 
-SUBCOMMAND_SCRIPTS = {"cumps", "g1-motion", "soak-campaign"}  # their flags live in each subcommand's --help
+SUBCOMMAND_SCRIPTS = {
+    "cumps",
+    "g1-motion",
+    "soak-campaign",
+}  # their flags live in each subcommand's --help
 
 
 def _parse_segment(where: str, line: str, segment: str) -> DocCommand | None:
