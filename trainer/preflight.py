@@ -5,7 +5,7 @@ collector is built or spawned. Checks, in order: every schema the run writes aga
 and compiles (then kept in memory for the run, ``harness.schemas.preload``); Linux; the
 CUDA facts the backend needs (``mjwarp``: a CUDA build that is not ROCm/HIP, exactly one
 visible device and the ``mujoco_warp``/``warp`` packages; ``mujoco``: CUDA only if
-``training.device`` asks for it); the CUDA MPS probe (CONTRACTS §11, ``trainer.runtime.mps``); the G1 model and the
+``training.device`` asks for it); the CUDA MPS probe (docs/mps.md, ``trainer.runtime.mps``); the G1 model and the
 scene (``trainer.sim.scene``); the motion clip, resolved and then loaded as the env will
 (``trainer.task.motion``, ``trainer.task.motion_check``); and a memory
 estimate against 0.8 × the free memory of the learner device. A failure raises

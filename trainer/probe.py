@@ -10,7 +10,7 @@ Workload. The owner config ``flashsac / g1_motion_tracking / <X>`` builds the G1
 ``[num_envs, 29]`` from ``numpy.random.default_rng(7)`` (a pool uploaded once, so no per-step
 host copy), ``torch.cuda.manual_seed(7)``. With CPU tensors torch runs on one thread and the
 physics pool keeps every CPU (``trainer.cpu_threads.plan_probe_threads``). Each iteration is
-one control step of the task (TASK.md §1 steps 1–7, the same calls ``G1TrackingEnv.step``
+one control step of the task (docs/task.md steps 1–7, the same calls ``G1TrackingEnv.step``
 makes) followed by a selected-row reset of the *scheduled* rows (``row % stride == iter %
 stride``, stride 16 if N ≥ 16 else N) plus the rows at their clip end. Terminated rows are
 **not** reset (random actions would make the probe reset-bound), and an empty reset is a no-op.

@@ -314,7 +314,7 @@ def build_g1_command(
     extras: Sequence[str],
     duration_s: float | None = None,
 ) -> list[str]:
-    """The interpreter-pinned trainer argv of CONTRACTS §1.2; a time budget adds
+    """The interpreter-pinned trainer argv (docs/soak.md); a time budget adds
     ``training.duration_seconds`` and makes ``algo.max_iterations`` a cap (null: none)."""
     budget = [] if duration_s is None else [f"training.duration_seconds={_fmt_number(duration_s)}"]
     return [

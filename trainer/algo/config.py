@@ -252,7 +252,7 @@ class FlashSacCfg:
 
     @property
     def total_env_steps(self) -> int | None:
-        """``(W + max_iterations) * num_envs`` (FLASHSAC.md §8); None without a cap."""
+        """``(W + max_iterations) * num_envs`` (docs/configuration.md); None without a cap."""
         if self.max_iterations is None:
             return None
         return (self.warmup_ticks + self.max_iterations) * self.num_envs

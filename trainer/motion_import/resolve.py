@@ -186,7 +186,7 @@ def resolve_imported(
 
     Args:
         motion_id: as given to ``env.commands.motion.motion_file``.
-        find: resolves one id to a file as it is on disk (CONTRACTS §12 order).
+        find: resolves one id to a file as it is on disk (docs/assets.md order).
         roots: the asset roots (for directory ids).
         cache: the writable cache root that receives conversions and clip sets.
     """

@@ -725,7 +725,7 @@ def resolve_motion(
 ) -> ResolvedMotion:
     """Resolve a motion id or path to a local file in our NPZ contract.
 
-    Each file is found in CONTRACTS §12 order: 1. the path as given (absolute or CWD-relative)
+    Each file is found in docs/assets.md order: 1. the path as given (absolute or CWD-relative)
     if it exists; a missing absolute path fails at once. 2. ``<package root>/<id>``, then
     ``<cache root>/<id>``. 3. The synthetic id is generated into the cache root; any other id
     is downloaded from the dataset repo ``hub_repo`` unless ``hub == "skip"`` or
@@ -765,7 +765,7 @@ def resolve_motion(
 def _resolve_file(
     motion_id: str, *, hub_repo: str, hub: HubMode, search_roots: tuple[Path, ...]
 ) -> ResolvedMotion:
-    """One file in CONTRACTS §12 order (see :func:`resolve_motion`), as it is on disk."""
+    """One file in docs/assets.md order (see :func:`resolve_motion`), as it is on disk."""
     given = Path(motion_id).expanduser()
     if given.is_file():
         return ResolvedMotion(given, "path", _content_sha256(given))

@@ -1,4 +1,4 @@
-"""``soak-report``: the page's sections and PNGs from real soak artifacts (CONTRACTS §1.3).
+"""``soak-report``: the page's sections and PNGs from real soak artifacts (docs/soak.md).
 
 The fixtures are real soaks of the fault children (tests/faults/children): a leaking run
 (resource curves, judged trends), a run whose learning declined and a healthy one (training

@@ -69,7 +69,7 @@ def test_an_episode_ends_at_its_clips_end_and_never_crosses_into_the_next(
     start = split - 3
     env.reset_rows(torch.ones(2, dtype=torch.bool), frames=torch.tensor([start, split]))
     actions = torch.zeros(2, 29)
-    for step in range(1, split - start + 1):  # exactly T_c − f steps (TASK.md §9.6, per clip)
+    for step in range(1, split - start + 1):  # exactly T_c − f steps (docs/task.md, per clip)
         res = env.step(actions)
         if step < split - start:
             assert not bool(res.truncated[0]) and int(env.frame[0]) == start + step
