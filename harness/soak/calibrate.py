@@ -89,6 +89,26 @@ FD_CASES: dict[str, Callable[[float], Trace]] = {
 """FD-count traces, parameterised by a per-seed offset in [0, 1)."""
 
 
+def _count_growing(
+    series: Callable[[int, np.ndarray], np.ndarray],
+    name: str,
+    trials: int,
+    soak_s: float,
+    interval_s: float,
+) -> int:
+    """How many of ``trials`` seeded series ``series(seed, t)`` the ``name`` detector calls growing."""
+    t = window_times(soak_s, interval_s)
+    _, min_window = scaled_windows(soak_s)
+    threshold = DEFAULT_THRESHOLDS[name]
+    count = name != "rss_kib"
+    hits = 0
+    for seed in range(trials):
+        y = series(seed, t)
+        result = judge_series(list(t), list(y), threshold, min_window_s=min_window, count=count)
+        hits += result.verdict == "growing"
+    return hits
+
+
 def growing_count(
     trace: Trace,
     sigma_mib: float,
@@ -98,15 +118,12 @@ def growing_count(
     interval_s: float = INTERVAL_S,
 ) -> int:
     """How many of ``trials`` noisy copies of an RSS ``trace`` are judged ``growing``."""
-    t = window_times(soak_s, interval_s)
-    _, min_window = scaled_windows(soak_s)
-    threshold = DEFAULT_THRESHOLDS["rss_kib"]
-    hits = 0
-    for seed in range(trials):
+
+    def noisy(seed: int, t: np.ndarray) -> np.ndarray:
         noise = np.random.default_rng(seed).normal(0.0, sigma_mib * KIB_PER_MIB, t.size)
-        result = judge_series(list(t), list(trace(t) + noise), threshold, min_window_s=min_window)
-        hits += result.verdict == "growing"
-    return hits
+        return trace(t) + noise
+
+    return _count_growing(noisy, "rss_kib", trials, soak_s, interval_s)
 
 
 def fd_growing_count(
@@ -117,16 +134,11 @@ def fd_growing_count(
     interval_s: float = INTERVAL_S,
 ) -> int:
     """How many of ``trials`` FD traces (random phase per seed) are judged ``growing``."""
-    t = window_times(soak_s, interval_s)
-    _, min_window = scaled_windows(soak_s)
-    threshold = DEFAULT_THRESHOLDS["fd_count"]
-    hits = 0
-    for seed in range(trials):
-        offset = float(np.random.default_rng(seed).uniform())
-        y = case(offset)(t)
-        result = judge_series(list(t), list(y), threshold, min_window_s=min_window, count=True)
-        hits += result.verdict == "growing"
-    return hits
+
+    def shifted(seed: int, t: np.ndarray) -> np.ndarray:
+        return case(float(np.random.default_rng(seed).uniform()))(t)
+
+    return _count_growing(shifted, "fd_count", trials, soak_s, interval_s)
 
 
 def _table(soak_s: float, interval_s: float, sigmas: list[float], trials: int) -> list[str]:

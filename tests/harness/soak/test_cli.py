@@ -14,6 +14,7 @@ from harness.soak import cli, monitor, preflight
 from harness.soak.cli import g1_soak_main, soak_run_main
 from harness.soak.eta import SoakPlan
 from harness.soak.trend import DEFAULT_THRESHOLDS, Threshold
+from tests.harness.soak.artifact_builders import resource_summary
 
 CHILDREN = Path(__file__).resolve().parents[2] / "faults" / "children"
 
@@ -46,18 +47,7 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> Captured:
             "duration_s": 1.0,
             "returncode": 0,
             "monitor": {"sample_interval_s": cfg.sample_interval_s},
-            "resource_summary": dict.fromkeys(
-                [
-                    "sample_count",
-                    "max_process_count",
-                    "max_process_rss_kib",
-                    "max_gpu_used_memory_mib",
-                    "max_eventfd_count",
-                    "max_shared_memory_fd_count",
-                    "residual_process_count",
-                ],
-                0,
-            ),
+            "resource_summary": resource_summary(),
             "resource_trends": {
                 "verdict": "bounded",
                 "mode": cfg.trend_mode,
@@ -523,18 +513,7 @@ def test_the_summary_table_shows_the_budget_what_was_reached_and_the_trend_windo
         "failure_reason": None,
         "duration_s": 631.0,
         "returncode": 0,
-        "resource_summary": dict.fromkeys(
-            [
-                "sample_count",
-                "max_process_count",
-                "max_process_rss_kib",
-                "max_gpu_used_memory_mib",
-                "max_eventfd_count",
-                "max_shared_memory_fd_count",
-                "residual_process_count",
-            ],
-            0,
-        ),
+        "resource_summary": resource_summary(),
         "budget": {
             "kind": "duration",
             "duration_s": 600.0,

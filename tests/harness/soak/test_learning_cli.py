@@ -10,6 +10,7 @@ import pytest
 from harness.soak import cli, monitor, preflight
 from harness.soak.cli import g1_soak_main, learning_rows, render_summary, soak_run_main
 from harness.soak.learning import LearningCfg
+from tests.harness.soak.artifact_builders import resource_summary
 
 
 @pytest.fixture
@@ -109,18 +110,7 @@ def _artifact() -> dict[str, Any]:
         "failure_reason": "learning regression: ...",
         "duration_s": 1.0,
         "returncode": 0,
-        "resource_summary": dict.fromkeys(
-            [
-                "sample_count",
-                "max_process_count",
-                "max_process_rss_kib",
-                "max_gpu_used_memory_mib",
-                "max_eventfd_count",
-                "max_shared_memory_fd_count",
-                "residual_process_count",
-            ],
-            0,
-        ),
+        "resource_summary": resource_summary(),
         "resource_trends": {"verdict": "bounded", "mode": "enforce", "series": {}},
         "learning": {
             "mode": "enforce",

@@ -7,23 +7,13 @@ from pathlib import Path
 
 from harness.soak.cli import render_summary
 from tests.harness.schemas.builders import make_completed_summary
+from tests.harness.soak.artifact_builders import resource_summary
 
 REASON = (
     "trainer exited with returncode 2: error: motion file 'motions/g1/dnace' not found "
     "(searched: " + ", ".join(f"/very/long/asset/root/number/{i}/dnace" for i in range(12)) + "); "
     "it is no path and no asset id (those end in .npz or .csv), so the hub was not asked; "
     "trainer did not write run_summary.json"
-)
-
-
-RESOURCE_KEYS = (
-    "sample_count",
-    "max_process_count",
-    "max_process_rss_kib",
-    "max_gpu_used_memory_mib",
-    "max_eventfd_count",
-    "max_shared_memory_fd_count",
-    "residual_process_count",
 )
 
 
@@ -34,7 +24,7 @@ def _artifact(status: str, reason: str | None, summary: dict | None) -> dict:
         "failure_reason": reason,
         "duration_s": 12.0,
         "returncode": 0 if status == "passed" else 2,
-        "resource_summary": dict.fromkeys(RESOURCE_KEYS, 1),
+        "resource_summary": resource_summary(1),
         "resource_trends": {"verdict": "insufficient_data", "mode": "enforce", "series": {}},
         "run_summary": summary,
     }
