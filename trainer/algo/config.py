@@ -21,6 +21,11 @@ class FlashSacConfigError(ConfigError, ValueError):
     """A bad ``algo.*`` value: ``train`` prints ``error: <message>`` and exits 2."""
 
 
+UNSIZED_DECAY_STEPS = 2**40
+"""Cosine period of a null ``lr_decay_steps`` before any horizon is known: the rate stays at
+its peak (a time-budgeted run without a cap, until its first forecast)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class FlashSacCfg:
     """``algo.*``: every FlashSAC hyper-parameter (FLASHSAC.md §8 names, no ``algo.`` prefix)."""
@@ -68,8 +73,9 @@ class FlashSacCfg:
     lr_decay_steps: int | None = None
     """Cosine period T in updates; lr stays at ``lr_end`` once an optimizer made T updates.
 
-    null: each optimizer decays over its own updates in ``max_iterations`` (the whole run, as
-    the official FlashSAC schedules it); see :meth:`resolved_lr_decay_steps`."""
+    null: each optimizer decays over its own updates in the whole run, as the official FlashSAC
+    schedules it: ``max_iterations``, or under a time budget the iterations the budget is
+    forecast to reach (docs/configuration.md); see :meth:`resolved_lr_decay_steps`."""
 
     learning_starts: int = 98
     """Warm-up ticks before the first iteration (W = max(learning_starts, ceil(B/N)))."""
@@ -162,13 +168,6 @@ class FlashSacCfg:
                 f"algo.lr_decay_steps={decay!r} must be a positive integer or null (the whole run); "
                 "use e.g. null"
             )
-        if decay is None and self.max_iterations is None:
-            # "The whole run" is unknown before a time budget ends it; no silent period.
-            _fail(
-                "algo.lr_decay_steps=null decays over algo.max_iterations, which is null (a time "
-                "budget without an iteration cap); set algo.lr_decay_steps=N (updates, e.g. "
-                "500000) or an iteration cap algo.max_iterations=N"
-            )
         for key in ("learning_starts", "lr_warmup_steps"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -233,17 +232,23 @@ class FlashSacCfg:
         """Rows C of the device ring: ``replay_buffer_n * num_envs``."""
         return self.replay_buffer_n * self.num_envs
 
-    def resolved_lr_decay_steps(self) -> tuple[int, int, int]:
+    def resolved_lr_decay_steps(self, iterations: int | None = None) -> tuple[int, int, int]:
         """Cosine period T of the (actor, critic, temperature) schedules, in their own updates.
 
         ``lr_decay_steps`` when set; when null, the updates each optimizer makes in
-        ``max_iterations``: the critic steps ``updates_per_step`` times per iteration, the
-        actor and the temperature ``ceil(updates_per_step / policy_frequency)`` times.
+        ``iterations`` (default ``max_iterations``): the critic steps ``updates_per_step``
+        times per iteration, the actor and the temperature
+        ``ceil(updates_per_step / policy_frequency)`` times. Without either (a time budget
+        before its first forecast) the period is :data:`UNSIZED_DECAY_STEPS`: peak rate.
         """
         if self.lr_decay_steps is not None:
             return (self.lr_decay_steps,) * 3
-        policy = -(-self.updates_per_step // self.policy_frequency) * self.max_iterations
-        return policy, self.updates_per_step * self.max_iterations, policy
+        horizon = iterations if iterations is not None else self.max_iterations
+        if horizon is None:
+            return (UNSIZED_DECAY_STEPS,) * 3
+        horizon = max(int(horizon), 1)
+        policy = -(-self.updates_per_step // self.policy_frequency) * horizon
+        return policy, self.updates_per_step * horizon, policy
 
     @property
     def warmup_ticks(self) -> int:

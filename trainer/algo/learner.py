@@ -171,6 +171,19 @@ class FlashSacLearner:
         self._td_target: Callable[..., Tensor] = _td_target
         self._setup_compile()
 
+    def set_lr_horizon(self, iterations: int) -> None:
+        """Re-size a whole-run cosine (``lr_decay_steps: null``) to ``iterations`` in total.
+
+        A time budget learns the run's length only as it goes: the runtime forecasts it from
+        the measured rate and calls this about once a second (docs/configuration.md). Filled
+        in place with host scalars (no copy, no sync), so a captured update cycle reads the new
+        period on its next replay.
+        """
+        if self.cfg.lr_decay_steps is not None:
+            raise ValueError("set_lr_horizon needs algo.lr_decay_steps=null (a whole-run cosine)")
+        for row, period in enumerate(self.cfg.resolved_lr_decay_steps(iterations)):
+            self._decay_column[row].fill_(float(period))
+
     # ----------------------------------------------------------------- construction helpers
     def _make_adam(self, params: list[nn.Parameter], peak: float, fused: bool) -> torch.optim.Adam:
         if fused:

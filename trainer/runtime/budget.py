@@ -27,6 +27,8 @@ class TimeBudget:
         self._clock = clock
         self._start: float | None = None
         self._end: float | None = None
+        self._checked_s: float | None = None
+        """Training seconds at the last :meth:`spent` reading (forecasts reuse it)."""
 
     def start(self) -> None:
         """Training begins now."""
@@ -47,7 +49,26 @@ class TimeBudget:
         """True once the budget has run out (never without a budget)."""
         if self.duration_s is None or self._start is None:
             return False
-        return self._clock() - self._start >= self.duration_s
+        self._checked_s = self._clock() - self._start
+        return self._checked_s >= self.duration_s
+
+    @property
+    def checked_s(self) -> float | None:
+        """Training seconds at the last :meth:`spent` reading; None before one."""
+        return self._checked_s
+
+    def forecast_iterations(self, done: int, *, base: int = 0) -> int | None:
+        """Iterations the run will have made when the budget ends, at the rate so far.
+
+        ``done`` iterations since :meth:`start`, on top of ``base`` made before it (a resumed
+        lineage), measured at the last :meth:`spent` check (no extra clock reading). None
+        without a budget or before any measured progress.
+        """
+        elapsed = self._checked_s
+        if self.duration_s is None or elapsed is None or elapsed <= 0 or done <= 0:
+            return None
+        remaining = max(self.duration_s - elapsed, 0.0)
+        return base + done + int(done / elapsed * remaining)
 
     def record(
         self, *, max_iterations: int | None, stopped_by: str | None, final_iteration: int

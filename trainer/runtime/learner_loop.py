@@ -196,6 +196,8 @@ class LearnerRuntime:
         cap = self.algo_cfg.max_iterations
         self.max_iterations: int | None = None if cap is None else int(cap)
         self.budget = TimeBudget(ctx.training.duration_seconds, clock=budget_clock)
+        self._lr_resized_at_s = float("-inf")
+        """Training seconds of the last whole-run cosine re-size (``_resize_lr_schedule``)."""
         self.warmup = warmup_ticks(
             int(self.algo_cfg.learning_starts), int(self.algo_cfg.batch_size), self.num_envs
         )
@@ -634,6 +636,7 @@ class LearnerRuntime:
             last = tick == self.total_ticks - 1
             if self.iteration % log_interval == 0 or last:
                 self._log(tick)
+                self._resize_lr_schedule()
             if is_checkpoint_iteration(
                 self.iteration, save_interval=int(self.algo_cfg.save_interval), final=last
             ):
@@ -682,6 +685,24 @@ class LearnerRuntime:
             f"{self.budget.duration_s:g}",
             self.iteration + 1,
         )
+
+    def _resize_lr_schedule(self) -> None:
+        """Under a time budget, a whole-run cosine (``lr_decay_steps: null``) runs over the
+        iterations the budget is forecast to reach, capped by ``max_iterations``
+        (docs/configuration.md); re-forecast from the rate so far, at most once a second."""
+        checked = self.budget.checked_s
+        if self.algo_cfg.lr_decay_steps is not None or checked is None:
+            return
+        if checked - self._lr_resized_at_s < 1.0:
+            return
+        self._lr_resized_at_s = checked
+        forecast = self.budget.forecast_iterations(
+            self.iteration - self.start_iteration, base=self.start_iteration
+        )
+        if forecast is None:
+            return
+        cap = self.algo_cfg.max_iterations
+        self.learner.set_lr_horizon(forecast if cap is None else min(cap, forecast))
 
     def _update(self, tick: int) -> None:
         w = self._window

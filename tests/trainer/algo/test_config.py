@@ -6,7 +6,12 @@ import dataclasses
 
 import pytest
 
-from trainer.algo.config import FlashSacCfg, FlashSacConfigError, warmup_ticks
+from trainer.algo.config import (
+    UNSIZED_DECAY_STEPS,
+    FlashSacCfg,
+    FlashSacConfigError,
+    warmup_ticks,
+)
 from trainer.config.errors import ConfigError
 
 SPEC_KEYS = [
@@ -64,6 +69,10 @@ def test_null_lr_decay_steps_decays_each_optimizer_over_its_updates_in_the_run()
     assert whole_run.resolved_lr_decay_steps() == (130000, 260000, 130000)
     odd = dataclasses.replace(whole_run, updates_per_step=3)  # actor after updates 0 and 2
     assert odd.resolved_lr_decay_steps() == (130000, 195000, 130000)
+    # A time budget's forecast length replaces the cap; before any forecast: peak rate.
+    assert whole_run.resolved_lr_decay_steps(70000) == (140000, 280000, 140000)
+    unsized = dataclasses.replace(whole_run, max_iterations=None).validate()
+    assert unsized.resolved_lr_decay_steps() == (UNSIZED_DECAY_STEPS,) * 3
 
 
 def test_warmup_ticks_and_total_env_steps() -> None:

@@ -241,3 +241,20 @@ def test_graphs_captured_before_any_data_match_graphs_captured_at_first_use() ->
     for lazy, early in zip(c0, c1, strict=True):
         for key in lazy:
             assert early[key] == pytest.approx(lazy[key], rel=1e-2, abs=1e-3), key
+
+
+def test_set_lr_horizon_resizes_a_whole_run_cosine_in_place() -> None:
+    learner = make_learner(max_iterations=1000, lr_decay_steps=None)
+    fill(learner, 3)
+    run_cycle(learner, 0)
+    peak = learner.cfg.critic_lr
+    assert learner.optimizers[1].param_groups[0]["lr"] == pytest.approx(peak, rel=1e-3)
+    learner.set_lr_horizon(1)  # the run ends after one iteration: the cosine is spent
+    run_cycle(learner, 1)
+    assert learner.optimizers[1].param_groups[0]["lr"] == pytest.approx(learner.cfg.lr_end)
+
+
+def test_set_lr_horizon_refuses_a_fixed_period() -> None:
+    learner = make_learner(lr_decay_steps=500000)
+    with pytest.raises(ValueError, match="lr_decay_steps=null"):
+        learner.set_lr_horizon(10)

@@ -64,11 +64,6 @@ def test_owner_defaults_pass(sim: str) -> None:
             ["algo.max_iterations=null"],
             "algo.max_iterations=null needs a time budget; set training.duration_seconds=S",
         ),
-        (
-            # the G1 owner's cosine runs over the whole run, which no cap leaves unsized
-            ["training.duration_seconds=600", "algo.max_iterations=null"],
-            "algo.lr_decay_steps=null decays over algo.max_iterations, which is null",
-        ),
     ],
 )
 def test_semantic_violation_is_a_config_error(overrides: list[str], message: str) -> None:

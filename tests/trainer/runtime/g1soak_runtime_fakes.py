@@ -230,6 +230,7 @@ class FakeLearner:
         self.raise_at_iteration = raise_at_iteration
         self.nan_actions = nan_actions
         self.committed_at_update: list[int] = []
+        self.lr_horizons: list[int] = []
 
     def act(self, obs: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
         """A constant action; NaN in every row when built with ``nan_actions`` (diverged)."""
@@ -240,6 +241,9 @@ class FakeLearner:
 
     def prepare_iteration(self) -> None:
         self.committed_at_update.append(self.replay.committed)
+
+    def set_lr_horizon(self, iterations: int) -> None:
+        self.lr_horizons.append(iterations)
 
     def update_cycle(self) -> dict:
         self.updates += 1

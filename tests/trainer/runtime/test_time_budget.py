@@ -47,9 +47,15 @@ def _ctx(run_dir: Path, *, duration: float | None, cap: int | None, resume: Path
     return ctx
 
 
-def _run(ctx) -> dict:
+def _run(ctx, learners: list | None = None) -> dict:
+    def build(c, device):
+        learner = fakes.FakeLearner(c.algo_cfg.num_envs, device)
+        if learners is not None:
+            learners.append(learner)
+        return learner
+
     hooks = {
-        "learner_factory": lambda c, device: fakes.FakeLearner(c.algo_cfg.num_envs, device),
+        "learner_factory": build,
         "env_factory": fakes.make_fake_env,
         "env_kwargs": {"num_envs": NUM_ENVS, "device": "cpu"},
         "pack_fn": fakes.pack,
@@ -138,3 +144,22 @@ def test_a_budgeted_run_resumes_from_the_last_checkpoint_of_another(tmp_path: Pa
     assert summary["time_budget"]["final_iteration"] == 8
     assert summary["runtime_manifest"]["resumed_from"]["iteration"] == 5
     assert sorted(p.name for p in second.glob("model_*.pt")) == ["model_4.pt", "model_8.pt"]
+
+
+@pytest.mark.parametrize(
+    ("duration", "cap", "horizons"),
+    [
+        # One clock second per iteration: after iteration k, k done in k s, 5 - k s left.
+        (5.0, None, [5, 5, 5, 5, 5]),
+        # The cap bounds a forecast that would run far past it; the cap's own last tick
+        # reads no clock (nothing to forecast), so it re-sizes nothing.
+        (1e6, 3, [3, 3]),
+        (None, 3, []),  # sized in iterations: the period is max_iterations from the start
+    ],
+)
+def test_a_whole_run_cosine_follows_the_forecast_length_of_a_budgeted_run(
+    tmp_path: Path, duration: float | None, cap: int | None, horizons: list[int]
+) -> None:
+    learners: list = []
+    _run(_ctx(tmp_path / "run", duration=duration, cap=cap), learners)
+    assert learners[0].lr_horizons == horizons
