@@ -45,6 +45,9 @@ def test_two_mps_cells_run_at_once_each_pinned_to_its_gpu(
 ) -> None:
     if shutil.which("nvidia-cuda-mps-control") is None:
         pytest.skip("nvidia-cuda-mps-control is not on PATH")
+    pytest.importorskip("ray", reason="the campaign extra (Ray) is not installed")
+    if not (BIN / "soak-campaign").exists():
+        pytest.skip(f"soak-campaign is not installed next to {sys.executable}")
     gpus = _gpu_count()
     packed = gpus < 2
     path = write_campaign(
