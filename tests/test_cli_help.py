@@ -13,7 +13,9 @@ import pytest
 import typer
 
 REPO = Path(__file__).resolve().parents[1]
-ABSENT_DOCS = ("CONTRACTS", "TASK.md", "FLASHSAC.md", "DESIGN.md", "STYLE.md")
+# The design notes that are not in the repository: help text must not cite them.
+_ABSENT = "CONTRACTS TASK.md FLASHSAC.md DESIGN.md STYLE.md"  # section-refs: ignore
+ABSENT_DOCS = tuple(_ABSENT.split())
 
 
 @dataclass(frozen=True)

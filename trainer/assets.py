@@ -1,4 +1,4 @@
-"""Asset roots and asset-id lookup (CONTRACTS §12).
+"""Asset roots and asset-id lookup (docs/contracts.md §assets-and-motion).
 
 An asset id is a relative POSIX path such as ``robots/g1/g1.xml`` or
 ``motions/g1/synthetic_dance.npz``. It is searched under two roots, in order: the package
@@ -50,7 +50,7 @@ def cache_root() -> Path:
 
 
 def asset_roots() -> tuple[Path, Path]:
-    """Return the search roots in CONTRACTS §12 order: package root, then cache root."""
+    """Return the search roots in docs/contracts.md §assets-and-motion order: package root, then cache root."""
     return (PACKAGE_ASSET_ROOT, cache_root())
 
 

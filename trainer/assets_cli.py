@@ -1,6 +1,6 @@
 """``g1-pull-assets --robot g1 [--asset-dir DIR] [--hub auto|skip|require] [--json]``.
 
-Materialises everything a G1 run needs into the asset cache root (CONTRACTS §1.3, §12):
+Materialises everything a G1 run needs into the asset cache root (docs/contracts.md §other-commands, §assets-and-motion):
 the robot MJCF (copied from the installed mjlab distribution when no asset root has it),
 our ``scene_flat.xml``, the synthetic offline clip and, depending on ``--hub``, the seed's
 dance clip from the Hugging Face hub. Only ``g1.xml`` is copied: the scene drops the visual
@@ -131,7 +131,7 @@ def pull_assets(cache: Path, *, hub: HubChoice, hub_repo: str = DEFAULT_HUB_REPO
     """Materialise the G1 assets into ``cache`` and report one row per asset.
 
     Args:
-        cache: the cache root (``--asset-dir`` or CONTRACTS §12's default).
+        cache: the cache root (``--asset-dir`` or docs/contracts.md §assets-and-motion's default).
         hub: what to do about the hub-only dance clip.
         hub_repo: the Hugging Face dataset repository.
 

@@ -1,4 +1,4 @@
-"""The one place that captures torch CUDA graphs (STYLE.md "Hot loops").
+"""The one place that captures torch CUDA graphs (docs/architecture.md §hot-loops).
 
 ``capture_graph(fn, state)`` warms ``fn`` up eagerly on a side stream (cuBLAS handles,
 lazily built autograd and optimizer paths), restores every tensor in ``state`` to its
@@ -19,7 +19,7 @@ from torch import Tensor
 
 @dataclass
 class GraphStatus:
-    """``{requested, enabled, disable_reason}`` of one captured call (CONTRACTS §4.3 shape)."""
+    """``{requested, enabled, disable_reason}`` of one captured call (docs/contracts.md §backend-diagnostics shape)."""
 
     requested: bool
     enabled: bool = False

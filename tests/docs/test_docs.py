@@ -4,7 +4,7 @@
 - Every fenced shell line in docs/*.md and README.md that runs one of our commands is
   exercised: each ``--flag`` it uses must appear in that command's own ``--help`` (a dry parse
   by the command itself), and cheap read-only commands are actually run.
-- troubleshooting.md covers every failure classification (CONTRACTS §8 table and §4.5), and
+- troubleshooting.md covers every failure classification (docs/contracts.md §classifications), and
   every error text it quotes exists in the code (so the table cannot describe invented errors).
 - Every relative link between doc files resolves, anchors included.
 - README's test command is exactly what .ci/run runs.
@@ -26,6 +26,7 @@ import pytest
 
 from harness import docs_gen
 from harness.jsonio import load_strict
+from tests.docs.doc_anchors import anchors
 
 REPO = Path(__file__).resolve().parents[2]
 DOC_FILES = sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md"]
@@ -47,7 +48,7 @@ RUNNABLE = {
     ("cumps", "status"): {"--json"},
     ("docs_gen",): {"--check"},
 }
-# CONTRACTS §8 failure classifications and §4.5 shutdown classifications, as written there;
+# The failure and shutdown classifications of docs/contracts.md §classifications, as written there;
 # the schemas' enums are added at test time so a new value cannot slip through either.
 CONTRACT_CLASSIFICATIONS = {
     "normal_completion",
@@ -360,18 +361,6 @@ def test_every_error_text_quoted_in_troubleshooting_exists_in_the_code() -> None
     assert not missing, f"troubleshooting.md quotes texts the code never prints: {missing}"
 
 
-def _slug(heading: str) -> str:
-    text = re.sub(r"[^\w\s-]", "", heading.strip().lower().replace("`", ""))
-    return re.sub(r"\s", "-", text)
-
-
-def _anchors(path: Path) -> set[str]:
-    text = re.sub(
-        r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.MULTILINE | re.DOTALL
-    )
-    return {_slug(m) for m in re.findall(r"^#{1,6}\s+(.+?)\s*$", text, re.MULTILINE)}
-
-
 def test_every_relative_doc_link_resolves() -> None:
     broken = []
     for path in DOC_FILES:
@@ -385,7 +374,7 @@ def test_every_relative_doc_link_resolves() -> None:
             dest = (path.parent / file_part).resolve() if file_part else path
             if not dest.exists():
                 broken.append(f"{path.name}: {target}")
-            elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
                 broken.append(f"{path.name}: {target} (no such heading)")
     assert not broken, f"broken doc links: {broken}"
 

@@ -1,4 +1,4 @@
-"""Fault injection: misbehaving trainers run under the real ``soak-run`` (CONTRACTS §7, §8).
+"""Fault injection: misbehaving trainers run under the real ``soak-run`` (docs/contracts.md §soak-monitor, §verdict).
 
 Every scenario starts the real runner as a subprocess with tiny intervals, waits for it,
 then asserts the exit code, the exact ``failure_classification``, a reason substring and
@@ -154,7 +154,7 @@ def _no_leftover_processes() -> Iterator[None]:
     assert not any(leftovers.values()), f"processes survived the fault suite: {leftovers}"
 
 
-# -- the run summary and run directory (CONTRACTS §8) --------------------------------
+# -- the run summary and run directory (docs/contracts.md §verdict) --------------------------------
 def test_clean_run_passes_with_a_valid_artifact(tmp_path: Path) -> None:
     soak = run_soak(tmp_path, "fake_trainer.py", "ok")
     assert_valid(soak)
@@ -322,7 +322,7 @@ def test_replay_ingress_invariant_breach_is_a_schema_violation(
     assert path in soak.reason
 
 
-# -- liveness and limits (CONTRACTS §7.2) ------------------------------------------
+# -- liveness and limits (docs/contracts.md §liveness-and-residuals) ------------------------------------------
 def test_hang_before_progress_is_a_startup_timeout(tmp_path: Path) -> None:
     soak = run_soak(tmp_path, "hang.py", "before")
     assert_failed(soak, "timeout/startup", "training produced no progress artifact within 2 s")
@@ -370,7 +370,7 @@ def test_sigint_to_the_soak_is_external_cancellation(tmp_path: Path) -> None:
     assert soak.artifact["returncode"] == -signal.SIGTERM
 
 
-# -- resource trends and residuals (CONTRACTS §7.2, §7.3) ----------------------------
+# -- resource trends and residuals (docs/contracts.md §liveness-and-residuals, §resource-trends) ----------------------------
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("kind", "series"),

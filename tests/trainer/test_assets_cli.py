@@ -1,4 +1,4 @@
-"""``g1-pull-assets`` (CONTRACTS §1.3, §12): rows, statuses, exit codes, idempotence."""
+"""``g1-pull-assets`` (docs/contracts.md §other-commands, §assets-and-motion): rows, statuses, exit codes, idempotence."""
 
 from __future__ import annotations
 

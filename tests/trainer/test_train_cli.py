@@ -1,4 +1,4 @@
-"""`train` (CONTRACTS §1.1): usage errors exit 2 writing nothing; preflight failures write
+"""`train` (docs/contracts.md §train): usage errors exit 2 writing nothing; preflight failures write
 run_config.json plus a failed run_summary.json and exit 1; a passing preflight hands a
 fully resolved RunContext to the runtime."""
 

@@ -1,4 +1,4 @@
-"""Benchmark: extract-metrics reads a 200k-scalar event file (target < 3 s; CONTRACTS §6.5).
+"""Benchmark: extract-metrics reads a 200k-scalar event file (target < 3 s; docs/contracts.md §extract-metrics).
 
 Worst case for the reader: one scalar per event, so 200k records each pay framing, two CRCs
 and an Event decode. Timing is reported by pytest-benchmark, never asserted.

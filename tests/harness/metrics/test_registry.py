@@ -1,4 +1,4 @@
-"""The v1 metric registry: every §5 tag, the open patterns, legacy prefixes, owners."""
+"""The v1 metric registry: every docs/contracts.md §metric-schema tag, the open patterns, legacy prefixes, owners."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def _expand(template: str, names: str) -> list[str]:
     return [template.format(n) for n in names.split(",")]
 
 
-# CONTRACTS §5 table, written out by hand so a registry edit cannot silently drop a tag.
+# docs/contracts.md §metric-schema table, written out by hand so a registry edit cannot silently drop a tag.
 CONTRACT_TAGS = [
     "Train/iteration",
     "Train/mean_reward",
@@ -121,7 +121,7 @@ def test_legacy_prefixes_are_case_sensitive() -> None:
 
 
 def test_logger_owned_tags_are_not_learner_owned() -> None:
-    # The learner metric map cannot inject logger-owned tags (CONTRACTS §5).
+    # The learner metric map cannot inject logger-owned tags (docs/contracts.md §metric-schema).
     for tag in ("Train/iteration", "Perf/total_fps", "Perf/iteration_time", "Perf/learning_time"):
         assert lookup(tag).owner == "logger"
     assert all(

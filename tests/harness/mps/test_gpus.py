@@ -1,4 +1,4 @@
-"""Selector parsing and GPU discovery for cumps (CONTRACTS §11 topology modes)."""
+"""Selector parsing and GPU discovery for cumps (docs/contracts.md §cumps topology modes)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GPU snapshot parsing, source selection and the acceptance messages (CONTRACTS §10)."""
+"""GPU snapshot parsing, source selection and the acceptance messages (docs/contracts.md §backend-probe)."""
 
 from __future__ import annotations
 

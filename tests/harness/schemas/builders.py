@@ -1,8 +1,8 @@
 """Builders of valid run_summary documents and run directories for the verdict and schema tests.
 
-``make_completed_summary()`` returns a fresh, fully valid completed summary (CONTRACTS §4)
-whose replay-ingress counters satisfy every §8 invariant; tests mutate one field at a time.
-``make_run_dir(tmp_path, summary)`` lays out a run directory that passes §8 step 4.4.
+``make_completed_summary()`` returns a fresh, fully valid completed summary (docs/contracts.md §run-summary)
+whose replay-ingress counters satisfy every docs/contracts.md §verdict invariant; tests mutate one field at a time.
+``make_run_dir(tmp_path, summary)`` lays out a run directory that passes docs/contracts.md §verdict step 4.4.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def make_completed_summary(log_dir: str = "/tmp/run") -> dict[str, Any]:
 def make_failed_summary(
     classification: str = "learner_failure", **shutdown_over: Any
 ) -> dict[str, Any]:
-    """The minimal failed form of CONTRACTS §4.1 with a valid producer shutdown."""
+    """The minimal failed form of docs/contracts.md §run-summary with a valid producer shutdown."""
     over = {
         "classification": classification,
         "owner": "learner",

@@ -1,5 +1,5 @@
 """Hand-written corpus of bad run summaries: each is one small mutation of a valid completed
-summary, rejected by the §8 judge with the expected classification and a JSON path."""
+summary, rejected by the docs/contracts.md §verdict judge with the expected classification and a JSON path."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``g1-soak`` and ``soak-run`` flags, pre-launch validation and launch argv (CONTRACTS §1.2, §1.3)."""
+"""``g1-soak`` and ``soak-run`` flags, pre-launch validation and launch argv (docs/contracts.md §g1-soak, §other-commands)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The monitor in-process and the 0.3.0 artifact writer (CONTRACTS §7, §9)."""
+"""The monitor in-process and the 0.3.0 artifact writer (docs/contracts.md §soak-monitor, §soak-artifact)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Process-tree membership, identity, RSS and FD classes from /proc (CONTRACTS §7.1)."""
+"""Process-tree membership, identity, RSS and FD classes from /proc (docs/contracts.md §samples)."""
 
 from __future__ import annotations
 

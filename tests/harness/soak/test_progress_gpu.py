@@ -1,4 +1,4 @@
-"""Run-dir progress (CONTRACTS §3) and GPU sampling fallbacks (CONTRACTS §7.1)."""
+"""Run-dir progress (docs/contracts.md §run-directory) and GPU sampling fallbacks (§samples)."""
 
 from __future__ import annotations
 

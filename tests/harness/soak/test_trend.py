@@ -1,4 +1,4 @@
-"""Resource-trend verdicts and their calibration (CONTRACTS §7.3)."""
+"""Resource-trend verdicts and their calibration (docs/contracts.md §resource-trends)."""
 
 from __future__ import annotations
 

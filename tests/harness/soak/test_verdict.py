@@ -1,4 +1,4 @@
-"""§8 pass/fail judgement: load, stamps, failed-run path, precedence, artifacts, §9 fields."""
+"""docs/contracts.md §verdict pass/fail judgement: load, stamps, failed-run path, precedence, artifacts, §soak-artifact fields."""
 
 from __future__ import annotations
 

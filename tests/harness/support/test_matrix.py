@@ -290,7 +290,8 @@ def test_committed_support_matrix_block_is_up_to_date(capsys: pytest.CaptureFixt
 
 def test_repository_levels_follow_the_contract() -> None:
     levels = _levels(REPO_ROOT)
-    assert levels["flashsac/g1_motion_tracking/mjwarp"] == "Configured"  # CONTRACTS §13
+    # docs/contracts.md §support-matrix
+    assert levels["flashsac/g1_motion_tracking/mjwarp"] == "Configured"
     assert levels["flashsac/g1_motion_tracking/mujoco"] == "Tested"  # CPU e2e test in CI
 
 

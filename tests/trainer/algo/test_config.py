@@ -1,4 +1,4 @@
-"""FlashSacCfg defaults (FLASHSAC.md §8), derived values and fail-closed validation."""
+"""FlashSacCfg defaults (docs/configuration.md §algo-flashsac), derived values and fail-closed validation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""FlashSacLearner on CPU at tiny sizes (plus GPU graph-vs-eager checks): FLASHSAC.md §3-§6."""
+"""FlashSacLearner on CPU at tiny sizes (plus GPU graph-vs-eager checks): docs/flashsac.md §losses, §reward-scaling, §exploration, §update-schedule."""
 
 from __future__ import annotations
 

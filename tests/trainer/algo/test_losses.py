@@ -1,4 +1,4 @@
-"""FLASHSAC.md §9.1, §9.2, §9.5 hand-checkable cases for the pure loss maths."""
+"""docs/flashsac.md §hand-checked-cases hand-checkable cases for the pure loss maths."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from trainer.algo.replay import stored_done_trunc
 SUPPORT = torch.linspace(-2.0, 2.0, 5)
 P_NEXT = torch.tensor([0.1, 0.2, 0.4, 0.2, 0.1])
 
-# (r~, m, gamma, e) -> expected target, mean (FLASHSAC.md §9.1)
+# (r~, m, gamma, e) -> expected target, mean (docs/flashsac.md §hand-checked-cases)
 PROJECTION_ROWS = [
     ((0.3, 1.0, 0.9, -0.2), [0.032, 0.152, 0.324, 0.316, 0.176], 0.452),
     ((0.3, 0.0, 0.9, 0.0), [0.0, 0.0, 0.7, 0.3, 0.0], 0.3),

@@ -1,4 +1,4 @@
-"""FLASHSAC.md §1-§2: parameter counts, norm control, BN modes, stacked ensemble layout."""
+"""docs/flashsac.md §networks, §norm-control: parameter counts, norm control, BN modes, stacked ensemble layout."""
 
 from __future__ import annotations
 

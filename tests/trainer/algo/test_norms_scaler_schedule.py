@@ -1,4 +1,4 @@
-"""FLASHSAC.md §9.3 renormalisation, §9.4 reward scaler and §6 cosine schedule cases."""
+"""docs/flashsac.md §hand-checked-cases renormalisation, §hand-checked-cases reward scaler and §update-schedule cosine schedule cases."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_per_member_affine_renormalisation_is_independent() -> None:
     torch.testing.assert_close(affine[0, 1], torch.tensor([math.sqrt(2), 0.0]))
 
 
-# N = 2, gamma = 0.5, g_max = 5 (FLASHSAC.md §9.4): r, done, G, G_max, mu, var, D, r~
+# N = 2, gamma = 0.5, g_max = 5 (docs/flashsac.md §hand-checked-cases): r, done, G, G_max, mu, var, D, r~
 SCALER_TICKS = [
     ([1, 1], [0, 0], [1, 1], 1, 0.99995, 1.0e-4, 0.2, [5, 5]),
     ([1, 3], [0, 1], [1.5, 3], 3, 1.624959, 0.671949, 0.819725, [1.219921, 3.659764]),

@@ -1,4 +1,4 @@
-"""FLASHSAC.md §5 exploration and §7 replay: zeta draws, noise repeats, ring order and sampling."""
+"""docs/flashsac.md §exploration exploration and §replay replay: zeta draws, noise repeats, ring order and sampling."""
 
 from __future__ import annotations
 

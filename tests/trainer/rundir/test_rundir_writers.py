@@ -1,4 +1,4 @@
-"""run_summary, metrics, progress and checkpoint writers (CONTRACTS §3-§5)."""
+"""run_summary, metrics, progress and checkpoint writers (docs/contracts.md §run-directory, §run-summary, §metric-schema)."""
 
 from __future__ import annotations
 

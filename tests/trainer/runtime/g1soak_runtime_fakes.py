@@ -183,7 +183,7 @@ def pack_and_keep(obs, *rest):
 
 
 class FakeReplay:
-    """Checks that rows arrive in tick order, then env order (FLASHSAC.md §7)."""
+    """Checks that rows arrive in tick order, then env order (docs/flashsac.md §replay)."""
 
     def __init__(self, num_envs: int) -> None:
         self.num_envs = num_envs

@@ -1,4 +1,4 @@
-"""Trainer MPS preflight (CONTRACTS §11 steps 1-4) and the §4.4 record, against fake MPS tools.
+"""Trainer MPS preflight (docs/contracts.md §cumps steps 1-4) and the §cuda-process-sharing record, against fake MPS tools.
 
 CUDA is not needed: the torch UUID lookup is injected (``cuda_uuid_of``); everything else
 (records, fake control daemon on a real Unix socket, fake nvidia-smi) is real.

@@ -1,5 +1,5 @@
 """The real stack on CPU: `python -m trainer train --sim mujoco` (CLI, G1 env, FlashSAC learner,
-collector/learner runtime) at a tiny size, judged by the soak's §8 checks; and the same stack
+collector/learner runtime) at a tiny size, judged by the soak's docs/contracts.md §verdict checks; and the same stack
 killed mid-run (collector SIGKILL, SIGINT to the learner) must still leave a valid, correctly
 classified summary and no process behind."""
 

@@ -1,4 +1,4 @@
-"""The G1 scene matches TASK.md §2-§3: sizes, gains, joints, sensors, keyframe, body ids."""
+"""The G1 scene matches docs/assets.md §the-g1-model-and-the-scene, docs/task.md §tracked-bodies: sizes, gains, joints, sensors, keyframe, body ids."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """G1TrackingEnv on the CPU MuJoCo backend: step order, resets, dones and the sanity checks
-of TASK.md §9 (kinematic replay, zero-noise reset, empty mask, selected rows only)."""
+of docs/task.md §sanity-checks (kinematic replay, zero-noise reset, empty mask, selected rows only)."""
 
 from __future__ import annotations
 
@@ -151,7 +151,7 @@ def test_row_that_never_fails_truncates_after_t_minus_f_steps(make_g1_env, g1_cl
     env = make_g1_env(num_envs=1, **NOISELESS)
     f = g1_clip.num_frames - 6
     env.reset_rows(torch.ones(1, dtype=torch.bool), torch.tensor([f]))
-    steps = g1_clip.num_frames - f  # TASK.md §9.6: exactly T - f steps
+    steps = g1_clip.num_frames - f  # docs/task.md §sanity-checks: exactly T - f steps
     for i in range(steps):
         res = env.step(torch.zeros(1, 29))
         assert bool(res.done[0]) == (i == steps - 1)

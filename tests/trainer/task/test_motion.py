@@ -1,4 +1,4 @@
-"""Motion NPZ contract (CONTRACTS §12): validation, layouts, the synthetic clip, resolution."""
+"""Motion NPZ contract (docs/contracts.md §assets-and-motion): validation, layouts, the synthetic clip, resolution."""
 
 from __future__ import annotations
 
