@@ -1,7 +1,7 @@
 """``g1-pull-assets --robot g1 [--asset-dir DIR] [--hub auto|skip|require] [--json]``.
 
 Materialises everything a G1 run needs into the asset cache root (docs/contracts.md §other-commands, §assets-and-motion):
-the robot MJCF (copied from the installed mjlab distribution when no asset root has it),
+the robot MJCF (copied from the model bundled in the package when no asset root has it),
 our ``scene_flat.xml``, the synthetic offline clip and, depending on ``--hub``, the seed's
 dance clip from the Hugging Face hub. Only ``g1.xml`` is copied: the scene drops the visual
 meshes, so no mesh file is needed to load it. Each run prints one row per asset (item,

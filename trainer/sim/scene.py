@@ -1,9 +1,9 @@
 """The Unitree G1 29-DoF scene: robot constants and our own MjSpec composition.
 
-The robot comes from mjlab's ``g1.xml`` (CONTRACTS §12); this module adds everything the
-training task relies on (TASK.md §2): a flat floor, 29 ``<position>`` actuators in joint
-order, joint armature/friction, foot contact spheres, the two IMU sensors the observations
-read and the ``stand`` keyframe. Visual meshes are dropped (training is headless), so the
+The robot is mjlab 1.6.0's ``g1.xml``, bundled in ``trainer/sim/unitree_g1/`` (docs/assets.md);
+this module adds everything the training task relies on (TASK.md §2): a flat floor, 29
+``<position>`` actuators in joint order, joint armature/friction, foot contact spheres, the
+two IMU sensors the observations read and the ``stand`` keyframe. Visual meshes are dropped (training is headless), so the
 scene compiles from primitive geoms alone and ``scene_flat.xml`` loads without mesh files.
 
 The same scene feeds the CPU MuJoCo backend and MuJoCo Warp; ``nconmax``/``njmax`` in
@@ -12,7 +12,6 @@ The same scene feeds the CPU MuJoCo backend and MuJoCo Warp; ``nconmax``/``njmax
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import re
@@ -31,6 +30,7 @@ __all__ = [
     "ANCHOR_BODY",
     "ANCHOR_BODY_NAME",
     "ANCHOR_TRACKED_INDEX",
+    "BUNDLED_G1_MJCF",
     "DEFAULT_JOINT_POS",
     "EE_BODY_NAMES",
     "EE_TRACKED_INDICES",
@@ -40,7 +40,6 @@ __all__ = [
     "JOINT_KP",
     "JOINT_KV",
     "JOINT_NAMES",
-    "MJLAB_G1_RELPATH",
     "SCENE_FLAT_ID",
     "STAND_ROOT_HEIGHT",
     "TRACKED_BODY_NAMES",
@@ -176,7 +175,8 @@ STAND_ROOT_HEIGHT = 0.754
 
 G1_MJCF_ID = "robots/g1/g1.xml"
 SCENE_FLAT_ID = "robots/g1/scene_flat.xml"
-MJLAB_G1_RELPATH = "asset_zoo/robots/unitree_g1/xmls/g1.xml"
+BUNDLED_G1_MJCF = Path(__file__).resolve().parent / "unitree_g1" / "g1.xml"
+"""mjlab 1.6.0's G1 XML, shipped in the package: the last place :func:`locate_g1_mjcf` looks."""
 
 _HINGE_ARMATURE = 0.01
 _HINGE_FRICTIONLOSS = 0.3
@@ -243,23 +243,11 @@ class SceneCfg:
 # ---------------------------------------------------------------------------------------------
 
 
-def mjlab_g1_path() -> Path | None:
-    """Return mjlab's ``g1.xml`` if the mjlab distribution is installed, without importing it."""
-    spec = importlib.util.find_spec("mjlab")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        candidate = Path(location) / MJLAB_G1_RELPATH
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 def locate_g1_mjcf(cfg: SceneCfg, asset_roots: Sequence[Path] | None = None) -> Path:
     """Find the G1 robot MJCF in CONTRACTS §12 order.
 
     Order: (1) ``cfg.robot_mjcf``; (2) ``<root>/robots/g1/g1.xml`` for each asset root;
-    (3) the installed mjlab distribution, found with ``importlib.util.find_spec``.
+    (3) the model bundled in the package, :data:`BUNDLED_G1_MJCF`.
 
     Args:
         cfg: scene configuration.
@@ -276,7 +264,7 @@ def locate_g1_mjcf(cfg: SceneCfg, asset_roots: Sequence[Path] | None = None) -> 
         if not explicit.is_file():
             msg = (
                 f"env.scene.robot_mjcf={cfg.robot_mjcf!r} does not exist; "
-                "point it at a g1.xml or set it to null to use g1-pull-assets --robot g1"
+                "point it at a g1.xml, or set it to null to use the bundled model"
             )
             raise AssetError(msg)
         return explicit
@@ -286,13 +274,13 @@ def locate_g1_mjcf(cfg: SceneCfg, asset_roots: Sequence[Path] | None = None) -> 
         if candidate.is_file():
             return candidate
         searched.append(str(candidate))
-    from_mjlab = mjlab_g1_path()
-    if from_mjlab is not None:
-        return from_mjlab
-    searched.append(f"mjlab/{MJLAB_G1_RELPATH} (mjlab==1.6.0 not installed)")
+    if BUNDLED_G1_MJCF.is_file():
+        return BUNDLED_G1_MJCF
+    searched.append(str(BUNDLED_G1_MJCF))
     msg = (
         f"G1 model not found (searched: {', '.join(searched)}); "
-        "run: g1-pull-assets --robot g1 (or set env.scene.robot_mjcf)"
+        "the package's bundled model is missing: reinstall g1soak (uv sync), "
+        "or set env.scene.robot_mjcf"
     )
     raise AssetError(msg)
 
@@ -360,7 +348,7 @@ def _configure_joints_and_actuators(spec: mujoco.MjSpec) -> None:
     if names != JOINT_NAMES:
         msg = (
             f"robot MJCF hinge joints {names} differ from the G1 29-DoF order; "
-            "use mjlab's unitree_g1 g1.xml (g1-pull-assets --robot g1)"
+            f"use the G1 29-DoF rev 1.0 model bundled at {BUNDLED_G1_MJCF}"
         )
         raise AssetError(msg)
     for joint in hinges:

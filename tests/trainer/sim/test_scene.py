@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -175,24 +176,35 @@ def test_scene_cfg_rejects_bad_timing() -> None:
         SceneCfg(njmax=100)
 
 
-def test_locate_prefers_explicit_then_asset_root_then_mjlab(tmp_path: Path) -> None:
-    mjlab_xml = scene.mjlab_g1_path()
-    assert mjlab_xml is not None
-    assert locate_g1_mjcf(SceneCfg(), asset_roots=(tmp_path,)) == mjlab_xml
+MJLAB_1_6_0_G1_SHA256 = "febdcbeffbbf84051556ae41a5ac1b43fb479a5d76bdb3f54824dbc2721c20aa"
+"""sha256 of ``mjlab/asset_zoo/robots/unitree_g1/xmls/g1.xml`` in the mjlab 1.6.0 wheel."""
+
+
+def test_bundled_model_is_mjlab_1_6_0_g1_xml_byte_for_byte() -> None:
+    # docs/assets.md states this provenance; a changed file changes every physics number.
+    digest = hashlib.sha256(scene.BUNDLED_G1_MJCF.read_bytes()).hexdigest()
+    assert digest == MJLAB_1_6_0_G1_SHA256
+    assert (scene.BUNDLED_G1_MJCF.parent / "LICENSE").is_file()
+
+
+def test_locate_prefers_explicit_then_asset_root_then_bundled(tmp_path: Path) -> None:
+    bundled = scene.BUNDLED_G1_MJCF
+    assert locate_g1_mjcf(SceneCfg(), asset_roots=(tmp_path,)) == bundled
     copied = tmp_path / "robots/g1/g1.xml"
     copied.parent.mkdir(parents=True)
-    shutil.copyfile(mjlab_xml, copied)
+    shutil.copyfile(bundled, copied)
     assert locate_g1_mjcf(SceneCfg(), asset_roots=(tmp_path / "none", tmp_path)) == copied
     explicit = tmp_path / "mine.xml"
-    shutil.copyfile(mjlab_xml, explicit)
+    shutil.copyfile(bundled, explicit)
     assert locate_g1_mjcf(SceneCfg(robot_mjcf=str(explicit)), asset_roots=(tmp_path,)) == explicit
     with pytest.raises(AssetError, match="robot_mjcf"):
         locate_g1_mjcf(SceneCfg(robot_mjcf=str(tmp_path / "missing.xml")))
 
 
-def test_locate_without_any_source_names_the_pull_command(
+def test_locate_without_the_bundled_model_says_reinstall(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(scene, "mjlab_g1_path", lambda: None)
-    with pytest.raises(AssetError, match="g1-pull-assets --robot g1"):
+    monkeypatch.setattr(scene, "BUNDLED_G1_MJCF", tmp_path / "gone" / "g1.xml")
+    with pytest.raises(AssetError, match=r"reinstall g1soak \(uv sync\)") as err:
         locate_g1_mjcf(SceneCfg(), asset_roots=(tmp_path,))
+    assert str(tmp_path / "gone" / "g1.xml") in str(err.value)
