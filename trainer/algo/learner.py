@@ -310,15 +310,23 @@ class FlashSacLearner:
         self.replay.sample_into(self._batch)
         self._noise.normal_()
         self._ensure_cycle_graph()
-        if self._graph is not None:
-            self._graph.replay()
-        else:
-            self._cycle_body()
+        self.run_cycle_body()
         self.iterations += 1
         self.update_count += self.updates_per_step
         values = self._metrics.clone()
         names = METRIC_NAMES if self.cfg.normalize_reward else METRIC_NAMES[:-1]
         return {name: values[i] for i, name in enumerate(names)}
+
+    def run_cycle_body(self) -> None:
+        """The update body once on the current static buffers: the graph when captured.
+
+        ``update_cycle()`` minus sampling and counters; the profile (``trainer.bench.
+        learner_profile``) times and profiles exactly the captured cycle with it.
+        """
+        if self._graph is not None:
+            self._graph.replay()
+        else:
+            self._cycle_body()
 
     def capture_graphs(self) -> None:
         """Compile and capture ``act()`` and the update cycle now, before any data exists.
