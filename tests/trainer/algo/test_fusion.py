@@ -119,3 +119,22 @@ def test_fusion_is_reported_requested_but_off_where_the_learner_does_not_compile
     }
     legacy = make_learner(fusion=CycleFusion.none()).cuda_graph_diagnostics()["fusion"]
     assert legacy["requested"] == {"renorm": False, "losses": False}
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_on_cuda_the_fused_graph_matches_the_unfused_graph_within_bf16_tolerance() -> None:
+    results = []
+    for fusion in (CycleFusion.none(), CycleFusion()):
+        learner = make_learner(
+            "cuda", fusion=fusion, use_compile=True, batch_size=256, num_envs=64,
+            replay_buffer_n=64, actor_hidden_dim=128, critic_hidden_dim=256, num_atoms=101,
+        )  # fmt: skip
+        fill(learner, 8)
+        results.append([run_cycle(learner, 3 + i) for i in range(3)])
+        diag = learner.cuda_graph_diagnostics()
+        assert diag["enabled"] and diag["compile"]["enabled"], diag
+        assert diag["fusion"]["enabled"] == fusion.as_dict(), diag  # no silent fallback
+    for unfused, fused in zip(*results, strict=True):
+        for key in unfused:
+            assert fused[key] == pytest.approx(unfused[key], rel=2e-2, abs=2e-2), key
