@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from trainer import cuda_graphs
-from trainer.algo import losses
+from trainer.algo import losses, norms
 from trainer.algo.config import FlashSacCfg
 from trainer.algo.exploration import RepeatedNoise
 from trainer.algo.fusion import CycleFusion, LossFns, compile_losses, compile_renorm
@@ -111,6 +111,7 @@ class FlashSacLearner:
         self.support = torch.linspace(
             cfg.critic_min_v, cfg.critic_max_v, cfg.num_atoms, device=self.device
         )
+        norms.prepare_device(self.device)
         self.actor_plan = self.actor.renorm_plan()
         self.critic_plan = self.critic.renorm_plan()
         self._renorm: dict[str, Callable[[], None]] = {
