@@ -20,9 +20,10 @@ import torch
 from torch import Tensor, nn
 
 from trainer import cuda_graphs
-from trainer.algo import losses
+from trainer.algo import losses, norms
 from trainer.algo.config import FlashSacCfg
 from trainer.algo.exploration import RepeatedNoise
+from trainer.algo.fusion import CycleFusion, LossFns, compile_losses, compile_renorm
 from trainer.algo.networks import Actor, Critic
 from trainer.algo.replay import DeviceReplay, RowLayout
 from trainer.algo.reward_scaler import RewardScaler
@@ -59,61 +60,79 @@ class FlashSacLearner:
         obs_dim: int = 160,
         critic_obs_dim: int = 289,
         action_dim: int = 29,
+        fusion: CycleFusion | None = None,
     ) -> None:
+        """Build the learner; ``fusion`` picks the compiled fusions (default: all, see ``fusion``)."""
         cfg.validate()
         self.cfg = cfg
         self.num_envs = num_envs
-        self.device = torch.device(device)
-        if self.device.type == "cuda" and self.device.index is None:
-            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.device = _resolve_device(device)
         self.layout = RowLayout(obs_dim, critic_obs_dim, action_dim)
         self.batch_size = cfg.batch_size
         self.updates_per_step = cfg.updates_per_step
         self.target_entropy = cfg.resolved_target_entropy(action_dim)
-        is_cuda = self.device.type == "cuda"
+        self.fusion = CycleFusion() if fusion is None else fusion
+        self._init_precision()
+        self._init_networks()
+        self._init_optimizers()
+        self._init_data()
+        self._init_static_buffers()
+        self._init_graphs_and_compile()
 
-        self.precision = cfg.resolved_amp_dtype(self.device.type)
+    # ----------------------------------------------------------------- construction helpers
+    def _init_precision(self) -> None:
+        self.precision = self.cfg.resolved_amp_dtype(self.device.type)
         self.tf32_matmul = False
-        if is_cuda:
+        if self.device.type == "cuda":
             # fp32 matmuls that remain (and the whole fp32 mode) may use TF32 tensor cores.
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
             self.tf32_matmul = bool(torch.backends.cuda.matmul.allow_tf32)
 
+    def _init_networks(self) -> None:
+        cfg, lay = self.cfg, self.layout
         if cfg.seed is not None:
             torch.manual_seed(cfg.seed)
+
+        def critic() -> Critic:
+            return Critic(
+                lay.critic_obs_dim, lay.action_dim, cfg.critic_hidden_dim, cfg.num_blocks,
+                cfg.num_atoms,
+            )  # fmt: skip
+
         # Built on the CPU (reproducible orthogonal init), then moved.
-        actor = Actor(obs_dim, action_dim, cfg.actor_hidden_dim, cfg.num_blocks)
-        critic = Critic(
-            critic_obs_dim, action_dim, cfg.critic_hidden_dim, cfg.num_blocks, cfg.num_atoms
-        )
+        actor = Actor(lay.obs_dim, lay.action_dim, cfg.actor_hidden_dim, cfg.num_blocks)
         self.actor = actor.to(self.device)
-        self.critic = critic.to(self.device)
-        self.critic_target = Critic(
-            critic_obs_dim, action_dim, cfg.critic_hidden_dim, cfg.num_blocks, cfg.num_atoms
-        )
+        self.critic = critic().to(self.device)
+        self.critic_target = critic()
         self.critic_target.to(self.device).load_state_dict(self.critic.state_dict())
         self.critic_target.requires_grad_(False)
         self.log_alpha = nn.Parameter(torch.tensor(math.log(cfg.temp_initial), device=self.device))
         self.support = torch.linspace(
             cfg.critic_min_v, cfg.critic_max_v, cfg.num_atoms, device=self.device
         )
+        norms.prepare_device(self.device)
         self.actor_plan = self.actor.renorm_plan()
         self.critic_plan = self.critic.renorm_plan()
+        self._renorm: dict[str, Callable[[], None]] = {
+            "actor": self.actor_plan.apply,
+            "critic": self.critic_plan.apply,
+        }
         self._critic_params = list(self.critic.parameters())
         self._target_params = list(self.critic_target.parameters())
 
-        fused = is_cuda
+    def _init_optimizers(self) -> None:
+        cfg = self.cfg
+        self._fused = self.device.type == "cuda"
         peaks = (cfg.actor_lr, cfg.critic_lr, cfg.temp_lr)
         self.optimizers = [
-            self._make_adam(list(module_params), peak, fused)
+            self._make_adam(list(module_params), peak, self._fused)
             for module_params, peak in (
                 (self.actor.parameters(), peaks[_ACTOR]),
                 (self.critic.parameters(), peaks[_CRITIC]),
                 ([self.log_alpha], peaks[_TEMP]),
             )
         ]
-        self._fused = fused
         self.lr_steps = torch.zeros(3, dtype=torch.float32, device=self.device)
         """Updates made by each schedule (actor, critic, temperature); skipped steps count."""
         policy_updates = -(-cfg.updates_per_step // cfg.policy_frequency)
@@ -130,13 +149,15 @@ class FlashSacLearner:
             cfg.updates_per_step, dtype=torch.float32, device=self.device
         )
 
+    def _init_data(self) -> None:
+        cfg, num_envs = self.cfg, self.num_envs
         self.replay = DeviceReplay(cfg.replay_buffer_n * num_envs, self.layout, self.device)
         self.reward_scaler = RewardScaler(
             num_envs, gamma=cfg.gamma, g_max=cfg.normalized_g_max, device=self.device
         )
         self.exploration = RepeatedNoise(
             num_envs,
-            action_dim,
+            self.layout.action_dim,
             zeta_mu=cfg.noise_zeta_mu,
             max_repeat=cfg.noise_max_repeat,
             device=self.device,
@@ -147,28 +168,33 @@ class FlashSacLearner:
         self.iterations = 0
         """Update cycles made."""
 
+    def _init_static_buffers(self) -> None:
+        cfg, lay, dev = self.cfg, self.layout, self.device
         rows = cfg.updates_per_step * cfg.batch_size
-        self._batch = torch.zeros(rows, self.layout.width, device=self.device)  # [U*B, width]
+        self._batch = torch.zeros(rows, lay.width, device=dev)  # [U*B, width]
         self._noise = torch.zeros(
-            cfg.updates_per_step, 2, cfg.batch_size, action_dim, device=self.device
+            cfg.updates_per_step, 2, cfg.batch_size, lay.action_dim, device=dev
         )
-        self._inv_scale = torch.ones((), device=self.device)  # 1/D, fixed within a cycle
-        self._metrics = torch.zeros(len(METRIC_NAMES), device=self.device)
-        self._act_obs = torch.zeros(num_envs, obs_dim, device=self.device)
-        self._act_done = torch.zeros(num_envs, dtype=torch.bool, device=self.device)
-        self._act_out = torch.zeros(num_envs, action_dim, device=self.device)
+        self._inv_scale = torch.ones((), device=dev)  # 1/D, fixed within a cycle
+        self._metrics = torch.zeros(len(METRIC_NAMES), device=dev)
+        self._act_obs = torch.zeros(self.num_envs, lay.obs_dim, device=dev)
+        self._act_done = torch.zeros(self.num_envs, dtype=torch.bool, device=dev)
+        self._act_out = torch.zeros(self.num_envs, lay.action_dim, device=dev)
 
-        self._graph_status = cuda_graphs.GraphStatus(requested=cfg.use_cuda_graph)
-        self._act_graph_status = cuda_graphs.GraphStatus(requested=cfg.use_cuda_graph)
-        reason = cuda_graphs.unavailable_reason(
-            cfg.use_cuda_graph, self.device, "algo.use_cuda_graph"
-        )
+    def _init_graphs_and_compile(self) -> None:
+        requested = self.cfg.use_cuda_graph
+        self._graph_status = cuda_graphs.GraphStatus(requested=requested)
+        self._act_graph_status = cuda_graphs.GraphStatus(requested=requested)
+        reason = cuda_graphs.unavailable_reason(requested, self.device, "algo.use_cuda_graph")
         self._graph_status.disable_reason = reason
         self._act_graph_status.disable_reason = reason
         self._graph: torch.cuda.CUDAGraph | None = None
         self._act_graph: torch.cuda.CUDAGraph | None = None
-        self._compile_status = cuda_graphs.GraphStatus(requested=cfg.use_compile)
+        self._compile_status = cuda_graphs.GraphStatus(requested=self.cfg.use_compile)
         self._td_target: Callable[..., Tensor] = _td_target
+        self._loss_fns = LossFns()
+        self._fusion_active = CycleFusion.none()
+        self._fusion_disable_reason: str | None = None
         self._setup_compile()
 
     def set_lr_horizon(self, iterations: int) -> None:
@@ -184,7 +210,6 @@ class FlashSacLearner:
         for row, period in enumerate(self.cfg.resolved_lr_decay_steps(iterations)):
             self._decay_column[row].fill_(float(period))
 
-    # ----------------------------------------------------------------- construction helpers
     def _make_adam(self, params: list[nn.Parameter], peak: float, fused: bool) -> torch.optim.Adam:
         if fused:
             lr: float | Tensor = torch.tensor(peak, dtype=torch.float32, device=self.device)
@@ -218,6 +243,17 @@ class FlashSacLearner:
             for trunk in self._trunks():
                 trunk.compile(dynamic=False)
             status.enabled = True
+            self._enable_fusion(self.fusion)
+
+    def _enable_fusion(self, fusion: CycleFusion, backend: str = "inductor") -> None:
+        """Compile the fusions ``fusion`` asks for (once compile is on; tests pass ``backend``)."""
+        self._fusion_active = fusion
+        self._loss_fns = compile_losses(backend) if fusion.losses else LossFns()
+        plans = {"actor": self.actor_plan, "critic": self.critic_plan}
+        self._renorm = {
+            name: compile_renorm(plan, backend) if fusion.renorm else plan.apply
+            for name, plan in plans.items()
+        }
 
     def _trunks(self) -> tuple[nn.Module, ...]:
         return (self.actor.trunk, self.critic.trunk, self.critic_target.trunk)
@@ -288,15 +324,23 @@ class FlashSacLearner:
         self.replay.sample_into(self._batch)
         self._noise.normal_()
         self._ensure_cycle_graph()
-        if self._graph is not None:
-            self._graph.replay()
-        else:
-            self._cycle_body()
+        self.run_cycle_body()
         self.iterations += 1
         self.update_count += self.updates_per_step
         values = self._metrics.clone()
         names = METRIC_NAMES if self.cfg.normalize_reward else METRIC_NAMES[:-1]
         return {name: values[i] for i, name in enumerate(names)}
+
+    def run_cycle_body(self) -> None:
+        """The update body once on the current static buffers: the graph when captured.
+
+        ``update_cycle()`` minus sampling and counters; the profile (``trainer.bench.
+        learner_profile``) times and profiles exactly the captured cycle with it.
+        """
+        if self._graph is not None:
+            self._graph.replay()
+        else:
+            self._cycle_body()
 
     def capture_graphs(self) -> None:
         """Compile and capture ``act()`` and the update cycle now, before any data exists.
@@ -327,6 +371,11 @@ class FlashSacLearner:
         try:
             graph = cuda_graphs.capture_graph(body, state)
         except Exception as err:  # noqa: BLE001 - any capture failure falls back, recorded
+            if self._fusion_active != CycleFusion.none():
+                self._fusion_disable_reason = f"graph warm-up/capture failed: {err!r}"[:300]
+                log.warning("learner fusions disabled: %s", self._fusion_disable_reason)
+                self._enable_fusion(CycleFusion.none())
+                return self._capture(body, state, status)
             if self._compile_status.enabled:
                 self._disable_compile(f"graph warm-up/capture failed with compile: {err!r}"[:300])
                 return self._capture(body, state, status)
@@ -342,6 +391,7 @@ class FlashSacLearner:
         self._compile_status.enabled = False
         self._compile_status.disable_reason = reason
         self._td_target = _td_target
+        self._enable_fusion(CycleFusion.none())
         for trunk in self._trunks():
             trunk._compiled_call_impl = None  # back to the eager forward
         log.warning("torch.compile disabled: %s", reason)
@@ -398,7 +448,7 @@ class FlashSacLearner:
         with torch.no_grad():
             with self._amp():
                 mu, rho = self.actor(rows[:, L.next_obs], training=False)
-            next_action, next_log_prob = losses.squashed_gaussian(mu.float(), rho.float(), eps)
+            next_action, next_log_prob = self._loss_fns.sample(mu, rho, eps)
             x_t = torch.cat(
                 [
                     torch.cat([cobs, action], 1),
@@ -421,9 +471,9 @@ class FlashSacLearner:
             )  # [B, K]
         with self._amp():
             log_probs = self.critic.forward_t(x_t, training=True, rows=slice(0, B))  # [E, B, K]
-        loss = losses.critic_loss(target, log_probs)
+        loss = self._loss_fns.critic(target, log_probs)
         ok = self._step(_CRITIC, loss, index)
-        self.critic_plan.apply()
+        self._renorm["critic"]()
         return loss.detach(), ok
 
     def _actor_update(self, rows: Tensor, eps: Tensor, index: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -431,7 +481,7 @@ class FlashSacLearner:
         obs_pair = torch.cat([rows[:, L.obs], rows[:, L.next_obs]], 0)  # [2B, obs]
         with self._amp():
             mu, rho = self.actor(obs_pair, training=True, rows=B)  # BN over 2B rows, heads on o
-        action, log_prob = losses.squashed_gaussian(mu.float(), rho.float(), eps)
+        action, log_prob = self._loss_fns.sample(mu, rho, eps)
         for p in self._critic_params:
             p.requires_grad_(False)
         try:
@@ -440,12 +490,12 @@ class FlashSacLearner:
         finally:
             for p in self._critic_params:
                 p.requires_grad_(True)
-        q = losses.expected_q(log_probs, self.support).amin(0)  # [B]
-        alpha = self.log_alpha.exp()
-        loss = losses.actor_loss(log_prob, q, alpha)
+        loss = self._loss_fns.actor(log_probs, self.support, log_prob, self.log_alpha.exp())
         self._step(_ACTOR, loss, index)
-        self.actor_plan.apply()
-        temp_loss, entropy = losses.temperature_loss(self.log_alpha, log_prob, self.target_entropy)
+        self._renorm["actor"]()
+        temp_loss, entropy = self._loss_fns.temperature(
+            self.log_alpha, log_prob, self.target_entropy
+        )
         self._step(_TEMP, temp_loss, index)
         return loss.detach(), temp_loss.detach(), entropy
 
@@ -486,6 +536,11 @@ class FlashSacLearner:
             **self._compile_status.as_dict(),
             # 1 = inductor compiled in this process, no worker pool (trainer/compile_mode.py)
             "compile_threads": compile_threads(),
+        }
+        out["fusion"] = {
+            "requested": self.fusion.as_dict(),
+            "enabled": self._fusion_active.as_dict(),
+            "disable_reason": self._fusion_disable_reason,
         }
         out["precision"] = self.precision
         out["tf32_matmul"] = self.tf32_matmul
@@ -545,6 +600,14 @@ class FlashSacLearner:
         self.exploration.load_state_dict(state["exploration"])
         self.update_count = int(state["update_count"])
         self.iterations = int(state.get("iterations", self.update_count // self.updates_per_step))
+
+
+def _resolve_device(device: torch.device | str) -> torch.device:
+    """``device`` with the current CUDA index filled in (captured graphs need an index)."""
+    resolved = torch.device(device)
+    if resolved.type == "cuda" and resolved.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return resolved
 
 
 def _td_target(

@@ -29,6 +29,11 @@ def _eps_hypot(device: torch.device) -> Tensor:
     return eps
 
 
+def prepare_device(device: torch.device) -> None:
+    """Create the device's constant now, so a compiled or captured plan never creates it."""
+    _eps_hypot(device)
+
+
 @torch.no_grad()
 def renormalize_rows_(weight: Tensor) -> Tensor:
     """Divide each output row (last axis = input) by ``max(||row||_2, 1e-8)``, in place."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from trainer.algo.config import FlashSacCfg
+from trainer.algo.fusion import CycleFusion
 from trainer.algo.learner import FlashSacLearner
 
 OBS, COBS, ACT, N = 6, 7, 3, 8
@@ -16,8 +17,9 @@ def make_cfg(**over) -> FlashSacCfg:
     return FlashSacCfg(**(base | over))
 
 
-def make_learner(device: str = "cpu", **over) -> FlashSacLearner:
+def make_learner(device: str = "cpu", fusion: CycleFusion | None = None, **over) -> FlashSacLearner:
     cfg = make_cfg(**over)
     return FlashSacLearner(
-        cfg, num_envs=cfg.num_envs, device=device, obs_dim=OBS, critic_obs_dim=COBS, action_dim=ACT
-    )
+        cfg, num_envs=cfg.num_envs, device=device, obs_dim=OBS, critic_obs_dim=COBS,
+        action_dim=ACT, fusion=fusion,
+    )  # fmt: skip

@@ -1,0 +1,140 @@
+"""The compiled fusions of the update cycle compute what the eager maths computes (issue 19).
+
+``aot_eager`` runs dynamo's trace and AOTAutograd's forward/backward split without inductor's
+code generation, so these CPU tests check the traced semantics (in-place renorm on the
+networks' tensors, separate autograd graphs per loss) exactly; the inductor test checks its
+CPU kernels against eager within fp32 reassociation.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from tests.trainer.algo.learner_builders import make_learner
+from tests.trainer.algo.test_learner import fill, run_cycle
+from trainer.algo import losses
+from trainer.algo.fusion import CycleFusion, LossFns, compile_losses, compile_renorm
+from trainer.algo.networks import Actor, Critic
+
+
+def _loss_inputs(seed: int) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    e, b, k, a = 2, 16, 11, 3
+    return {
+        "mu": torch.randn(b, a, generator=g).requires_grad_(),
+        "rho": torch.randn(b, a, generator=g).requires_grad_(),
+        "eps": torch.randn(b, a, generator=g),
+        "log_probs": torch.randn(e, b, k, generator=g).log_softmax(-1).requires_grad_(),
+        "target": torch.rand(b, k, generator=g).softmax(-1),
+        "support": torch.linspace(-5, 5, k),
+        "log_alpha": torch.tensor(-4.6, requires_grad=True),
+    }
+
+
+def _losses_and_grads(fns: LossFns, seed: int) -> list[torch.Tensor]:
+    x = _loss_inputs(seed)
+    action, log_prob = fns.sample(x["mu"], x["rho"], x["eps"])
+    critic = fns.critic(x["target"], x["log_probs"])
+    actor = fns.actor(x["log_probs"], x["support"], log_prob, x["log_alpha"].exp())
+    temp, entropy = fns.temperature(x["log_alpha"], log_prob, -13.8)
+    critic.backward(retain_graph=True)
+    actor.backward()  # the actor and temperature losses backpropagate separately, as trained
+    temp.backward()
+    grads = [x[name].grad for name in ("mu", "rho", "log_probs", "log_alpha")]
+    return [action, log_prob, critic, actor, temp, entropy, *grads]
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
+def test_compiled_losses_equal_the_eager_maths_with_their_gradients(backend: str) -> None:
+    eager = _losses_and_grads(LossFns(), seed=3)
+    fused = _losses_and_grads(compile_losses(backend), seed=3)
+    exact = backend == "aot_eager"
+    for a, b in zip(eager, fused, strict=True):
+        torch.testing.assert_close(b, a, atol=0 if exact else 1e-5, rtol=0 if exact else 1e-5)
+
+
+def test_the_eager_loss_fns_are_the_loss_module_maths() -> None:
+    x = _loss_inputs(4)
+    action, log_prob = LossFns().sample(x["mu"], x["rho"], x["eps"])
+    ref = losses.squashed_gaussian(x["mu"].float(), x["rho"].float(), x["eps"])
+    torch.testing.assert_close((action, log_prob), ref, atol=0, rtol=0)
+    q = losses.expected_q(x["log_probs"], x["support"]).amin(0)
+    alpha = x["log_alpha"].exp()
+    torch.testing.assert_close(
+        LossFns().actor(x["log_probs"], x["support"], log_prob, alpha),
+        losses.actor_loss(log_prob, q, alpha),
+        atol=0,
+        rtol=0,
+    )
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
+def test_compiled_renorm_rescales_the_same_tensors_in_place(backend: str) -> None:
+    torch.manual_seed(0)
+    nets = [Critic(7, 3, 16, 2, 11), Actor(6, 3, 16, 2)]
+    for net in nets:
+        with torch.no_grad():
+            for p in net.parameters():
+                p.mul_(torch.rand_like(p) * 3)  # as after an optimizer step: off the norms
+        ref = copy.deepcopy(net)
+        ref.renorm_plan().apply()
+        compile_renorm(net.renorm_plan(), backend)()
+        exact = backend == "aot_eager"
+        for (name, got), want in zip(
+            net.state_dict().items(), ref.state_dict().values(), strict=True
+        ):
+            torch.testing.assert_close(
+                got, want, atol=0 if exact else 1e-6, rtol=0 if exact else 1e-5, msg=name
+            )
+
+
+def test_a_fused_learner_trains_exactly_like_the_eager_one() -> None:
+    """Same seed, same replay, same cycles: losses and every parameter agree."""
+    learners = []
+    for fusion in (CycleFusion.none(), CycleFusion()):
+        learner = make_learner(seed=7)
+        learner._enable_fusion(fusion, backend="aot_eager")
+        fill(learner, 4)
+        metrics = [run_cycle(learner, 11 + i) for i in range(2)]
+        learners.append((learner, metrics))
+    (eager, m0), (fused, m1) = learners
+    assert fused.cuda_graph_diagnostics()["fusion"]["enabled"] == {"renorm": True, "losses": True}
+    for eager_cycle, fused_cycle in zip(m0, m1, strict=True):
+        assert fused_cycle == pytest.approx(eager_cycle, rel=1e-6, abs=1e-6)
+    for net in ("actor", "critic", "critic_target"):
+        a, b = getattr(eager, net).state_dict(), getattr(fused, net).state_dict()
+        for key in a:
+            torch.testing.assert_close(b[key], a[key], atol=1e-6, rtol=1e-5, msg=f"{net}.{key}")
+
+
+def test_fusion_is_reported_requested_but_off_where_the_learner_does_not_compile() -> None:
+    diag = make_learner().cuda_graph_diagnostics()["fusion"]  # CPU: no compile
+    assert diag == {
+        "requested": {"renorm": True, "losses": True},
+        "enabled": {"renorm": False, "losses": False},
+        "disable_reason": None,
+    }
+    legacy = make_learner(fusion=CycleFusion.none()).cuda_graph_diagnostics()["fusion"]
+    assert legacy["requested"] == {"renorm": False, "losses": False}
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_on_cuda_the_fused_graph_matches_the_unfused_graph_within_bf16_tolerance() -> None:
+    results = []
+    for fusion in (CycleFusion.none(), CycleFusion()):
+        learner = make_learner(
+            "cuda", fusion=fusion, use_compile=True, batch_size=256, num_envs=64,
+            replay_buffer_n=64, actor_hidden_dim=128, critic_hidden_dim=256, num_atoms=101,
+        )  # fmt: skip
+        fill(learner, 8)
+        results.append([run_cycle(learner, 3 + i) for i in range(3)])
+        diag = learner.cuda_graph_diagnostics()
+        assert diag["enabled"] and diag["compile"]["enabled"], diag
+        assert diag["fusion"]["enabled"] == fusion.as_dict(), diag  # no silent fallback
+    for unfused, fused in zip(*results, strict=True):
+        for key in unfused:
+            assert fused[key] == pytest.approx(unfused[key], rel=2e-2, abs=2e-2), key

@@ -1,0 +1,92 @@
+"""Fewer kernels per update cycle: compiled norm control and compiled loss glue (issue 19).
+
+The update cycle is bound by kernel count, not arithmetic (docs/runtime.md "Learner
+profile"). Two groups of small eager kernels are compiled here, each behind its own switch
+of :class:`CycleFusion`, on top of the compiled trunks and TD target:
+
+* ``renorm``: the §2 norm control after every optimizer step (a norm, a clamp or hypot and
+  one or two divisions per weight, ~45 launches per network) becomes one compiled function
+  per network, in which inductor fuses each tensor's reduction with its division.
+* ``losses``: the pure loss maths around the networks (squashed-Gaussian sampling with its
+  casts, the critic cross-entropy, min-Q + actor loss, the temperature loss) become compiled
+  functions whose forward and backward are a few fused kernels each.
+
+The maths is the same functions of ``trainer.algo.losses`` and ``trainer.algo.norms``, so
+the results equal the eager path up to floating-point reassociation inside the fused
+reductions (tests/trainer/algo/test_fusion.py compares both on random inputs). Each
+compiled loss is its own autograd function, so the separate ``backward()`` of the actor and
+temperature losses stays as it is. They run only where the learner compiles (CUDA with
+``algo.use_compile``); a capture that fails with them drops them first, then compile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from trainer.algo import losses
+from trainer.algo.norms import RenormPlan
+
+
+@dataclass(frozen=True)
+class CycleFusion:
+    """Which fusions the learner compiles (both default on; off = the eager maths of before).
+
+    Attributes:
+        renorm: compile each network's norm-control plan into one function.
+        losses: compile the loss maths around the networks.
+    """
+
+    renorm: bool = True
+    losses: bool = True
+
+    @classmethod
+    def none(cls) -> CycleFusion:
+        """No fusion: the update cycle as it ran before issue 19 (the profile's ``--legacy``)."""
+        return cls(renorm=False, losses=False)
+
+    def as_dict(self) -> dict[str, bool]:
+        return {"renorm": self.renorm, "losses": self.losses}
+
+
+def sample_action(mu: Tensor, rho: Tensor, eps: Tensor) -> tuple[Tensor, Tensor]:
+    """``squashed_gaussian`` of the heads' outputs cast to fp32 (the casts fuse with it)."""
+    return losses.squashed_gaussian(mu.float(), rho.float(), eps)
+
+
+def actor_objective(log_probs: Tensor, support: Tensor, log_prob: Tensor, alpha: Tensor) -> Tensor:
+    """``L_pi`` with ``q = min_j Q_j`` of the critic's ``[E, B, K]`` log-probabilities."""
+    q = losses.expected_q(log_probs, support).amin(0)
+    return losses.actor_loss(log_prob, q, alpha)
+
+
+@dataclass
+class LossFns:
+    """The loss maths the learner calls; eager by default, compiled by :func:`compile_losses`."""
+
+    sample: Callable[[Tensor, Tensor, Tensor], tuple[Tensor, Tensor]] = sample_action
+    critic: Callable[[Tensor, Tensor], Tensor] = losses.critic_loss
+    actor: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor] = actor_objective
+    temperature: Callable[[Tensor, Tensor, float], tuple[Tensor, Tensor]] = losses.temperature_loss
+
+
+def compile_losses(backend: str = "inductor") -> LossFns:
+    """Every :class:`LossFns` member compiled (static shapes, one graph each)."""
+
+    def compiled(fn: Callable) -> Callable:
+        return torch.compile(fn, fullgraph=True, dynamic=False, backend=backend)
+
+    return LossFns(
+        sample=compiled(sample_action),
+        critic=compiled(losses.critic_loss),
+        actor=compiled(actor_objective),
+        temperature=compiled(losses.temperature_loss),
+    )
+
+
+def compile_renorm(plan: RenormPlan, backend: str = "inductor") -> Callable[[], None]:
+    """``plan.apply`` as one compiled function (in place on the same tensors)."""
+    return torch.compile(plan.apply, fullgraph=True, dynamic=False, backend=backend)
