@@ -33,7 +33,8 @@ from trainer.algo.norms import RenormPlan
 
 @dataclass(frozen=True)
 class CycleFusion:
-    """Which fusions the learner compiles (both default on; off = the eager maths of before).
+    """Which fusions the learner compiles (``CycleFusion()``: both; the learner's default is
+    :meth:`none`, the eager maths of before, until the fusions are measured on the GPU).
 
     Attributes:
         renorm: compile each network's norm-control plan into one function.

@@ -62,7 +62,12 @@ class FlashSacLearner:
         action_dim: int = 29,
         fusion: CycleFusion | None = None,
     ) -> None:
-        """Build the learner; ``fusion`` picks the compiled fusions (default: all, see ``fusion``)."""
+        """Build the learner; ``fusion`` picks the compiled fusions.
+
+        Default: none. The fusions are opt-in (the profile's ``--variants fused``) until an
+        H200 profile shows they are faster and a learning record shows they learn the same
+        (docs/runtime.md "Learner profile").
+        """
         cfg.validate()
         self.cfg = cfg
         self.num_envs = num_envs
@@ -71,7 +76,7 @@ class FlashSacLearner:
         self.batch_size = cfg.batch_size
         self.updates_per_step = cfg.updates_per_step
         self.target_entropy = cfg.resolved_target_entropy(action_dim)
-        self.fusion = CycleFusion() if fusion is None else fusion
+        self.fusion = CycleFusion.none() if fusion is None else fusion
         self._init_precision()
         self._init_networks()
         self._init_optimizers()

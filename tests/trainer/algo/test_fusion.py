@@ -111,14 +111,18 @@ def test_a_fused_learner_trains_exactly_like_the_eager_one() -> None:
 
 
 def test_fusion_is_reported_requested_but_off_where_the_learner_does_not_compile() -> None:
-    diag = make_learner().cuda_graph_diagnostics()["fusion"]  # CPU: no compile
+    diag = make_learner(fusion=CycleFusion()).cuda_graph_diagnostics()["fusion"]  # CPU
     assert diag == {
         "requested": {"renorm": True, "losses": True},
         "enabled": {"renorm": False, "losses": False},
         "disable_reason": None,
     }
-    legacy = make_learner(fusion=CycleFusion.none()).cuda_graph_diagnostics()["fusion"]
-    assert legacy["requested"] == {"renorm": False, "losses": False}
+
+
+def test_the_learner_runs_no_fusion_unless_asked() -> None:
+    # Opt-in until measured on the GPU (docs/runtime.md "Learner profile").
+    default = make_learner().cuda_graph_diagnostics()["fusion"]
+    assert default["requested"] == {"renorm": False, "losses": False}
 
 
 @pytest.mark.gpu
