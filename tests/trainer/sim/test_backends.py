@@ -7,14 +7,15 @@ import numpy as np
 import pytest
 import torch
 
+from trainer.config.defaults import default_scene_cfg
 from trainer.sim.backend import (
     BackendFailure,
     body_velocities_from_cvel,
-    make_backend,
     sensor_slices,
 )
+from trainer.sim.factory import make_backend
 from trainer.sim.mujoco_cpu import MujocoCpuBackend
-from trainer.sim.scene import SceneCfg, build_g1_model
+from trainer.sim.scene import build_g1_model
 
 NUM_ENVS = 2
 STEPS = 6
@@ -32,7 +33,7 @@ BODY_ATOL = 1e-4
 
 @pytest.fixture(scope="module")
 def model():
-    return build_g1_model(SceneCfg())
+    return build_g1_model(default_scene_cfg())
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,12 @@ def warp_cpu(model):
     from trainer.sim.mjwarp import MjWarpBackend
 
     return MjWarpBackend(
-        model, NUM_ENVS, torch.device("cpu"), warp_device="cpu", _allow_cpu_for_tests=True
+        model,
+        NUM_ENVS,
+        torch.device("cpu"),
+        default_scene_cfg(),
+        warp_device="cpu",
+        _allow_cpu_for_tests=True,
     )
 
 
@@ -54,18 +60,22 @@ def _ctrl(model, step: int) -> torch.Tensor:
 
 def test_make_backend_rejects_unknown_names_and_bad_sizes(model):
     with pytest.raises(ValueError, match="valid backends"):
-        make_backend("isaac", model, 2, "cpu")
+        make_backend("isaac", model, 2, "cpu", default_scene_cfg())
     with pytest.raises(ValueError, match="num_envs"):
-        make_backend("mujoco", model, 0, "cpu")
+        make_backend("mujoco", model, 0, "cpu", default_scene_cfg())
+    with pytest.raises(ValueError, match="applies to --sim mujoco only"):
+        make_backend("mjwarp", model, 2, "cpu", default_scene_cfg(), num_threads=2)
 
 
 def test_mjwarp_without_cuda_fails_closed_before_construction(model):
     with pytest.raises(BackendFailure, match="needs a CUDA device"):
-        make_backend("mjwarp", model, 2, "cpu")
+        make_backend("mjwarp", model, 2, "cpu", default_scene_cfg())
 
 
 def test_cpu_backend_counts_one_packed_copy_each_way_per_step(model):
-    backend = MujocoCpuBackend(model, NUM_ENVS, torch.device("cpu"), num_threads=2)
+    backend = MujocoCpuBackend(
+        model, NUM_ENVS, torch.device("cpu"), default_scene_cfg(), num_threads=2
+    )
     start = backend.transfer_stats()
     backend.step(_ctrl(model, 0))
     stats = backend.transfer_stats()
@@ -85,7 +95,7 @@ def test_cpu_backend_counts_one_packed_copy_each_way_per_step(model):
 def test_cpu_backend_views_match_mujoco_after_step(model):
     import mujoco
 
-    backend = MujocoCpuBackend(model, 1, torch.device("cpu"), num_threads=1)
+    backend = MujocoCpuBackend(model, 1, torch.device("cpu"), default_scene_cfg(), num_threads=1)
     data = mujoco.MjData(model)
     mujoco.mj_resetDataKeyframe(model, data, 0)
     ctrl = _ctrl(model, 0)[:1]
@@ -157,7 +167,9 @@ def test_cpu_backend_is_bitwise_equal_to_a_per_env_mj_step_loop(model, num_threa
     """The batched stepping (any thread count) gives exactly the per-env loop's outputs,
     including the derived fields one substep behind the state, across masked resets."""
     num_envs = 5
-    backend = MujocoCpuBackend(model, num_envs, torch.device("cpu"), num_threads=num_threads)
+    backend = MujocoCpuBackend(
+        model, num_envs, torch.device("cpu"), default_scene_cfg(), num_threads=num_threads
+    )
     ref = _ReferenceLoop(model, num_envs)
     _assert_bitwise_equal(backend, ref, "after construction")
     gen = torch.Generator().manual_seed(3)
@@ -183,7 +195,7 @@ def test_cpu_backend_is_bitwise_equal_to_a_per_env_mj_step_loop(model, num_threa
 
 def test_cpu_backend_health_reports_the_env_with_a_bad_acceleration(model, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # MuJoCo appends its warnings to ./MUJOCO_LOG.TXT
-    backend = MujocoCpuBackend(model, 3, torch.device("cpu"), num_threads=2)
+    backend = MujocoCpuBackend(model, 3, torch.device("cpu"), default_scene_cfg(), num_threads=2)
     qpos = backend.qpos.clone()
     qvel = torch.zeros(3, model.nv)
     qvel[2] = 1e4  # MuJoCo auto-resets the world and counts mjWARN_BADQACC
@@ -203,15 +215,20 @@ def test_cpu_backend_health_reports_the_env_with_a_bad_acceleration(model, tmp_p
 def test_cpu_backend_defaults_to_every_cpu_of_the_affinity_mask(model):
     import os
 
-    backend = MujocoCpuBackend(model, 64, torch.device("cpu"))
+    backend = MujocoCpuBackend(model, 64, torch.device("cpu"), default_scene_cfg())
     assert backend.num_threads == min(64, len(os.sched_getaffinity(0)))
     backend.close()
-    assert MujocoCpuBackend(model, 1, torch.device("cpu"), num_threads=8).num_threads == 1
+    assert (
+        MujocoCpuBackend(
+            model, 1, torch.device("cpu"), default_scene_cfg(), num_threads=8
+        ).num_threads
+        == 1
+    )
 
 
 @pytest.mark.slow
 def test_mjwarp_on_warp_cpu_matches_cpu_mujoco_on_a_short_rollout(model, warp_cpu):
-    cpu = MujocoCpuBackend(model, NUM_ENVS, torch.device("cpu"), num_threads=2)
+    cpu = MujocoCpuBackend(model, NUM_ENVS, torch.device("cpu"), default_scene_cfg(), num_threads=2)
     assert warp_cpu.qpos.shape == cpu.qpos.shape == (NUM_ENVS, model.nq)
     assert warp_cpu.xpos.shape == cpu.xpos.shape == (NUM_ENVS, model.nbody, 3)
     key_q = torch.as_tensor(model.key_qpos[0], dtype=torch.float32).expand(NUM_ENVS, -1)

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from trainer.assets import AssetError
+from trainer.config.defaults import default_scene_cfg
 from trainer.sim import scene
 from trainer.sim.scene import (
     DEFAULT_JOINT_POS,
     JOINT_NAMES,
     TRACKED_BODY_NAMES,
-    SceneCfg,
     body_ids,
     build_g1_model,
     locate_g1_mjcf,
@@ -25,7 +25,7 @@ from trainer.sim.scene import (
 
 @pytest.fixture(scope="module")
 def model() -> mujoco.MjModel:
-    return build_g1_model(SceneCfg(), asset_roots=())
+    return build_g1_model(default_scene_cfg(), asset_roots=())
 
 
 def test_scene_has_contract_sizes_and_mass(model: mujoco.MjModel) -> None:
@@ -132,7 +132,7 @@ def test_standing_contacts_fit_the_mjwarp_buffers(model: mujoco.MjModel) -> None
     data = mujoco.MjData(model)
     mujoco.mj_resetDataKeyframe(model, data, model.key("stand").id)
     mujoco.mj_forward(model, data)
-    cfg = SceneCfg()
+    cfg = default_scene_cfg()
     assert 0 < data.ncon <= cfg.nconmax
     assert data.nefc <= cfg.njmax
 
@@ -148,7 +148,7 @@ def test_tracked_body_ids_match_the_contract_table(model: mujoco.MjModel) -> Non
 
 
 def test_materialized_scene_loads_back_to_the_same_model(tmp_path: Path) -> None:
-    cfg = SceneCfg()
+    cfg = default_scene_cfg()
     path = materialize_scene(cfg, tmp_path, asset_roots=())
     assert path == tmp_path / "robots/g1/scene_flat.xml"
     first = path.read_text(encoding="utf-8")
@@ -166,28 +166,31 @@ def test_materialized_scene_loads_back_to_the_same_model(tmp_path: Path) -> None
 
 
 def test_scene_cfg_rejects_bad_timing() -> None:
-    assert SceneCfg().ctrl_dt == pytest.approx(0.02)
+    assert default_scene_cfg().ctrl_dt == pytest.approx(0.02)
     with pytest.raises(ValueError, match="decimation=0"):
-        SceneCfg(decimation=0)
+        default_scene_cfg(decimation=0)
     with pytest.raises(ValueError, match="sim_dt"):
-        SceneCfg(sim_dt=0.0)
+        default_scene_cfg(sim_dt=0.0)
     with pytest.raises(ValueError, match="njmax=100"):
-        SceneCfg(njmax=100)
+        default_scene_cfg(njmax=100)
 
 
 def test_locate_prefers_explicit_then_asset_root_then_mjlab(tmp_path: Path) -> None:
     mjlab_xml = scene.mjlab_g1_path()
     assert mjlab_xml is not None
-    assert locate_g1_mjcf(SceneCfg(), asset_roots=(tmp_path,)) == mjlab_xml
+    assert locate_g1_mjcf(default_scene_cfg(), asset_roots=(tmp_path,)) == mjlab_xml
     copied = tmp_path / "robots/g1/g1.xml"
     copied.parent.mkdir(parents=True)
     shutil.copyfile(mjlab_xml, copied)
-    assert locate_g1_mjcf(SceneCfg(), asset_roots=(tmp_path / "none", tmp_path)) == copied
+    assert locate_g1_mjcf(default_scene_cfg(), asset_roots=(tmp_path / "none", tmp_path)) == copied
     explicit = tmp_path / "mine.xml"
     shutil.copyfile(mjlab_xml, explicit)
-    assert locate_g1_mjcf(SceneCfg(robot_mjcf=str(explicit)), asset_roots=(tmp_path,)) == explicit
+    assert (
+        locate_g1_mjcf(default_scene_cfg(robot_mjcf=str(explicit)), asset_roots=(tmp_path,))
+        == explicit
+    )
     with pytest.raises(AssetError, match="robot_mjcf"):
-        locate_g1_mjcf(SceneCfg(robot_mjcf=str(tmp_path / "missing.xml")))
+        locate_g1_mjcf(default_scene_cfg(robot_mjcf=str(tmp_path / "missing.xml")))
 
 
 def test_locate_without_any_source_names_the_pull_command(
@@ -195,4 +198,4 @@ def test_locate_without_any_source_names_the_pull_command(
 ) -> None:
     monkeypatch.setattr(scene, "mjlab_g1_path", lambda: None)
     with pytest.raises(AssetError, match="g1-pull-assets --robot g1"):
-        locate_g1_mjcf(SceneCfg(), asset_roots=(tmp_path,))
+        locate_g1_mjcf(default_scene_cfg(), asset_roots=(tmp_path,))
