@@ -10,6 +10,7 @@ import torch
 from trainer.config.defaults import default_scene_cfg
 from trainer.sim.backend import (
     BackendFailure,
+    DiagnosticEntry,
     body_velocities_from_cvel,
     sensor_slices,
 )
@@ -293,3 +294,62 @@ def test_mjwarp_diagnostics_follow_contracts_4_3(warp_cpu):
     assert entries["cuda_graph"]["enabled"] is False
     assert "CPU" in entries["cuda_graph"]["disable_reason"]
     assert warp_cpu.transfer_stats() is None
+
+
+def _protocol_members(proto: type) -> set[str]:
+    own = set(vars(proto).get("__annotations__", {}))
+    own |= {k for k, v in vars(proto).items() if not k.startswith("_") and callable(v)}
+    own |= {k for k, v in vars(proto).items() if isinstance(v, property)}
+    return own
+
+
+def test_every_backend_implements_the_whole_protocol_and_declares_its_capability(model):
+    from trainer.sim.backend import SimBackend, StagedSimBackend
+    from trainer.sim.mjwarp import MjWarpBackend
+
+    members = _protocol_members(SimBackend)
+    staged_members = _protocol_members(StagedSimBackend)
+    assert {"staged", "health", "set_diagnostic", "close", "num_threads"} <= members
+    cpu = MujocoCpuBackend(model, 1, torch.device("cpu"), default_scene_cfg(), num_threads=1)
+    missing = {m for m in members if not hasattr(cpu, m)}
+    assert missing == set()
+    assert cpu.staged() is None and cpu.health() is None and cpu.transfer_stats() is not None
+    entry = DiagnosticEntry(True, False, "no CUDA")
+    cpu.set_diagnostic("task_cuda_graph", entry)
+    assert "diagnostics" not in cpu.diagnostics()  # the CPU document has no entries map
+    cpu.close()
+    # MJWarp's members exist on the class (instances need mujoco_warp and a device).
+    assert {m for m in members | staged_members if not hasattr(MjWarpBackend, m)} <= {
+        "num_envs", "device", "decimation", "nbody", "qpos", "qvel", "ctrl", "xpos", "xquat",
+        "body_lin_vel_w", "body_ang_vel_w", "pelvis_lin_vel_b", "torso_gyro_b",
+    }  # fmt: skip
+
+
+def test_backend_constructors_take_the_scene_values_from_the_config_not_defaults():
+    import inspect
+
+    from trainer.sim.mjwarp import MjWarpBackend
+
+    for cls in (MjWarpBackend, MujocoCpuBackend):
+        params = inspect.signature(cls).parameters
+        assert params["scene"].default is inspect.Parameter.empty
+        assert not {"decimation", "nconmax", "njmax"} & set(params), cls.__name__
+
+
+@pytest.mark.slow
+def test_mjwarp_sizes_its_buffers_from_the_scene_and_fails_closed_once_closed(model):
+    pytest.importorskip("mujoco_warp")
+    from trainer.sim.mjwarp import MjWarpBackend
+
+    scene = default_scene_cfg(njmax=700)
+    backend = MjWarpBackend(
+        model, 1, torch.device("cpu"), scene, warp_device="cpu", _allow_cpu_for_tests=True
+    )
+    assert backend.staged() is backend and backend.num_threads is None
+    assert backend.diagnostics()["njmax"] == 700 == backend.health()["njmax"]
+    assert backend.diagnostics()["nconmax"] == scene.nconmax
+    backend.close()
+    with pytest.raises(BackendFailure, match="closed"):
+        backend.step(torch.zeros(1, model.nu))
+    with pytest.raises(BackendFailure, match="closed"):
+        backend.launch_reset()
