@@ -294,18 +294,11 @@ def _run_context(
     )
 
 
-def _exit_code(result: Any) -> int:
-    """Exit code from ``run_training``'s result: an int, or an outcome with ``exit_code``
-    or ``status`` (0 iff ``completed``)."""
+def _exit_code(result: object) -> int:
+    """Exit code from ``run_training``'s result, the run's exit status (0 = completed)."""
     if isinstance(result, int) and not isinstance(result, bool):
         return EXIT_OK if result == 0 else EXIT_FAILED
-    code = getattr(result, "exit_code", None)
-    if isinstance(code, int) and not isinstance(code, bool):
-        return EXIT_OK if code == 0 else EXIT_FAILED
-    status = getattr(result, "status", None)
-    if isinstance(status, str):
-        return EXIT_OK if status == "completed" else EXIT_FAILED
-    raise TypeError(f"run_training returned {result!r}; expected an exit code or an outcome")
+    raise TypeError(f"run_training returned {result!r}; expected an int exit status")
 
 
 def run_train(
