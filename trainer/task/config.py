@@ -42,7 +42,7 @@ class G1TrackingCfg:
     """Hugging Face dataset repo for motion downloads (``env.commands.motion.hub_repo``)."""
 
     # --- timing and scene (TASK.md §1, §2) ----------------------------------------------------
-    scene: SceneCfg = field(default_factory=lambda: default_scene_cfg())
+    scene: SceneCfg = field(default_factory=default_scene_cfg)
     """Physics timestep, substeps (decimation) and MJWarp buffers; ctrl dt = sim_dt·decimation."""
     episode_length_s: float = 10.0
     """Episode length; ceil(10 / 0.02) = 500 control steps (``time_out`` truncation)."""
