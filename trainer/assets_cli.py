@@ -29,10 +29,10 @@ from harness.errors import UsageError
 from harness.jsonio import dumps_strict
 from harness.paths import absolute
 from trainer.assets import PACKAGE_ASSET_ROOT, AssetError, cache_root, sha256_file
+from trainer.config.defaults import default_scene_cfg
 from trainer.sim.scene import (
     G1_MJCF_ID,
     SCENE_FLAT_ID,
-    SceneCfg,
     build_g1_model,
     locate_g1_mjcf,
     materialize_scene,
@@ -96,7 +96,7 @@ class PullResult:
 def _pull_model(cache: Path) -> tuple[AssetRow, Path | None, str | None]:
     target = cache / G1_MJCF_ID
     try:
-        found = locate_g1_mjcf(SceneCfg(), asset_roots=(PACKAGE_ASSET_ROOT, cache))
+        found = locate_g1_mjcf(default_scene_cfg(), asset_roots=(PACKAGE_ASSET_ROOT, cache))
     except AssetError as err:
         return AssetRow(G1_MJCF_ID, str(target), "missing", None), None, str(err)
     if found in (PACKAGE_ASSET_ROOT / G1_MJCF_ID, target):
@@ -150,7 +150,7 @@ def pull_assets(cache: Path, *, hub: HubChoice, hub_repo: str = DEFAULT_HUB_REPO
         rows.append(AssetRow(SCENE_FLAT_ID, str(scene_path), "missing", None))
         rows.append(AssetRow(SYNTHETIC_MOTION_ID, str(synth_path), "missing", None))
     else:
-        cfg = SceneCfg(robot_mjcf=str(model_path))
+        cfg = default_scene_cfg(robot_mjcf=str(model_path))
         before = scene_path.read_bytes() if scene_path.is_file() else None
         materialize_scene(cfg, cache)
         scene_status: Status = "present" if before == scene_path.read_bytes() else "generated"

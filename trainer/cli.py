@@ -42,10 +42,12 @@ from harness.schemas import SchemaUnavailable
 from trainer.config.checks import check_semantics, resolve_log_dir
 from trainer.config.errors import ConfigError
 from trainer.config.loader import LoadedConfig, load_config
-from trainer.config.schema import RunContext, SeedInfo
+from trainer.config.schema import RunContext, SeedInfo, TrainingCfg
 from trainer.preflight import (
     PHASE_BEGIN,
+    CudaFacts,
     PreflightError,
+    PreflightResult,
     cuda_facts,
     devices_record,
     resolve_learner_device,
@@ -148,6 +150,18 @@ def _check_thread_environment() -> None:
         raise ConfigError(str(err)) from err
 
 
+@dataclasses.dataclass(frozen=True)
+class _Resolved:
+    """Steps 1–5 of one run: the checked config and the choices made from it."""
+
+    loaded: LoadedConfig
+    run_dir: Path
+    seed: SeedInfo
+    training: TrainingCfg
+    config: dict[str, Any]
+    """The resolved config as ``run_config.json`` records it (``log_dir`` filled in)."""
+
+
 def _prepare(
     state: _Startup,
     algo: str | None,
@@ -167,30 +181,65 @@ def _prepare(
     # Steps 1-5: nothing is written.
     if not (algo and task and sim):
         raise ConfigError(FLAGS_TOGETHER)
+    res = _resolve(algo, task, sim, overrides, conf_root=conf_root, cwd=cwd, env=environ, now=now)
+    state.loaded, state.seed = res.loaded, res.seed
+
+    # Step 6: the run dir and run_config.json (device facts without a CUDA context).
+    facts = cuda_facts()
+    learner_device = resolve_learner_device(res.training, sim, facts)
+    state.learner_device = learner_device
+    _write_run_dir(state, res, facts, learner_device, argv)
+
+    # Step 7: preflight; nothing is spawned before it passes.
+    result = run_preflight(
+        res.loaded, learner_device=learner_device, facts=facts, on_phase=state.set_phase
+    )
+    state.sharing = result.cuda_process_sharing
+    return _run_context(state, res, result, facts, learner_device)
+
+
+def _resolve(
+    algo: str,
+    task: str,
+    sim: str,
+    overrides: Sequence[str],
+    *,
+    conf_root: Path | None,
+    cwd: Path,
+    env: Mapping[str, str],
+    now: dt.datetime,
+) -> _Resolved:
+    """Steps 2–5: load and check the config, choose the run dir and the seed."""
     loaded = load_config(algo, task, sim, overrides, conf_root=conf_root)
     check_semantics(loaded)
     _check_thread_environment()
-    run_dir = resolve_log_dir(loaded, now=now, cwd=cwd, environ=environ)
+    run_dir = resolve_log_dir(loaded, now=now, cwd=cwd, environ=env)
     seed = SeedInfo.resolve(
         loaded.algo_cfg.seed, overridden=loaded.seed_overridden, now_ns=time.time_ns()
     )
     training = dataclasses.replace(loaded.training, log_dir=str(run_dir))
     config = copy.deepcopy(loaded.config)
     config["training"]["log_dir"] = str(run_dir)
-    state.loaded, state.seed = loaded, seed
+    return _Resolved(loaded=loaded, run_dir=run_dir, seed=seed, training=training, config=config)
 
-    # Step 6: the run dir and run_config.json (device facts without a CUDA context).
-    facts = cuda_facts()
-    learner_device = resolve_learner_device(training, sim, facts)
-    state.learner_device = learner_device
+
+def _write_run_dir(
+    state: _Startup,
+    res: _Resolved,
+    facts: CudaFacts,
+    learner_device: str,
+    argv: Sequence[str] | None,
+) -> None:
+    """Step 6: create the run dir and write ``run_config.json``."""
+    loaded, seed = res.loaded, res.seed
     doc = build_run_config(
-        algo=algo,
-        task=task,
-        sim_backend=sim,
-        log_dir=run_dir,
+        algo=loaded.algo,
+        task=loaded.task,
+        sim_backend=loaded.sim,
+        log_dir=res.run_dir,
         start_time_utc=state.start_time_utc,
-        devices=devices_record(training, learner_device, facts),
-        config=config,
+        devices=devices_record(res.training, learner_device, facts),
+        config=res.config,
         overrides=[o.text for o in loaded.overrides],
         seed={
             "configured_seed": seed.configured_seed,
@@ -200,35 +249,40 @@ def _prepare(
         owner_files=loaded.owner_files,
         argv=argv,
     )
-    create_run_dir(run_dir)
-    state.run_dir = run_dir
-    write_run_config(run_dir, doc)
-    typer.echo(f"train: run directory {run_dir}", err=True)
+    create_run_dir(res.run_dir)
+    state.run_dir = res.run_dir
+    write_run_config(res.run_dir, doc)
+    typer.echo(f"train: run directory {res.run_dir}", err=True)
 
-    # Step 7: preflight; nothing is spawned before it passes.
-    result = run_preflight(
-        loaded, learner_device=learner_device, facts=facts, on_phase=state.set_phase
-    )
-    state.sharing = result.cuda_process_sharing
+
+def _run_context(
+    state: _Startup,
+    res: _Resolved,
+    result: PreflightResult,
+    facts: CudaFacts,
+    learner_device: str,
+) -> RunContext:
+    """The :class:`RunContext` of a run whose preflight passed."""
+    loaded = res.loaded
     return RunContext(
-        run_dir=run_dir,
-        algo=algo,
-        task=task,
-        sim_backend=sim,
-        training=training,
+        run_dir=res.run_dir,
+        algo=loaded.algo,
+        task=loaded.task,
+        sim_backend=loaded.sim,
+        training=res.training,
         algo_cfg=loaded.algo_cfg,
         task_cfg=loaded.task_cfg,
         eval_cfg=loaded.eval_cfg,
         learner_device=learner_device,
         collector_device=learner_device,
-        seed=seed,
+        seed=res.seed,
         start_time_utc=state.start_time_utc,
         motion_id=loaded.task_cfg.motion_file,
         motion_path=Path(result.motion.path),
         motion_source=str(result.motion.source),
         motion_sha256=result.motion.sha256,
         scene_xml=result.scene_xml,
-        config=config,
+        config=res.config,
         overrides=tuple(o.text for o in loaded.overrides),
         cuda_process_sharing=result.cuda_process_sharing,
         memory_estimate_bytes=result.memory_estimate_bytes,
@@ -240,18 +294,11 @@ def _prepare(
     )
 
 
-def _exit_code(result: Any) -> int:
-    """Exit code from ``run_training``'s result: an int, or an outcome with ``exit_code``
-    or ``status`` (0 iff ``completed``)."""
+def _exit_code(result: object) -> int:
+    """Exit code from ``run_training``'s result, the run's exit status (0 = completed)."""
     if isinstance(result, int) and not isinstance(result, bool):
         return EXIT_OK if result == 0 else EXIT_FAILED
-    code = getattr(result, "exit_code", None)
-    if isinstance(code, int) and not isinstance(code, bool):
-        return EXIT_OK if code == 0 else EXIT_FAILED
-    status = getattr(result, "status", None)
-    if isinstance(status, str):
-        return EXIT_OK if status == "completed" else EXIT_FAILED
-    raise TypeError(f"run_training returned {result!r}; expected an exit code or an outcome")
+    raise TypeError(f"run_training returned {result!r}; expected an int exit status")
 
 
 def run_train(

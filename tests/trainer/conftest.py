@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.sim.scene import SceneCfg, build_g1_model
+from trainer.config.defaults import default_scene_cfg
+from trainer.sim.scene import build_g1_model
 from trainer.task.config import G1TrackingCfg
 from trainer.task.g1_tracking import G1TrackingEnv, make_env
 from trainer.task.motion import MotionClip, generate_synthetic_dance, load_motion
@@ -23,7 +24,7 @@ G1_NUM_ENVS = 4
 @pytest.fixture(scope="module")
 def g1_model() -> mujoco.MjModel:
     """The G1 scene model (one per test module)."""
-    return build_g1_model(SceneCfg())
+    return build_g1_model(default_scene_cfg())
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +79,12 @@ def make_warp_cpu_env(g1_model, g1_clip) -> Callable[..., G1TrackingEnv]:
 
     def factory(num_envs: int, seed: int = 1, **kwargs) -> G1TrackingEnv:
         backend = MjWarpBackend(
-            g1_model, num_envs, torch.device("cpu"), warp_device="cpu", _allow_cpu_for_tests=True
+            g1_model,
+            num_envs,
+            torch.device("cpu"),
+            default_scene_cfg(),
+            warp_device="cpu",
+            _allow_cpu_for_tests=True,
         )
         return G1TrackingEnv(G1TrackingCfg(), backend, g1_model, g1_clip, seed=seed, **kwargs)
 

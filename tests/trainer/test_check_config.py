@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from trainer.check_config import main
-from trainer.sim.scene import SceneCfg, build_g1_model
+from trainer.config.defaults import default_scene_cfg
+from trainer.sim.scene import build_g1_model
 from trainer.task.motion import SYNTHETIC_MOTION_ID, generate_synthetic_clip
 
 OWNER = ["--algo", "flashsac", "--task", "g1_motion_tracking", "--sim", "mujoco"]
@@ -22,7 +23,7 @@ SYNTHETIC = f"env.commands.motion.motion_file={SYNTHETIC_MOTION_ID}"
 
 @pytest.fixture(scope="module")
 def clip() -> dict[str, np.ndarray]:
-    return generate_synthetic_clip(build_g1_model(SceneCfg()), SYNTHETIC_MOTION_ID)
+    return generate_synthetic_clip(build_g1_model(default_scene_cfg()), SYNTHETIC_MOTION_ID)
 
 
 def _errors(err: str) -> list[str]:

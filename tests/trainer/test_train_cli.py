@@ -125,7 +125,7 @@ def _error_lines(stderr: str) -> list[str]:
         ),
         pytest.param(
             [*OWNER, "--sim", "mujoco", "training.cuda_process_sharing=nccl"],
-            'must be null or "mps"',
+            'training.cuda_process_sharing="nccl" must be one of "mps", null',
             id="sharing",
         ),
         pytest.param(
@@ -133,7 +133,7 @@ def _error_lines(stderr: str) -> list[str]:
         ),
         pytest.param(
             [*OWNER, "--sim", "mujoco", "algo.amp_dtype=fp16"],
-            "algo.amp_dtype='fp16' is not supported",
+            'algo.amp_dtype="fp16" must be one of "auto", "bf16", "fp32"',
             id="fp16",
         ),
         pytest.param(

@@ -1,13 +1,16 @@
 """``FlashSacCfg``: the typed ``algo.*`` section of a run (FLASHSAC.md §8).
 
-The owner YAML owns the values; the defaults below repeat the FLASHSAC.md §8 table so
-that tests and the bench can build a config without the loader. ``validate()`` is the
-fail-closed semantic check (one-line messages naming the key, the bad value and the fix).
+The owner YAML owns the values (``trainer/conf/flashsac/config.yaml`` and the task's
+``base.yaml``); the fields declare no defaults, so a value cannot drift from the YAML. Code
+outside a run takes the owner's values from :func:`trainer.config.defaults.default_algo_cfg`.
+``validate()`` is the fail-closed semantic check (one-line messages naming the key, the bad
+value and the fix).
 """
 
 from __future__ import annotations
 
 import math
+import typing
 from dataclasses import dataclass
 from typing import Literal
 
@@ -30,115 +33,115 @@ its peak (a time-budgeted run without a cap, until its first forecast)."""
 class FlashSacCfg:
     """``algo.*``: every FlashSAC hyper-parameter (FLASHSAC.md §8 names, no ``algo.`` prefix)."""
 
-    num_envs: int = 2048
+    num_envs: int
     """Parallel environments N (the soak passes 1024)."""
 
-    max_iterations: int | None = 25000
+    max_iterations: int | None
     """Training iterations (update cycles) after warm-up (the soak passes 65000). Under a
     time budget (``training.duration_seconds``) a cap, and null means no cap."""
 
-    batch_size: int = 2048
+    batch_size: int
     """Rows B per gradient update."""
 
-    updates_per_step: int = 4
+    updates_per_step: int
     """Critic updates U per iteration; U*B rows are sampled once per iteration."""
 
-    policy_frequency: int = 2
+    policy_frequency: int
     """Actor and temperature update after critic update k when ``k % policy_frequency == 0``."""
 
-    gamma: float = 0.99
+    gamma: float
     """Discount factor, also used by the reward scaler's running return."""
 
-    tau: float = 0.01
+    tau: float
     """Polyak factor of the target critic, applied after every critic update."""
 
-    n_step: int = 1
+    n_step: int
     """Bootstrap horizon; only 1 is implemented (any other value exits 2)."""
 
-    actor_lr: float = 3e-4
+    actor_lr: float
     """Peak learning rate of the actor Adam."""
 
-    critic_lr: float = 3e-4
+    critic_lr: float
     """Peak learning rate of the critic Adam."""
 
-    temp_lr: float = 3e-4
+    temp_lr: float
     """Peak learning rate of the log-temperature Adam."""
 
-    lr_end: float = 1.5e-4
+    lr_end: float
     """Final learning rate of the cosine schedules."""
 
-    lr_warmup_steps: int = 0
+    lr_warmup_steps: int
     """Linear warm-up updates of the schedules (0 = none, the FlashSAC default)."""
 
-    lr_decay_steps: int | None = None
+    lr_decay_steps: int | None
     """Cosine period T in updates; lr stays at ``lr_end`` once an optimizer made T updates.
 
     null: each optimizer decays over its own updates in the whole run, as the official FlashSAC
     schedules it: ``max_iterations``, or under a time budget the iterations the budget is
     forecast to reach (docs/configuration.md); see :meth:`resolved_lr_decay_steps`."""
 
-    learning_starts: int = 98
+    learning_starts: int
     """Warm-up ticks before the first iteration (W = max(learning_starts, ceil(B/N)))."""
 
-    replay_buffer_n: int = 512
+    replay_buffer_n: int
     """Replay capacity per env: the ring holds ``replay_buffer_n * num_envs`` rows (the
     mjwarp owner sets 8192)."""
 
-    actor_hidden_dim: int = 128
+    actor_hidden_dim: int
     """Actor trunk width d."""
 
-    critic_hidden_dim: int = 256
+    critic_hidden_dim: int
     """Critic trunk width d (per ensemble member)."""
 
-    num_blocks: int = 2
+    num_blocks: int
     """Inverted residual blocks per trunk."""
 
-    num_atoms: int = 101
+    num_atoms: int
     """Atoms K of the categorical critic."""
 
-    critic_min_v: float = -5.0
+    critic_min_v: float
     """Lowest atom z_0 of the critic support."""
 
-    critic_max_v: float = 5.0
+    critic_max_v: float
     """Highest atom z_{K-1} of the critic support."""
 
-    temp_initial: float = 0.01
+    temp_initial: float
     """Initial temperature alpha (log alpha starts at ln of it)."""
 
-    temp_target_sigma: float = 0.15
+    temp_target_sigma: float
     """sigma_t of the target entropy |A| * 0.5 * ln(2 pi e sigma_t^2)."""
 
-    target_entropy: float | None = None
+    target_entropy: float | None
     """Explicit target entropy; null derives it from ``temp_target_sigma`` (-13.867262 for 29 actions)."""
 
-    noise_zeta_mu: float = 2.0
+    noise_zeta_mu: float
     """Exponent mu of the truncated zeta distribution of noise repeats."""
 
-    noise_max_repeat: int = 16
+    noise_max_repeat: int
     """Largest noise repeat count k of the truncated zeta distribution."""
 
-    normalize_reward: bool = True
+    normalize_reward: bool
     """Scale rewards by the running return statistics (FLASHSAC.md §4)."""
 
-    normalized_g_max: float = 5.0
+    normalized_g_max: float
     """G_max divisor of the reward scale; keep equal to ``critic_max_v``."""
 
-    use_amp: bool = True
+    use_amp: bool
     """bf16 autocast of the network matmuls on CUDA (never on CPU)."""
 
-    amp_dtype: str = "auto"
+    amp_dtype: AmpDtype
     """``auto`` (bf16 on CUDA), ``bf16`` or ``fp32``; ``fp16`` exits 2."""
 
-    use_compile: bool = True
+    use_compile: bool
     """torch.compile the pure loss maths where available (falls back to eager, recorded)."""
 
-    use_cuda_graph: bool = True
+    use_cuda_graph: bool
     """Replay the whole update cycle (and act) as CUDA graphs on CUDA (falls back, recorded)."""
 
-    seed: int | None = 1
+    seed: int | None
     """Torch seed of the learner; null leaves seeding to the caller."""
 
-    save_interval: int = 1000
+    save_interval: int
     """Checkpoint every this many iterations (and at the last one)."""
 
     def validate(self) -> FlashSacCfg:
@@ -147,39 +150,43 @@ class FlashSacCfg:
         Raises:
             FlashSacConfigError: one line naming the key, the bad value and the fix.
         """
-        positive_ints = (
-            "num_envs", "max_iterations", "batch_size", "updates_per_step", "policy_frequency",
-            "replay_buffer_n", "actor_hidden_dim", "critic_hidden_dim",
-            "num_blocks", "num_atoms", "noise_max_repeat", "save_interval",
-        )  # fmt: skip
-        for key in positive_ints:
+        self._validate_sizes()
+        self._validate_schedule()
+        self._validate_counts()
+        self._validate_reals()
+        self._validate_amp()
+        self._validate_capacity()
+        return self
+
+    def _validate_sizes(self) -> None:
+        for key in _POSITIVE_INTS:
             value = getattr(self, key)
             if key == "max_iterations" and value is None:
                 continue  # no cap: the time budget ends the run (trainer.config.checks)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                _fail(
-                    f"algo.{key}={value!r} must be a positive integer; use e.g. {getattr(FlashSacCfg, key)}"
-                )
-        decay = self.lr_decay_steps
-        if decay is not None and (
-            isinstance(decay, bool) or not isinstance(decay, int) or decay <= 0
-        ):
-            _fail(
-                f"algo.lr_decay_steps={decay!r} must be a positive integer or null (the whole run); "
-                "use e.g. null"
-            )
+            if not _is_int(value) or value <= 0:
+                _fail(f"algo.{key}={value!r} must be a positive integer; use e.g. {_EXAMPLES[key]}")
+
+    def _validate_counts(self) -> None:
         for key in ("learning_starts", "lr_warmup_steps"):
             value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                _fail(
-                    f"algo.{key}={value!r} must be an integer >= 0; use e.g. {getattr(FlashSacCfg, key)}"
-                )
+            if not _is_int(value) or value < 0:
+                _fail(f"algo.{key}={value!r} must be an integer >= 0; use e.g. {_EXAMPLES[key]}")
         if self.n_step != 1:
             _fail(
                 f"algo.n_step={self.n_step!r} is not supported; only algo.n_step=1 is implemented"
             )
         if self.num_atoms < 2:
             _fail(f"algo.num_atoms={self.num_atoms} must be at least 2; use e.g. 101")
+
+    def _validate_schedule(self) -> None:
+        decay = self.lr_decay_steps
+        if decay is not None and (not _is_int(decay) or decay <= 0):
+            _fail(
+                f"algo.lr_decay_steps={decay!r} must be a positive integer or null (the whole run); "
+                "use e.g. null"
+            )
+
+    def _validate_reals(self) -> None:
         if not self.critic_min_v < self.critic_max_v:
             _fail(
                 f"algo.critic_min_v={self.critic_min_v} must be below algo.critic_max_v="
@@ -189,12 +196,11 @@ class FlashSacCfg:
             _fail(f"algo.gamma={self.gamma!r} must lie in (0, 1]; use e.g. 0.99")
         if not 0.0 < self.tau <= 1.0:
             _fail(f"algo.tau={self.tau!r} must lie in (0, 1]; use e.g. 0.05")
-        for key in ("actor_lr", "critic_lr", "temp_lr", "temp_initial", "temp_target_sigma",
-                    "normalized_g_max"):  # fmt: skip
+        for key in _POSITIVE_REALS:
             value = getattr(self, key)
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
                 _fail(
-                    f"algo.{key}={value!r} must be a finite number > 0; use e.g. {getattr(FlashSacCfg, key)}"
+                    f"algo.{key}={value!r} must be a finite number > 0; use e.g. {_EXAMPLES[key]}"
                 )
         if not (math.isfinite(self.lr_end) and self.lr_end >= 0):
             _fail(f"algo.lr_end={self.lr_end!r} must be a finite number >= 0; use e.g. 1.5e-4")
@@ -204,13 +210,21 @@ class FlashSacCfg:
             _fail(
                 f"algo.noise_zeta_mu={self.noise_zeta_mu!r} must be a finite number > 0; use e.g. 2.0"
             )
+
+    def _validate_amp(self) -> None:
+        # The loader rejects a value outside AmpDtype already; this covers a config built in
+        # Python (no runtime Literal check) and says why fp16 is out.
         if self.amp_dtype in ("fp16", "float16", "half"):
             _fail(
                 f"algo.amp_dtype={self.amp_dtype!r} is not supported (fp16 needs a GradScaler that "
                 "cannot live in one CUDA graph); use algo.amp_dtype=bf16 or auto"
             )
-        if self.amp_dtype not in ("auto", "bf16", "fp32"):
-            _fail(f"algo.amp_dtype={self.amp_dtype!r} is not one of ['auto', 'bf16', 'fp32']")
+        if self.amp_dtype not in typing.get_args(AmpDtype):
+            _fail(
+                f"algo.amp_dtype={self.amp_dtype!r} is not one of {list(typing.get_args(AmpDtype))}"
+            )
+
+    def _validate_capacity(self) -> None:
         capacity = self.replay_capacity
         if self.batch_size > capacity:
             _fail(
@@ -225,7 +239,6 @@ class FlashSacCfg:
                 f"algo.num_envs={self.num_envs}) exceeds the replay capacity {capacity}; "
                 "lower algo.learning_starts or raise algo.replay_buffer_n"
             )
-        return self
 
     @property
     def replay_capacity(self) -> int:
@@ -283,6 +296,31 @@ def warmup_ticks(learning_starts: int, batch_size: int, num_envs: int) -> int:
 def target_entropy_for(action_dim: int, sigma: float) -> float:
     """H-bar = |A| * 0.5 * ln(2 pi e sigma^2) (FLASHSAC.md §3; -13.867262 for 29, 0.15)."""
     return action_dim * 0.5 * math.log(2.0 * math.pi * math.e * sigma * sigma)
+
+
+_POSITIVE_INTS = (
+    "num_envs", "max_iterations", "batch_size", "updates_per_step", "policy_frequency",
+    "replay_buffer_n", "actor_hidden_dim", "critic_hidden_dim",
+    "num_blocks", "num_atoms", "noise_max_repeat", "save_interval",
+)  # fmt: skip
+_POSITIVE_REALS = (
+    "actor_lr", "critic_lr", "temp_lr", "temp_initial", "temp_target_sigma", "normalized_g_max",
+)  # fmt: skip
+
+# Values the error messages suggest ("use e.g. ..."): hints for a fix, not defaults (the
+# owner YAML holds the values a run uses).
+_EXAMPLES: dict[str, object] = {
+    "num_envs": 2048, "max_iterations": 25000, "batch_size": 2048, "updates_per_step": 4,
+    "policy_frequency": 2, "replay_buffer_n": 512, "actor_hidden_dim": 128,
+    "critic_hidden_dim": 256, "num_blocks": 2, "num_atoms": 101, "noise_max_repeat": 16,
+    "save_interval": 1000, "learning_starts": 98, "lr_warmup_steps": 0, "actor_lr": 0.0003,
+    "critic_lr": 0.0003, "temp_lr": 0.0003, "temp_initial": 0.01, "temp_target_sigma": 0.15,
+    "normalized_g_max": 5.0,
+}  # fmt: skip
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _fail(message: str) -> None:

@@ -170,9 +170,9 @@ def run(
         stats = env.backend.transfer_stats()
         if stats is not None:
             res["transfer_stats"] = stats
-        health = getattr(env.backend, "health", None)
+        health = env.backend.health()
         if health is not None:
-            res["backend_health"] = health()
+            res["backend_health"] = health
         results.append(res)
         rows.append(
             [

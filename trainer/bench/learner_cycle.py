@@ -18,6 +18,7 @@ import torch
 
 from trainer.algo.config import FlashSacCfg
 from trainer.algo.learner import FlashSacLearner
+from trainer.config.defaults import default_algo_cfg
 
 
 def _fill(learner: FlashSacLearner, rows: int) -> None:
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     device = torch.device(args.device)
-    cfg = FlashSacCfg(
+    cfg = default_algo_cfg(
         num_envs=args.num_envs,
         batch_size=args.batch_size,
         updates_per_step=args.updates,

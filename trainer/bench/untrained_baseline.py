@@ -26,8 +26,8 @@ import typer
 from tabulate import tabulate
 
 from harness.jsonio import write_json_atomic
-from trainer.algo.config import FlashSacCfg
 from trainer.algo.learner import FlashSacLearner
+from trainer.config.defaults import default_algo_cfg
 from trainer.task.config import G1TrackingCfg
 from trainer.task.g1_tracking import G1TrackingEnv, make_env
 from trainer.task.motion import SYNTHETIC_MOTION_ID
@@ -79,7 +79,7 @@ def main(
     task_cfg = G1TrackingCfg(motion_file=SYNTHETIC_MOTION_ID)
     env = make_env(task_cfg, sim_backend=sim, num_envs=num_envs, device=device, seed=seed)
     learner = FlashSacLearner(
-        FlashSacCfg(
+        default_algo_cfg(
             num_envs=num_envs, replay_buffer_n=4, learning_starts=1, batch_size=num_envs, seed=seed
         ),
         num_envs=num_envs,

@@ -2,9 +2,9 @@
 
 The loader guarantees keys and types; this module checks what the values mean together:
 ranges of the runtime knobs, the replay-ingress slot size against ``algo.num_envs``, the
-CUDA-sharing mode, the scene id, ``FlashSacCfg.validate()``, whether ``training.resume_from``
-names a checkpoint with iterations left to train and whether ``training.log_dir`` names a
-fresh directory. Every failure is a ``ConfigError`` (exit 2) and nothing is
+device against the backend and the CUDA-sharing mode, the scene id, ``FlashSacCfg.validate()``,
+whether ``training.resume_from`` names a checkpoint with iterations left to train and whether
+``training.log_dir`` names a fresh directory. Every failure is a ``ConfigError`` (exit 2) and nothing is
 written: the directory is only inspected here, ``train`` creates it in step 6.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from trainer.config.errors import ConfigError
 from trainer.config.loader import LoadedConfig
-from trainer.config.schema import CUDA_PROCESS_SHARING_MODES, DEVICE_REQUESTS
+from trainer.config.schema import TrainingCfg
 
 SLOT_LIMIT = 16
 """Upper bound of ``training.inference_slot_capacity`` and ``training.replay_ingress_depth``."""
@@ -31,9 +31,6 @@ SOAK_CONSOLE_LOG = "soak-console.log"
 
 SCENE_MODEL_ID = "robots/g1/scene_flat.xml"
 """The scene asset id ``train`` materialises (CONTRACTS §12); the only supported model_file."""
-
-MOTION_HUB_MODES: tuple[str, ...] = ("auto", "skip", "require")
-"""Accepted ``training.motion_hub`` values (as ``g1-pull-assets --hub``)."""
 
 LOG_DIR_ENV = "G1SOAK_LOG_DIR"
 """Set by ``soak-run`` for the trainer; used when ``training.log_dir`` is null."""
@@ -54,6 +51,9 @@ def _divisor_hint(num_envs: int, rows: int) -> int:
 def check_semantics(loaded: LoadedConfig, *, read_checkpoint: bool = True) -> None:
     """Step 5 value checks in contract order (the log dir is :func:`resolve_log_dir`).
 
+    Closed sets (``training.device``, ``training.motion_hub``, ``training.cuda_process_sharing``)
+    are ``Literal`` fields, so the loader has already rejected a value outside them.
+
     Args:
         loaded: the loaded config.
         read_checkpoint: read ``training.resume_from``'s iteration (needs torch); False
@@ -63,68 +63,13 @@ def check_semantics(loaded: LoadedConfig, *, read_checkpoint: bool = True) -> No
         ConfigError: the first unmet condition, naming the key, the value and the fix.
     """
     training, algo = loaded.training, loaded.algo_cfg
-    _range("training.inference_slot_capacity", training.inference_slot_capacity, 1, SLOT_LIMIT, 1)
-    _range("training.replay_ingress_depth", training.replay_ingress_depth, 1, SLOT_LIMIT, 2)
-    rows = training.replay_ingress_slot_rows
-    if rows is not None:
-        if rows < 1:
-            raise ConfigError(
-                f"training.replay_ingress_slot_rows={rows} must be null or an int >= 1; "
-                "use null (= algo.num_envs)"
-            )
-        if algo.num_envs > 0 and algo.num_envs % rows != 0:
-            raise ConfigError(
-                f"training.replay_ingress_slot_rows={rows} must divide algo.num_envs="
-                f"{algo.num_envs}; use e.g. {_divisor_hint(algo.num_envs, rows)} or null"
-            )
-    _range(
-        "training.collector_metrics_interval",
-        training.collector_metrics_interval,
-        1,
-        METRICS_INTERVAL_LIMIT,
-        "100 (mjwarp) or 1 (mujoco)",
-    )
-    if training.cuda_process_sharing not in CUDA_PROCESS_SHARING_MODES:
-        raise ConfigError(
-            f"training.cuda_process_sharing={training.cuda_process_sharing!r} must be null or "
-            '"mps"; use training.cuda_process_sharing=null (or mps with a cumps daemon)'
-        )
+    _check_runtime_sizes(training, algo.num_envs)
     if algo.n_step != 1:
         raise ConfigError(
             f"algo.n_step={algo.n_step} is not supported; only algo.n_step=1 is implemented"
         )
-    if training.device not in DEVICE_REQUESTS:
-        raise ConfigError(
-            f"training.device={training.device!r} must be one of {', '.join(DEVICE_REQUESTS)}; "
-            "use auto"
-        )
-    if loaded.sim == "mjwarp" and training.device == "cpu":
-        raise ConfigError(
-            "training.device=cpu cannot run --sim mjwarp (MuJoCo Warp trains on one CUDA GPU); "
-            "use training.device=auto, or --sim mujoco for a CPU run"
-        )
-    if training.cuda_process_sharing == "mps" and training.device == "cpu":
-        raise ConfigError(
-            "training.cuda_process_sharing=mps needs a CUDA learner but training.device=cpu; "
-            "use training.device=auto or cuda_process_sharing=null"
-        )
-    if training.play_only:
-        raise ConfigError(
-            "training.play_only=true: train only trains; set training.play_only: false "
-            "in the owner file"
-        )
-    if training.env_steps_per_sync != 1:
-        raise ConfigError(
-            f"training.env_steps_per_sync={training.env_steps_per_sync} is not supported: the "
-            "collector and learner run lock-step; use 1"
-        )
-    if training.log_interval < 1:
-        raise ConfigError(f"training.log_interval={training.log_interval} must be >= 1; use 1")
-    if training.motion_hub not in MOTION_HUB_MODES:
-        raise ConfigError(
-            f"training.motion_hub={training.motion_hub!r} must be one of "
-            f"{', '.join(MOTION_HUB_MODES)}; use auto"
-        )
+    _check_device_pairing(loaded.sim, training)
+    _check_lock_step(training)
     model_file = loaded.loader_values.get("env.scene.model_file", SCENE_MODEL_ID)
     if model_file != SCENE_MODEL_ID:
         raise ConfigError(
@@ -139,6 +84,61 @@ def check_semantics(loaded: LoadedConfig, *, read_checkpoint: bool = True) -> No
         cwd=Path.cwd(),
         read_checkpoint=read_checkpoint,
     )
+
+
+def _check_runtime_sizes(training: TrainingCfg, num_envs: int) -> None:
+    """The ring/ingress slot counts, the ingress slot rows and the metrics cadence."""
+    _range("training.inference_slot_capacity", training.inference_slot_capacity, 1, SLOT_LIMIT, 1)
+    _range("training.replay_ingress_depth", training.replay_ingress_depth, 1, SLOT_LIMIT, 2)
+    rows = training.replay_ingress_slot_rows
+    if rows is not None:
+        if rows < 1:
+            raise ConfigError(
+                f"training.replay_ingress_slot_rows={rows} must be null or an int >= 1; "
+                "use null (= algo.num_envs)"
+            )
+        if num_envs > 0 and num_envs % rows != 0:
+            raise ConfigError(
+                f"training.replay_ingress_slot_rows={rows} must divide algo.num_envs="
+                f"{num_envs}; use e.g. {_divisor_hint(num_envs, rows)} or null"
+            )
+    _range(
+        "training.collector_metrics_interval",
+        training.collector_metrics_interval,
+        1,
+        METRICS_INTERVAL_LIMIT,
+        "100 (mjwarp) or 1 (mujoco)",
+    )
+
+
+def _check_device_pairing(sim: str, training: TrainingCfg) -> None:
+    """A CPU learner cannot serve mjwarp or CUDA MPS."""
+    if sim == "mjwarp" and training.device == "cpu":
+        raise ConfigError(
+            "training.device=cpu cannot run --sim mjwarp (MuJoCo Warp trains on one CUDA GPU); "
+            "use training.device=auto, or --sim mujoco for a CPU run"
+        )
+    if training.cuda_process_sharing == "mps" and training.device == "cpu":
+        raise ConfigError(
+            "training.cuda_process_sharing=mps needs a CUDA learner but training.device=cpu; "
+            "use training.device=auto or cuda_process_sharing=null"
+        )
+
+
+def _check_lock_step(training: TrainingCfg) -> None:
+    """``train`` only trains, collector and learner run lock-step, ``log_interval`` >= 1."""
+    if training.play_only:
+        raise ConfigError(
+            "training.play_only=true: train only trains; set training.play_only: false "
+            "in the owner file"
+        )
+    if training.env_steps_per_sync != 1:
+        raise ConfigError(
+            f"training.env_steps_per_sync={training.env_steps_per_sync} is not supported: the "
+            "collector and learner run lock-step; use 1"
+        )
+    if training.log_interval < 1:
+        raise ConfigError(f"training.log_interval={training.log_interval} must be >= 1; use 1")
 
 
 def check_duration(duration_seconds: float | None, *, max_iterations: int | None) -> None:

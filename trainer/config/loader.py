@@ -6,7 +6,8 @@ Layers, later wins: ``conf/<algo>/config.yaml`` â†’ ``task/<task>/base.yaml`` â†
 are replaced. This is the only module that imports OmegaConf: the merged tree is turned
 into plain containers (``resolve=True, throw_on_missing=True``) and then into the frozen
 dataclasses ``TrainingCfg``, ``FlashSacCfg`` and ``G1TrackingCfg``, checking every key and
-value type against the dataclass fields. Every problem is a ``ConfigError`` (exit 2).
+value type against the dataclass fields (:mod:`trainer.config.types`). Every problem is a
+``ConfigError`` (exit 2).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import dataclasses
 import difflib
 import json
 import re
-import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +28,12 @@ from omegaconf.errors import OmegaConfBaseException
 
 from trainer.config.errors import ConfigError
 from trainer.config.schema import TrainingCfg
+from trainer.config.types import (
+    TypeMismatch,
+    coerce,
+    field_hints,
+    strip_optional,
+)
 
 DEFAULT_CONF_ROOT = Path(__file__).resolve().parent.parent / "conf"
 """Package conf root; tests pass ``conf_root=`` (or patch this) to use a temporary tree."""
@@ -336,7 +342,7 @@ def _check_override_key(
             raise ConfigError(f"unknown config key '{key}' (override {override.text!r}); {fix}")
         node = node[part]
     annotation = annotation_at(sections, parts)
-    leaf_mapping = typing.get_origin(_strip_optional(annotation)) in (dict, Mapping)
+    leaf_mapping = typing.get_origin(strip_optional(annotation)) in (dict, Mapping)
     if isinstance(node, Mapping) and node and not leaf_mapping:
         raise ConfigError(
             f"'{key}' is a config section; override one of its keys instead "
@@ -374,9 +380,9 @@ def active_loader_keys(section: str, cls: type) -> dict[tuple[str, ...], Any]:
 def _walk_fields(cls: Any, parts: Sequence[str]) -> Any:
     annotation: Any = cls
     for part in parts:
-        annotation = _strip_optional(annotation)
+        annotation = strip_optional(annotation)
         if dataclasses.is_dataclass(annotation):
-            hints = _hints(annotation)
+            hints = field_hints(annotation)
             if part not in hints:
                 return _NO_FIELD
             annotation = hints[part]
@@ -455,182 +461,6 @@ def _to_field_layout(section: str, cls: type, data: Any) -> tuple[Any, dict[str,
     return data, extras
 
 
-# ---------------------------------------------------------------------------------------
-# Types: dataclass fields are the source of truth for keys and value types
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _strip_optional(annotation: Any) -> Any:
-    if _is_union(annotation):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(args) == 1:
-            return args[0]
-    return annotation
-
-
-def _is_union(annotation: Any) -> bool:
-    return typing.get_origin(annotation) in (typing.Union, types.UnionType)
-
-
-def describe_type(annotation: Any) -> str:
-    """Readable type name for error messages (``int | None``, ``list[float]``)."""
-    if annotation is Any:
-        return "any"
-    if annotation is type(None):
-        return "null"
-    if _is_union(annotation):
-        return " | ".join(describe_type(a) for a in typing.get_args(annotation))
-    origin = typing.get_origin(annotation)
-    if origin is typing.Literal:
-        return " | ".join(json.dumps(a) for a in typing.get_args(annotation))
-    if origin is not None:
-        args = ", ".join(
-            "..." if a is Ellipsis else describe_type(a) for a in typing.get_args(annotation)
-        )
-        return f"{getattr(origin, '__name__', str(origin))}[{args}]"
-    if dataclasses.is_dataclass(annotation):
-        return "mapping"
-    return getattr(annotation, "__name__", str(annotation))
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, Mapping):
-        return "mapping"
-    if isinstance(value, (list, tuple)):
-        return "list"
-    return type(value).__name__
-
-
-class _Mismatch(Exception):
-    def __init__(self, path: str, value: Any, annotation: Any) -> None:
-        super().__init__(path)
-        self.path, self.value, self.annotation = path, value, annotation
-
-    def message(self) -> str:
-        shown = json.dumps(self.value) if _jsonable(self.value) else repr(self.value)
-        return (
-            f"{self.path}={shown} has type {_json_type(self.value)}; "
-            f"expected {describe_type(self.annotation)}"
-        )
-
-
-def _jsonable(value: Any) -> bool:
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-def coerce(value: Any, annotation: Any, path: str) -> Any:
-    """Check ``value`` against ``annotation`` and return it in the field's Python type.
-
-    Integers are accepted for float fields (and become floats); ``bool`` is never an int;
-    lists become tuples for tuple fields; mappings become nested dataclasses. Unknown and
-    missing keys of a dataclass are errors.
-    """
-    if annotation is Any or annotation is object:
-        return value
-    if _is_union(annotation):
-        for option in typing.get_args(annotation):
-            try:
-                return coerce(value, option, path)
-            except _Mismatch:
-                continue
-            except ConfigError:
-                if isinstance(value, Mapping):
-                    raise
-                continue
-        raise _Mismatch(path, value, annotation)
-    origin = typing.get_origin(annotation)
-    if annotation is type(None):
-        if value is None:
-            return None
-        raise _Mismatch(path, value, annotation)
-    if origin is typing.Literal:
-        for option in typing.get_args(annotation):
-            if type(option) is type(value) and option == value:
-                return value
-        raise _Mismatch(path, value, annotation)
-    if annotation is bool:
-        if isinstance(value, bool):
-            return value
-        raise _Mismatch(path, value, annotation)
-    if annotation is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise _Mismatch(path, value, annotation)
-    if annotation is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        raise _Mismatch(path, value, annotation)
-    if annotation is str:
-        if isinstance(value, str):
-            return value
-        raise _Mismatch(path, value, annotation)
-    if annotation is Path:
-        if isinstance(value, str):
-            return Path(value)
-        raise _Mismatch(path, value, annotation)
-    if origin in (list, tuple, Sequence) or annotation in (list, tuple):
-        if not isinstance(value, (list, tuple)):
-            raise _Mismatch(path, value, annotation)
-        args = typing.get_args(annotation)
-        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
-            if len(args) != len(value):
-                raise _Mismatch(path, value, annotation)
-            items = [coerce(v, a, f"{path}[{i}]") for i, (v, a) in enumerate(zip(value, args))]
-        else:
-            item_type = args[0] if args else Any
-            items = [coerce(v, item_type, f"{path}[{i}]") for i, v in enumerate(value)]
-        return tuple(items) if (origin is tuple or annotation is tuple) else items
-    if origin in (dict, Mapping) or annotation is dict:
-        if not isinstance(value, Mapping):
-            raise _Mismatch(path, value, annotation)
-        args = typing.get_args(annotation)
-        value_type = args[1] if len(args) == 2 else Any
-        return {str(k): coerce(v, value_type, f"{path}.{k}") for k, v in value.items()}
-    if dataclasses.is_dataclass(annotation):
-        if not isinstance(value, Mapping):
-            raise _Mismatch(path, value, annotation)
-        return build_dataclass(annotation, value, path)
-    if isinstance(annotation, type):
-        if isinstance(value, annotation):
-            return value
-        raise _Mismatch(path, value, annotation)
-    return value
-
-
-def build_dataclass(cls: type, data: Mapping[str, Any], path: str) -> Any:
-    """Fill the frozen dataclass ``cls`` from ``data``; every field required, no extras."""
-    hints = _hints(cls)
-    names = [f.name for f in dataclasses.fields(cls) if f.init]
-    unknown = [k for k in data if k not in names]
-    if unknown:
-        key = f"{path}.{unknown[0]}"
-        hint = difflib.get_close_matches(str(unknown[0]), names, n=1)
-        fix = f"did you mean '{path}.{hint[0]}'?" if hint else "delete it from the owner file"
-        raise ConfigError(f"unknown config key '{key}' in the owner chain; {fix}")
-    missing = [n for n in names if n not in data]
-    if missing:
-        raise ConfigError(
-            f"missing config key '{path}.{missing[0]}': the owner files must set "
-            f"every key of {cls.__name__}; add it to {path.split('.')[0]} in the owner chain"
-        )
-    kwargs = {n: coerce(data[n], hints[n], f"{path}.{n}") for n in names}
-    try:
-        return cls(**kwargs)
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"{path}: {err}") from err
-
-
 def typed_sections(
     container: Mapping[str, Any],
     sections: Mapping[str, type] | None = None,
@@ -664,7 +494,7 @@ def typed_sections(
         try:
             data, extras = _to_field_layout(name, cls, container[name])
             built[name] = coerce(data, cls, name)
-        except _Mismatch as err:
+        except TypeMismatch as err:
             raise ConfigError(f"{source}: {err.message()}; {fix}") from None
         loader_values.update(extras)
     return built, loader_values
@@ -713,7 +543,7 @@ def load_config(
         annotation = _check_override_key(override, merged, section_map)
         try:
             coerce(override.value, annotation, override.key)
-        except _Mismatch as err:
+        except TypeMismatch as err:
             raise ConfigError(f"override {override.text!r}: {err.message()}") from None
         try:
             OmegaConf.update(

@@ -10,6 +10,7 @@ never sees OmegaConf.
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -19,13 +20,21 @@ if TYPE_CHECKING:
     from trainer.task.config import G1TrackingCfg
 
 SimBackendName = Literal["mjwarp", "mujoco"]
-"""The simulator backends an owner may declare in ``training.sim_backend``."""
+"""The simulator backends an owner may declare in ``training.sim_backend`` (the same set as
+``trainer.sim.backend.BackendName``; tests/trainer/config/test_defaults.py checks it)."""
 
-DEVICE_REQUESTS: tuple[str, ...] = ("auto", "cpu", "cuda")
+DeviceRequest = Literal["auto", "cpu", "cuda"]
 """Accepted ``training.device`` values (``auto`` = CUDA when available, else CPU)."""
 
-CUDA_PROCESS_SHARING_MODES: tuple[str | None, ...] = (None, "mps")
-"""Accepted ``training.cuda_process_sharing`` values (CONTRACTS §11)."""
+CudaProcessSharing = Literal["mps"]
+"""The one ``training.cuda_process_sharing`` mode besides null (CONTRACTS §11)."""
+
+MotionHubMode = Literal["auto", "skip", "require"]
+"""Accepted ``training.motion_hub`` values (as ``g1-pull-assets --hub``)."""
+
+DEVICE_REQUESTS: tuple[str, ...] = typing.get_args(DeviceRequest)
+CUDA_PROCESS_SHARING_MODES: tuple[str | None, ...] = (None, *typing.get_args(CudaProcessSharing))
+MOTION_HUB_MODES: tuple[str, ...] = typing.get_args(MotionHubMode)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,7 +44,7 @@ class TrainingCfg:
     task_name: str
     """Semantic task name recorded in the run (``G1MotionTracking``)."""
 
-    sim_backend: str
+    sim_backend: SimBackendName
     """Declared by the owner file and equal to ``--sim`` (``mjwarp`` or ``mujoco``); CLI-owned."""
 
     play_only: bool
@@ -47,7 +56,7 @@ class TrainingCfg:
     log_dir: str | None
     """Run directory; must be missing or hold only ``soak-console.log``. null = ``logs/<algo>/<task>/<UTC stamp>_<sim>``."""
 
-    device: str
+    device: DeviceRequest
     """Learner device request: ``auto`` (CUDA when available, else CPU), ``cpu`` or ``cuda``."""
 
     inference_slot_capacity: int
@@ -62,7 +71,7 @@ class TrainingCfg:
     collector_metrics_interval: int
     """Collector ticks between collector metric reports, 1..10000 (mjwarp 100, mujoco 1)."""
 
-    cuda_process_sharing: str | None
+    cuda_process_sharing: CudaProcessSharing | None
     """null (separate CUDA contexts) or ``"mps"`` (CUDA MPS execution sharing, CONTRACTS §11)."""
 
     env_steps_per_sync: int
@@ -71,7 +80,7 @@ class TrainingCfg:
     log_interval: int
     """Iterations between TensorBoard writes (the final iteration is always written), >= 1."""
 
-    motion_hub: str
+    motion_hub: MotionHubMode
     """How ``train`` may use the Hugging Face hub for the motion clip: ``auto``, ``skip`` or ``require``."""
 
     resume_from: str | None
@@ -134,8 +143,8 @@ class RunContext:
 
     algo: str
     task: str
-    sim_backend: str
-    """``--algo``, ``--task`` and the owner-declared backend (== ``--sim``)."""
+    sim_backend: SimBackendName
+    """``--algo, ``--task`` and the owner-declared backend (== ``--sim``)."""
 
     training: TrainingCfg
     algo_cfg: FlashSacCfg

@@ -24,11 +24,12 @@ from pathlib import Path
 import numpy as np
 
 from trainer.assets import sha256_file
+from trainer.config.defaults import default_scene_cfg
 from trainer.motion_import import quat
 from trainer.motion_import.conventions import read_source
 from trainer.motion_import.model import forward_poses, g1_body_names, g1_model
 from trainer.motion_import.source import QuatOrder, SourceMotion
-from trainer.sim.scene import JOINT_NAMES, SceneCfg, body_kinematics, locate_g1_mjcf
+from trainer.sim.scene import JOINT_NAMES, body_kinematics, locate_g1_mjcf
 from trainer.task.motion import MOTION_FPS, MotionError
 
 __all__ = [
@@ -89,7 +90,7 @@ class Conversion:
 
 def model_sha256() -> str:
     """sha256 of the robot MJCF the conversion's forward kinematics uses."""
-    return sha256_file(locate_g1_mjcf(SceneCfg()))
+    return sha256_file(locate_g1_mjcf(default_scene_cfg()))
 
 
 def resample(

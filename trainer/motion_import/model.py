@@ -15,15 +15,16 @@ from collections import deque
 import mujoco
 import numpy as np
 
-from trainer.sim.scene import JOINT_NAMES, SceneCfg, build_g1_model
+from trainer.config.defaults import default_scene_cfg
+from trainer.sim.scene import JOINT_NAMES, build_g1_model
 
 __all__ = ["breadth_first_names", "forward_poses", "g1_body_names", "g1_model"]
 
 
 @functools.cache
 def g1_model() -> mujoco.MjModel:
-    """The G1 scene model of ``SceneCfg()`` (cached; treat it as read-only)."""
-    model = build_g1_model(SceneCfg())
+    """The G1 scene model of the owner YAML's ``env.scene`` (cached; treat it as read-only)."""
+    model = build_g1_model(default_scene_cfg())
     hinges = tuple(model.joint(j).name for j in range(1, model.njnt))
     if hinges != JOINT_NAMES:
         msg = f"G1 model hinge joints {hinges[:3]}... differ from the 29-DoF order; rebuild the asset cache (g1-pull-assets --robot g1)"

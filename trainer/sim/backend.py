@@ -1,13 +1,18 @@
-"""The physics-backend contract the G1 task runs on, and ``make_backend``.
+"""The physics-backend contract the G1 task runs on: Protocols and shared helpers.
 
 A :class:`SimBackend` owns ``num_envs`` MuJoCo worlds of one model and exposes their state as
-torch tensors on ``device`` (TASK.md §2). Two implementations exist:
+torch tensors on ``device`` (TASK.md §2). Two implementations exist, built by
+:func:`trainer.sim.factory.make_backend` (this module imports neither, so no cycle):
 
 * ``mjwarp`` (:mod:`trainer.sim.mjwarp`): MuJoCo Warp; every array lives on the CUDA device,
-  the views are zero-copy, ``step`` replays one CUDA graph and never syncs with the host.
+  the views are zero-copy, ``step`` replays one CUDA graph and never syncs with the host. It
+  also has staged launches (:class:`StagedSimBackend`).
 * ``mujoco`` (:mod:`trainer.sim.mujoco_cpu`): CPU MuJoCo over a thread pool; one packed
   device→host copy of ``ctrl`` and one packed host→device copy of the state per call, with
   counters (CONTRACTS §10).
+
+Every backend implements the whole :class:`SimBackend` Protocol; the one optional capability,
+staged launches, is reached through :meth:`SimBackend.staged` (typed, never ``hasattr``).
 
 View semantics (both backends): after ``step`` (3 × ``mj_step``, no forward afterwards),
 ``qpos``/``qvel`` are current while body poses, velocities and sensors are one substep old,
@@ -18,7 +23,7 @@ views describe the written state. Views are fixed tensors: read them, never rebi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import torch
 from torch import Tensor
@@ -29,15 +34,19 @@ if TYPE_CHECKING:
 __all__ = [
     "BACKEND_NAMES",
     "BackendFailure",
+    "BackendName",
     "DiagnosticEntry",
     "SimBackend",
+    "StagedSimBackend",
     "body_velocities_from_cvel",
-    "make_backend",
     "sensor_slices",
 ]
 
-BACKEND_NAMES = ("mjwarp", "mujoco")
 BackendName = Literal["mjwarp", "mujoco"]
+"""The simulator backends (``--sim``, ``training.sim_backend``)."""
+
+# A literal tuple: harness/support/matrix.py reads it with ``ast`` (no import).
+BACKEND_NAMES = ("mjwarp", "mujoco")
 
 
 class BackendFailure(RuntimeError):
@@ -66,15 +75,16 @@ class DiagnosticEntry:
         }
 
 
-@runtime_checkable
 class SimBackend(Protocol):
     """Batched MuJoCo worlds with torch views (see the module docstring for semantics)."""
 
-    name: str
+    name: BackendName
     num_envs: int
     device: torch.device
     decimation: int
     nbody: int
+    num_threads: int | None
+    """Host threads stepping the physics (CPU MuJoCo), None for a device-resident backend."""
 
     qpos: Tensor  # [N, nq]
     qvel: Tensor  # [N, nv]
@@ -98,17 +108,59 @@ class SimBackend(Protocol):
         their state bitwise."""
         ...
 
+    def staged(self) -> StagedSimBackend | None:
+        """This backend's staged launches (itself, on mjwarp), or None when it has none."""
+        ...
+
     def diagnostics(self) -> dict[str, Any]:
         """``runtime_manifest.backend_diagnostics`` (CONTRACTS §4.3); a cold-path call."""
+        ...
+
+    def set_diagnostic(self, name: str, entry: DiagnosticEntry) -> None:
+        """Record a caller-owned entry (the task's ``task_cuda_graph``); a backend whose
+        :meth:`diagnostics` has no ``diagnostics`` map (CPU MuJoCo) keeps it unreported."""
         ...
 
     def transfer_stats(self) -> dict[str, int] | None:
         """Packed-bridge counters (CPU backend) or None (device-resident backend)."""
         ...
 
+    def health(self) -> dict[str, int] | None:
+        """Peak contact/constraint counts against the buffers of a device-resident backend
+        (syncs), or None when the backend keeps no such record (CPU MuJoCo)."""
+        ...
+
     def check_health(self) -> None:
         """Raise :class:`BackendFailure` on contact/constraint overflow; syncs, so call it only
         once per log interval."""
+        ...
+
+    def close(self) -> None:
+        """Release the worlds; a later ``step``/``reset_rows`` raises :class:`BackendFailure`."""
+        ...
+
+
+class StagedSimBackend(SimBackend, Protocol):
+    """A backend whose step and reset are fixed launches over preallocated inputs, so a caller
+    can run them inside its own CUDA graphs' stream without any host synchronization."""
+
+    @property
+    def torch_stream(self) -> torch.cuda.ExternalStream | None:
+        """The stream the launches enqueue on (None on a CPU test device)."""
+        ...
+
+    @property
+    def reset_staging(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """The reset's fixed inputs ``(mask [N] bool, qpos [N, nq], qvel [N, nv], ctrl
+        [N, nu])``; write them in place, then call :meth:`launch_reset`."""
+        ...
+
+    def launch_step(self) -> None:
+        """Advance with the ``ctrl`` already written into ``ctrl`` (no stream waits)."""
+        ...
+
+    def launch_reset(self) -> None:
+        """Reset the staged rows from :attr:`reset_staging` (no stream waits)."""
         ...
 
 
@@ -152,36 +204,3 @@ def body_velocities_from_cvel(
     ang = cvel[..., :3]
     offset = xpos - subtree_com.index_select(1, body_rootid)
     return cvel[..., 3:] + torch.linalg.cross(ang, offset, dim=-1), ang
-
-
-def make_backend(
-    name: str, model: mujoco.MjModel, num_envs: int, device: torch.device | str, **kwargs: Any
-) -> SimBackend:
-    """Build the named backend for ``num_envs`` worlds of ``model``.
-
-    Args:
-        name: ``"mjwarp"`` (CUDA only) or ``"mujoco"`` (CPU physics, tensors on ``device``).
-        model: compiled G1 scene (:func:`trainer.sim.scene.build_g1_model`).
-        num_envs: number of worlds, ≥ 1.
-        device: torch device of the views.
-        **kwargs: backend-specific options (``nconmax``/``njmax`` for mjwarp,
-            ``num_threads`` for mujoco).
-
-    Raises:
-        ValueError: unknown name or bad ``num_envs``.
-        BackendFailure: mjwarp requested without CUDA (no CPU fallback).
-    """
-    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-        msg = f"num_envs={num_envs!r} must be an int >= 1; use e.g. 2048"
-        raise ValueError(msg)
-    device = torch.device(device)
-    if name == "mjwarp":
-        from trainer.sim.mjwarp import MjWarpBackend
-
-        return MjWarpBackend(model, num_envs, device, **kwargs)
-    if name == "mujoco":
-        from trainer.sim.mujoco_cpu import MujocoCpuBackend
-
-        return MujocoCpuBackend(model, num_envs, device, **kwargs)
-    msg = f"unknown sim backend {name!r}; valid backends: {list(BACKEND_NAMES)}"
-    raise ValueError(msg)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import gc
 import logging
 from contextlib import contextmanager, nullcontext
-from typing import Any
+from typing import Any, Literal
 
 import mujoco
 import numpy as np
@@ -41,6 +41,7 @@ import torch
 from torch import Tensor
 
 from trainer.sim.backend import BackendFailure, DiagnosticEntry, sensor_slices
+from trainer.sim.scene import SceneCfg
 
 __all__ = ["MjWarpBackend", "require_mjwarp_device"]
 
@@ -48,6 +49,8 @@ log = logging.getLogger(__name__)
 
 # Health record layout (int32 device array): peak nacon, peak nefc of any world, OR of overflow.
 _H_NACON, _H_NEFC, _H_OVERFLOW = 0, 1, 2
+
+_CLOSED = "the mjwarp backend was closed; build a new one to step again"
 
 
 def require_mjwarp_device(device: torch.device) -> None:
@@ -147,9 +150,9 @@ class MjWarpBackend:
         model: compiled G1 scene.
         num_envs: number of worlds.
         device: torch device of the views; must be CUDA.
-        decimation: physics substeps per ``step`` (3).
-        nconmax: contacts per world (TASK.md §2: 64); MJWarp shares ``nconmax·num_envs``.
-        njmax: constraint rows per world (320).
+        scene: ``env.scene``: ``decimation`` (physics substeps per ``step``), ``nconmax``
+            (contacts per world; MJWarp shares ``nconmax·num_envs``) and ``njmax`` (constraint
+            rows per world).
         use_cuda_graph: capture step/reset as CUDA graphs (always requested in production).
         warp_device: Warp device; defaults to the torch device.
         _allow_cpu_for_tests: permit ``warp_device="cpu"`` (tests only; graphs off).
@@ -158,17 +161,16 @@ class MjWarpBackend:
         BackendFailure: CUDA is unavailable (and CPU was not explicitly allowed for tests).
     """
 
-    name = "mjwarp"
+    name: Literal["mjwarp"] = "mjwarp"
+    num_threads = None  # the physics runs on the device, no host threads
 
     def __init__(
         self,
         model: mujoco.MjModel,
         num_envs: int,
         device: torch.device,
+        scene: SceneCfg,
         *,
-        decimation: int = 3,
-        nconmax: int = 64,
-        njmax: int = 320,
         use_cuda_graph: bool = True,
         warp_device: str | None = None,
         _allow_cpu_for_tests: bool = False,
@@ -188,9 +190,10 @@ class MjWarpBackend:
         self.model = model
         self.num_envs = num_envs
         self.device = device
-        self.decimation = decimation
+        self.decimation = scene.decimation
         self.nbody = model.nbody
-        self.nconmax, self.njmax = nconmax, njmax
+        self.nconmax, self.njmax = scene.nconmax, scene.njmax
+        self._closed = False
         if cpu_test:
             self._wp_device = wp.get_device("cpu")
         else:
@@ -198,50 +201,9 @@ class MjWarpBackend:
             self.device = torch.device("cuda", index)
             self._wp_device = wp.get_device(f"cuda:{index}")
         self._kernels = _build_kernels()
-
-        host_data = mujoco.MjData(model)
-        if model.nkey > 0:
-            mujoco.mj_resetDataKeyframe(model, host_data, 0)
-        mujoco.mj_forward(model, host_data)
-        with wp.ScopedDevice(self._wp_device):
-            self._m = mjw.put_model(model)
-            self._d = mjw.put_data(model, host_data, nworld=num_envs, nconmax=nconmax, njmax=njmax)
-            d = self._d
-            nq, nv, nu, nb = model.nq, model.nv, model.nu, model.nbody
-            self._mask_wp = wp.zeros(num_envs, dtype=bool)
-            self._qpos_in_wp = wp.zeros((num_envs, nq), dtype=float)
-            self._qvel_in_wp = wp.zeros((num_envs, nv), dtype=float)
-            self._ctrl_in_wp = wp.zeros((num_envs, nu), dtype=float)
-            self._lin_wp = wp.zeros((num_envs, nb), dtype=wp.vec3)
-            self._ang_wp = wp.zeros((num_envs, nb), dtype=wp.vec3)
-            self._rootid_wp = wp.array(model.body_rootid.astype(np.int32), dtype=int)
-            self._health_wp = wp.zeros(3, dtype=int)
-
-        if self._wp_device.is_cuda:
-            self._wp_stream = wp.get_stream(self._wp_device)
-            self._torch_stream = torch.cuda.ExternalStream(
-                self._wp_stream.cuda_stream, device=self.device
-            )
-        else:
-            self._wp_stream = None
-            self._torch_stream = None
-
-        to_torch = wp.to_torch
-        self.qpos = to_torch(d.qpos)  # [N, nq]
-        self.qvel = to_torch(d.qvel)  # [N, nv]
-        self.ctrl = to_torch(d.ctrl)  # [N, nu]
-        self.xpos = to_torch(d.xpos)  # [N, nbody, 3]
-        self.xquat = to_torch(d.xquat)  # [N, nbody, 4] wxyz (MuJoCo order)
-        self.body_lin_vel_w = to_torch(self._lin_wp)  # [N, nbody, 3]
-        self.body_ang_vel_w = to_torch(self._ang_wp)  # [N, nbody, 3]
-        sensors = to_torch(d.sensordata)  # [N, nsensordata]
-        lin_slice, gyro_slice = sensor_slices(model)
-        self.pelvis_lin_vel_b = sensors[:, lin_slice]
-        self.torso_gyro_b = sensors[:, gyro_slice]
-        self._mask = to_torch(self._mask_wp)
-        self._qpos_in = to_torch(self._qpos_in_wp)
-        self._qvel_in = to_torch(self._qvel_in_wp)
-        self._ctrl_in = to_torch(self._ctrl_in_wp)
+        host_data = self._put_worlds()
+        self._bind_streams()
+        self._bind_views()
         self._key_qpos = torch.as_tensor(host_data.qpos, dtype=torch.float32, device=self.device)
         self._key_ctrl = torch.as_tensor(host_data.ctrl, dtype=torch.float32, device=self.device)
 
@@ -256,6 +218,60 @@ class MjWarpBackend:
             self._key_ctrl.expand(num_envs, -1),
         )
         self._health_wp.zero_()
+
+    def _put_worlds(self) -> mujoco.MjData:
+        """Upload the model and ``num_envs`` keyframe worlds, allocate the fixed Warp inputs
+        and outputs of the captured sequences; returns the host keyframe data."""
+        wp, mjw, model, n = self._wp, self._mjw, self.model, self.num_envs
+        host_data = mujoco.MjData(model)
+        if model.nkey > 0:
+            mujoco.mj_resetDataKeyframe(model, host_data, 0)
+        mujoco.mj_forward(model, host_data)
+        with wp.ScopedDevice(self._wp_device):
+            self._m = mjw.put_model(model)
+            self._d = mjw.put_data(
+                model, host_data, nworld=n, nconmax=self.nconmax, njmax=self.njmax
+            )
+            nq, nv, nu, nb = model.nq, model.nv, model.nu, model.nbody
+            self._mask_wp = wp.zeros(n, dtype=bool)
+            self._qpos_in_wp = wp.zeros((n, nq), dtype=float)
+            self._qvel_in_wp = wp.zeros((n, nv), dtype=float)
+            self._ctrl_in_wp = wp.zeros((n, nu), dtype=float)
+            self._lin_wp = wp.zeros((n, nb), dtype=wp.vec3)
+            self._ang_wp = wp.zeros((n, nb), dtype=wp.vec3)
+            self._rootid_wp = wp.array(model.body_rootid.astype(np.int32), dtype=int)
+            self._health_wp = wp.zeros(3, dtype=int)
+        return host_data
+
+    def _bind_streams(self) -> None:
+        """Warp's stream and its torch twin (both None on Warp's CPU test device)."""
+        if self._wp_device.is_cuda:
+            self._wp_stream = self._wp.get_stream(self._wp_device)
+            self._torch_stream = torch.cuda.ExternalStream(
+                self._wp_stream.cuda_stream, device=self.device
+            )
+        else:
+            self._wp_stream = None
+            self._torch_stream = None
+
+    def _bind_views(self) -> None:
+        """Zero-copy torch views of the Warp arrays (fixed for the backend's life)."""
+        to_torch, d = self._wp.to_torch, self._d
+        self.qpos = to_torch(d.qpos)  # [N, nq]
+        self.qvel = to_torch(d.qvel)  # [N, nv]
+        self.ctrl = to_torch(d.ctrl)  # [N, nu]
+        self.xpos = to_torch(d.xpos)  # [N, nbody, 3]
+        self.xquat = to_torch(d.xquat)  # [N, nbody, 4] wxyz (MuJoCo order)
+        self.body_lin_vel_w = to_torch(self._lin_wp)  # [N, nbody, 3]
+        self.body_ang_vel_w = to_torch(self._ang_wp)  # [N, nbody, 3]
+        sensors = to_torch(d.sensordata)  # [N, nsensordata]
+        lin_slice, gyro_slice = sensor_slices(self.model)
+        self.pelvis_lin_vel_b = sensors[:, lin_slice]
+        self.torso_gyro_b = sensors[:, gyro_slice]
+        self._mask = to_torch(self._mask_wp)
+        self._qpos_in = to_torch(self._qpos_in_wp)
+        self._qvel_in = to_torch(self._qvel_in_wp)
+        self._ctrl_in = to_torch(self._ctrl_in_wp)
 
     # ------------------------------------------------------------------ captured sequences
     def _launch_step(self) -> None:
@@ -365,6 +381,8 @@ class MjWarpBackend:
         No stream waits: the caller must already be on :attr:`torch_stream` (or on the CPU test
         device), e.g. inside ``torch.cuda.stream(backend.torch_stream)``.
         """
+        if self._closed:
+            raise BackendFailure(_CLOSED)
         if self._step_graph is not None:
             self._wp.capture_launch(self._step_graph, stream=self._wp_stream)
         else:
@@ -374,11 +392,17 @@ class MjWarpBackend:
     def launch_reset(self) -> None:
         """Reset the worlds of the staged mask from :attr:`reset_staging` (replay the reset
         graph); same stream rule as :meth:`launch_step`."""
+        if self._closed:
+            raise BackendFailure(_CLOSED)
         if self._reset_graph is not None:
             self._wp.capture_launch(self._reset_graph, stream=self._wp_stream)
         else:
             with self._wp.ScopedDevice(self._wp_device):
                 self._launch_reset()
+
+    def staged(self) -> MjWarpBackend:
+        """Every MJWarp backend has staged launches: itself."""
+        return self
 
     def set_diagnostic(self, name: str, entry: DiagnosticEntry) -> None:
         """Add a caller-owned entry (the task's ``task_cuda_graph``) to :meth:`diagnostics`."""
@@ -460,3 +484,9 @@ class MjWarpBackend:
     def transfer_stats(self) -> None:
         """Device-resident: no host bridge, so no counters (CONTRACTS §10)."""
         return
+
+    def close(self) -> None:
+        """Drop the captured graphs; the device arrays go with the last reference to them."""
+        self._closed = True
+        self._step_graph = None
+        self._reset_graph = None

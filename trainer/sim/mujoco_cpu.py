@@ -30,7 +30,7 @@ and counts as one host synchronization.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
 import mujoco
 import numpy as np
@@ -39,7 +39,13 @@ from mujoco.batch import Batch, SimulationError
 from torch import Tensor
 
 from trainer.cpu_threads import affinity_cpus
-from trainer.sim.backend import BackendFailure, body_velocities_from_cvel, sensor_slices
+from trainer.sim.backend import (
+    BackendFailure,
+    DiagnosticEntry,
+    body_velocities_from_cvel,
+    sensor_slices,
+)
+from trainer.sim.scene import SceneCfg
 
 __all__ = ["MujocoCpuBackend"]
 
@@ -56,27 +62,26 @@ class MujocoCpuBackend:
         model: compiled G1 scene.
         num_envs: number of worlds.
         device: torch device of the views (CPU or CUDA).
+        scene: ``env.scene``; its ``decimation`` is the physics substeps per ``step``.
         num_threads: physics threads (the calling thread included); default every CPU of
             this process's affinity mask, capped at ``num_envs``.
-        decimation: physics substeps per ``step``; default from ``model`` is not stored, so
-            pass the scene's value (3).
     """
 
-    name = "mujoco"
+    name: Literal["mujoco"] = "mujoco"
 
     def __init__(
         self,
         model: mujoco.MjModel,
         num_envs: int,
         device: torch.device,
+        scene: SceneCfg,
         *,
         num_threads: int | None = None,
-        decimation: int = 3,
     ) -> None:
         self.model = model
         self.num_envs = num_envs
         self.device = torch.device(device)
-        self.decimation = decimation
+        self.decimation = scene.decimation
         self.nbody = model.nbody
         threads = num_threads if num_threads is not None else affinity_cpus()
         if threads < 1:
@@ -118,6 +123,7 @@ class MujocoCpuBackend:
         self.body_lin_vel_w = torch.zeros((num_envs, nb, 3), device=self.device)
         self.body_ang_vel_w = torch.zeros((num_envs, nb, 3), device=self.device)
         self._body_rootid = torch.as_tensor(model.body_rootid, dtype=torch.long, device=device)
+        self._extra_diagnostics: dict[str, DiagnosticEntry] = {}
         self._stats = dict.fromkeys(
             ("d2h_count", "h2d_count", "d2h_bytes", "h2d_bytes", "synchronization_count"), 0
         )
@@ -201,6 +207,18 @@ class MujocoCpuBackend:
         self._publish()
         sel = torch.as_tensor(packed[:, 0] > 0.5, device=self.device)
         self.ctrl.copy_(torch.where(sel[:, None], ctrl.to(self.ctrl.dtype), self.ctrl))
+
+    def staged(self) -> None:
+        """No staged launches: every call bridges host and device (module docstring)."""
+        return
+
+    def set_diagnostic(self, name: str, entry: DiagnosticEntry) -> None:
+        """Keep a caller-owned entry; :meth:`diagnostics` reports none (no device path)."""
+        self._extra_diagnostics[name] = entry
+
+    def health(self) -> None:
+        """No device health record: :meth:`check_health` reads MuJoCo's own warning counters."""
+        return
 
     def check_health(self) -> None:
         """Raise if a world reported a bad (non-finite) acceleration during the run."""

@@ -196,17 +196,19 @@ _TORSO_GYRO_CUTOFF = 34.9
 
 @dataclass(frozen=True, kw_only=True)
 class SceneCfg:
-    """Physics timing, MJWarp buffer sizes and the robot source of the G1 scene."""
+    """``env.scene.*``: physics timing, MJWarp buffer sizes and the robot source of the G1
+    scene. The owner YAML holds the values (no defaults here; outside a run use
+    :func:`trainer.config.defaults.default_scene_cfg`)."""
 
-    sim_dt: float = 1.0 / 150.0
-    """Physics timestep, s (CONTRACTS §12 default; 3 substeps per 50 Hz control step)."""
-    decimation: int = 3
+    sim_dt: float
+    """Physics timestep, s (1/150: 3 substeps per 50 Hz control step)."""
+    decimation: int
     """Physics substeps per control step; ctrl_dt = sim_dt * decimation."""
-    nconmax: int = 64
+    nconmax: int
     """MJWarp contact buffer per world (TASK.md §2)."""
-    njmax: int = 640
+    njmax: int
     """MJWarp constraint-row buffer per world; must be >= 4 * nconmax + 58."""
-    robot_mjcf: str | None = None
+    robot_mjcf: str | None
     """Explicit robot MJCF path (``env.scene.robot_mjcf``); None searches the asset roots."""
 
     def __post_init__(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from trainer.config.defaults import default_scene_cfg
 from trainer.sim.scene import SceneCfg
 
 __all__ = ["REWARD_TERM_NAMES", "G1TrackingCfg"]
@@ -41,7 +42,7 @@ class G1TrackingCfg:
     """Hugging Face dataset repo for motion downloads (``env.commands.motion.hub_repo``)."""
 
     # --- timing and scene (TASK.md §1, §2) ----------------------------------------------------
-    scene: SceneCfg = field(default_factory=SceneCfg)
+    scene: SceneCfg = field(default_factory=default_scene_cfg)
     """Physics timestep, substeps (decimation) and MJWarp buffers; ctrl dt = sim_dt·decimation."""
     episode_length_s: float = 10.0
     """Episode length; ceil(10 / 0.02) = 500 control steps (``time_out`` truncation)."""

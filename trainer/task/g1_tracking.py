@@ -72,7 +72,8 @@ import torch
 from torch import Tensor
 
 from trainer.compile_mode import compile_in_process
-from trainer.sim.backend import BackendFailure, DiagnosticEntry, SimBackend, make_backend
+from trainer.sim.backend import BackendFailure, DiagnosticEntry, SimBackend
+from trainer.sim.factory import make_backend
 from trainer.sim.scene import (
     ANCHOR_BODY_NAME,
     DEFAULT_JOINT_POS,
@@ -1040,7 +1041,7 @@ def make_env(
             that path and checked against that digest (``MotionError`` naming both digests
             when the file changed). With neither, ``task_cfg.motion_file`` is resolved here.
         model: an already built scene; otherwise ``build_g1_model(task_cfg.scene)``.
-        backend_options: extra keyword arguments for the backend constructor.
+        backend_options: extra keyword arguments of ``make_backend`` (``num_threads``).
         cuda_graph: capture the torch part of ``step`` as CUDA graphs (mjwarp on CUDA).
         static_outputs: ``step`` returns views of a fixed buffer instead of fresh copies.
         compile_backend: ``True`` (default) compiles the phases with inductor when
@@ -1057,11 +1058,9 @@ def make_env(
             resolved_motion = resolve_motion(task_cfg.motion_file, hub_repo=task_cfg.hub_repo)
         motion = load_resolved_motion(resolved_motion, model)
     t2 = time.perf_counter()
-    options = {"decimation": task_cfg.scene.decimation}
-    if sim_backend == "mjwarp":
-        options.update(nconmax=task_cfg.scene.nconmax, njmax=task_cfg.scene.njmax)
-    options.update(backend_options or {})
-    backend = make_backend(sim_backend, model, num_envs, device, **options)
+    backend = make_backend(
+        sim_backend, model, num_envs, device, task_cfg.scene, **(backend_options or {})
+    )
     t3 = time.perf_counter()
     if not math.isclose(model.opt.timestep * backend.decimation, task_cfg.ctrl_dt):
         msg = f"model timestep {model.opt.timestep} x decimation != ctrl_dt {task_cfg.ctrl_dt}"

@@ -28,12 +28,12 @@ import numpy as np
 
 from trainer.assets import AssetError, cache_root, check_asset_id, sha256_file
 from trainer.assets import asset_roots as default_asset_roots
+from trainer.config.defaults import default_scene_cfg
 from trainer.sim.scene import (
     DEFAULT_JOINT_POS,
     FOOT_BODY_NAMES,
     JOINT_NAMES,
     TRACKED_BODY_NAMES,
-    SceneCfg,
     body_kinematics,
     build_g1_model,
 )
@@ -650,7 +650,7 @@ def ensure_synthetic_clip(
 
     Args:
         cache_dir: the cache root; defaults to :func:`trainer.assets.cache_root`.
-        model: the G1 model; defaults to ``build_g1_model(SceneCfg())``.
+        model: the G1 model; defaults to ``build_g1_model(default_scene_cfg())``.
         motion_id: one of :data:`SYNTHETIC_CLIP_IDS`.
 
     Returns:
@@ -659,7 +659,7 @@ def ensure_synthetic_clip(
     root = cache_root() if cache_dir is None else Path(cache_dir)
     path = root / motion_id
     arrays = generate_synthetic_clip(
-        build_g1_model(SceneCfg()) if model is None else model, motion_id
+        build_g1_model(default_scene_cfg()) if model is None else model, motion_id
     )
     expected = arrays_sha256(arrays)
     if path.is_file():

@@ -164,10 +164,11 @@ def test_g1_soak_rejects_a_misspelt_motion_without_the_hub(tmp_path: Path, isola
 def test_g1_soak_rejects_a_clip_with_a_wrong_shape_with_the_trainers_message(
     tmp_path: Path, isolated_cache
 ) -> None:
-    from trainer.sim.scene import SceneCfg, build_g1_model
+    from trainer.config.defaults import default_scene_cfg
+    from trainer.sim.scene import build_g1_model
     from trainer.task.motion import SYNTHETIC_MOTION_ID, generate_synthetic_clip
 
-    arrays = generate_synthetic_clip(build_g1_model(SceneCfg()), SYNTHETIC_MOTION_ID)
+    arrays = generate_synthetic_clip(build_g1_model(default_scene_cfg()), SYNTHETIC_MOTION_ID)
     arrays["body_pos_w"] = arrays["body_pos_w"][:, :, :2]
     bad = tmp_path / "bad.npz"
     np.savez(bad, **arrays)

@@ -296,12 +296,15 @@ def test_repository_levels_follow_the_contract() -> None:
 
 
 def test_platform_facts_agree_with_the_backends() -> None:
-    from trainer.sim.backend import BACKEND_NAMES, make_backend
-    from trainer.sim.scene import SceneCfg, build_g1_model
+    from trainer.config.defaults import default_scene_cfg
+    from trainer.sim.backend import BACKEND_NAMES
+    from trainer.sim.factory import make_backend
+    from trainer.sim.scene import build_g1_model
 
     facts = {f["backend"]: f for f in build_matrix(REPO_ROOT).platform_facts}
     assert set(facts) == set(BACKEND_NAMES)
-    backend = make_backend("mujoco", build_g1_model(SceneCfg()), 1, "cpu", num_threads=1)
+    scene = default_scene_cfg()
+    backend = make_backend("mujoco", build_g1_model(scene), 1, "cpu", scene, num_threads=1)
     try:
         assert backend.diagnostics()["available"] is False
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from trainer.algo.config import FlashSacCfg
 from trainer.algo.fusion import CycleFusion
 from trainer.algo.learner import FlashSacLearner
+from trainer.config.defaults import default_algo_cfg
 
 OBS, COBS, ACT, N = 6, 7, 3, 8
 
@@ -14,7 +15,7 @@ def make_cfg(**over) -> FlashSacCfg:
         "num_envs": N, "batch_size": 16, "updates_per_step": 4, "replay_buffer_n": 16, "learning_starts": 2,
         "actor_hidden_dim": 16, "critic_hidden_dim": 16, "num_atoms": 11, "use_compile": False,
     }  # fmt: skip
-    return FlashSacCfg(**(base | over))
+    return default_algo_cfg(**(base | over))
 
 
 def make_learner(device: str = "cpu", fusion: CycleFusion | None = None, **over) -> FlashSacLearner:

@@ -6,12 +6,8 @@ import dataclasses
 
 import pytest
 
-from trainer.algo.config import (
-    UNSIZED_DECAY_STEPS,
-    FlashSacCfg,
-    FlashSacConfigError,
-    warmup_ticks,
-)
+from trainer.algo.config import UNSIZED_DECAY_STEPS, FlashSacCfg, FlashSacConfigError, warmup_ticks
+from trainer.config.defaults import default_algo_cfg
 from trainer.config.errors import ConfigError
 
 SPEC_KEYS = [
@@ -55,14 +51,14 @@ SPEC_KEYS = [
 
 def test_fields_are_exactly_the_spec_keys_and_defaults_validate() -> None:
     assert [f.name for f in dataclasses.fields(FlashSacCfg)] == SPEC_KEYS
-    cfg = FlashSacCfg().validate()
+    cfg = default_algo_cfg().validate()
     assert cfg.replay_capacity == 512 * 2048
     assert cfg.resolved_target_entropy(29) == pytest.approx(-13.867262, abs=1e-6)
     assert cfg.resolved_amp_dtype("cuda") == "bf16" and cfg.resolved_amp_dtype("cpu") == "fp32"
 
 
 def test_null_lr_decay_steps_decays_each_optimizer_over_its_updates_in_the_run() -> None:
-    cfg = FlashSacCfg(max_iterations=65000, updates_per_step=4, policy_frequency=2,
+    cfg = default_algo_cfg(max_iterations=65000, updates_per_step=4, policy_frequency=2,
                       lr_decay_steps=500000)  # fmt: skip
     assert cfg.resolved_lr_decay_steps() == (500000, 500000, 500000)
     whole_run = dataclasses.replace(cfg, lr_decay_steps=None).validate()
@@ -78,8 +74,8 @@ def test_null_lr_decay_steps_decays_each_optimizer_over_its_updates_in_the_run()
 def test_warmup_ticks_and_total_env_steps() -> None:
     assert warmup_ticks(98, 2048, 1024) == 98
     assert warmup_ticks(98, 2048, 20) == 103
-    assert FlashSacCfg(num_envs=1024, max_iterations=65000).total_env_steps == 66_660_352
-    assert FlashSacCfg().total_env_steps == 51_400_704
+    assert default_algo_cfg(num_envs=1024, max_iterations=65000).total_env_steps == 66_660_352
+    assert default_algo_cfg().total_env_steps == 51_400_704
 
 
 @pytest.mark.parametrize(
@@ -103,7 +99,7 @@ def test_warmup_ticks_and_total_env_steps() -> None:
 )
 def test_validate_rejects_bad_values_with_one_line(override, fragment) -> None:
     with pytest.raises(FlashSacConfigError) as info:
-        FlashSacCfg(**override).validate()
+        default_algo_cfg(**override).validate()
     message = str(info.value)
     assert fragment in message and "\n" not in message
     assert isinstance(info.value, ConfigError) and isinstance(info.value, ValueError)

@@ -41,17 +41,21 @@ def test_owner_defaults_pass(sim: str) -> None:
         ),
         (["training.collector_metrics_interval=0"], "must be in 1..10000"),
         (["training.collector_metrics_interval=10001"], "must be in 1..10000"),
-        (["training.cuda_process_sharing=nccl"], 'must be null or "mps"'),
+        # closed sets are Literal fields: the loader rejects them naming the allowed values
+        (
+            ["training.cuda_process_sharing=nccl"],
+            'training.cuda_process_sharing="nccl" must be one of "mps", null',
+        ),
         (["algo.n_step=3"], "only algo.n_step=1 is implemented"),
-        (["training.device=tpu"], "training.device='tpu' must be one of auto, cpu, cuda"),
+        (["training.device=tpu"], 'training.device="tpu" must be one of "auto", "cpu", "cuda"'),
         (["training.env_steps_per_sync=2"], "lock-step"),
         (["training.log_interval=0"], "training.log_interval=0 must be >= 1"),
-        (["training.motion_hub=always"], "must be one of auto, skip, require"),
+        (["training.motion_hub=always"], 'must be one of "auto", "skip", "require"'),
         (
             ["env.scene.model_file=robots/g1/other.xml"],
             "env.scene.model_file='robots/g1/other.xml' is not supported",
         ),
-        (["algo.amp_dtype=fp16"], "fp16"),
+        (["algo.amp_dtype=fp16"], 'algo.amp_dtype="fp16" must be one of "auto", "bf16", "fp32"'),
         (["algo.batch_size=999999999"], "exceeds the replay capacity"),
         (["algo.num_envs=0"], "algo.num_envs=0 must be a positive integer"),
         (

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.algo.config import FlashSacCfg
+from trainer.config.defaults import default_algo_cfg
 from trainer.config.errors import ConfigError
 from trainer.config.loader import (
     DEFAULT_CONF_ROOT,
@@ -103,7 +103,7 @@ def test_effective_settings_match_the_contract_table() -> None:
     }
     assert "tensor_runtime" not in cfg["env"]
     # The YAML owns the values; they equal the dataclass defaults but for the GPU replay size.
-    assert loaded.algo_cfg == dataclasses.replace(FlashSacCfg(), replay_buffer_n=8192)
+    assert loaded.algo_cfg == dataclasses.replace(default_algo_cfg(), replay_buffer_n=8192)
     assert (loaded.algo_cfg.num_envs, loaded.algo_cfg.max_iterations) == (2048, 25000)
     assert loaded.task_cfg == G1TrackingCfg()
     assert loaded.loader_values == {"env.scene.model_file": "robots/g1/scene_flat.xml"}
@@ -282,3 +282,31 @@ def test_missing_owner_lists_the_owners() -> None:
     assert "flashsac/g1_motion_tracking/mjwarp, flashsac/g1_motion_tracking/mujoco" in str(
         info.value
     )
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("training.device=tpu", 'training.device="tpu" must be one of "auto", "cpu", "cuda"'),
+        ("training.device=1", 'training.device=1 must be one of "auto", "cpu", "cuda"'),
+        ("training.motion_hub=null", 'must be one of "auto", "skip", "require"'),
+        ("training.cuda_process_sharing=MPS", 'must be one of "mps", null'),
+        ("algo.amp_dtype=fp16", 'algo.amp_dtype="fp16" must be one of "auto", "bf16", "fp32"'),
+    ],
+)
+def test_a_value_outside_a_literal_is_one_line_naming_the_allowed_values(
+    override: str, message: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(ALGO, TASK, "mujoco", [override])
+    text = str(info.value)
+    assert text.startswith(f"override {override!r}: ")
+    assert message in text and "\n" not in text
+
+
+def test_a_literal_in_the_owner_chain_is_checked_too(conf_root: Path) -> None:
+    owner = conf_root / ALGO / "task" / TASK / "mujoco.yaml"
+    owner.write_text(owner.read_text() + "  device: gpu\n")
+    with pytest.raises(ConfigError, match='training.device="gpu" must be one of "auto"'):
+        load_config(ALGO, TASK, "mujoco", conf_root=conf_root)
+    assert load_config(ALGO, TASK, "mjwarp").training.cuda_process_sharing is None

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from trainer.config.defaults import default_scene_cfg
 from trainer.sim.mujoco_cpu import MujocoCpuBackend
 from trainer.task.config import G1TrackingCfg
 from trainer.task.g1_tracking import G1TrackingEnv
@@ -26,7 +27,7 @@ class ReplayBackend(MujocoCpuBackend):
     env's current frame (the frame the step is scored against), shifted by ``offset``."""
 
     def __init__(self, model, num_envs: int, clip: MotionClip, offset=(0.0, 0.0, 0.0)) -> None:
-        super().__init__(model, num_envs, torch.device("cpu"), num_threads=1)
+        super().__init__(model, num_envs, torch.device("cpu"), default_scene_cfg(), num_threads=1)
         self.clip = clip
         self.offset = torch.tensor(offset, dtype=torch.float32)
         self.frames: Callable[[], torch.Tensor] | None = None  # set once the env exists

@@ -6,13 +6,14 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer.sim.scene import SceneCfg, build_g1_model
+from trainer.config.defaults import default_scene_cfg
+from trainer.sim.scene import build_g1_model
 from trainer.task.motion import generate_synthetic_dance
 
 
 def write_short_clip(path: Path, frames: int) -> Path:
     """Write the synthetic dance's first ``frames`` frames as a motion NPZ; return the path."""
-    arrays = generate_synthetic_dance(build_g1_model(SceneCfg()))
+    arrays = generate_synthetic_dance(build_g1_model(default_scene_cfg()))
     total = arrays["joint_pos"].shape[0]
     short = {k: v[:frames] if v.ndim and v.shape[0] == total else v for k, v in arrays.items()}
     np.savez(path, **short)

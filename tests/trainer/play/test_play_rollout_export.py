@@ -14,6 +14,7 @@ import torch
 
 from tests.trainer.play.clips import write_short_clip
 from trainer.algo.networks import Actor
+from trainer.config.defaults import default_scene_cfg
 from trainer.play.export import (
     INPUT_NAME,
     OUTPUT_NAME,
@@ -29,7 +30,6 @@ from trainer.sim.scene import (
     JOINT_KP,
     JOINT_KV,
     JOINT_NAMES,
-    SceneCfg,
     build_g1_model,
 )
 from trainer.task.config import G1TrackingCfg
@@ -48,12 +48,14 @@ def actor() -> Actor:
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory: pytest.TempPathFactory) -> MotionClip:
     path = write_short_clip(tmp_path_factory.mktemp("clip") / "short.npz", FRAMES)
-    return load_motion(path, build_g1_model(SceneCfg()))
+    return load_motion(path, build_g1_model(default_scene_cfg()))
 
 
 @pytest.fixture(scope="module")
 def rollout(actor: Actor, clip: MotionClip) -> Rollout:
-    return run_rollout(actor.deterministic, G1TrackingCfg(), build_g1_model(SceneCfg()), clip)
+    return run_rollout(
+        actor.deterministic, G1TrackingCfg(), build_g1_model(default_scene_cfg()), clip
+    )
 
 
 def test_rollout_plays_every_frame_from_the_reference_start(
@@ -67,7 +69,9 @@ def test_rollout_plays_every_frame_from_the_reference_start(
     # An untrained policy falls; play never resets it (no root jump between frames).
     assert rollout.body_pos_error_m[-1] > 0.3
     assert np.abs(np.diff(rollout.robot_qpos[:, :3], axis=0)).max() < 0.1
-    again = run_rollout(actor.deterministic, G1TrackingCfg(), build_g1_model(SceneCfg()), clip)
+    again = run_rollout(
+        actor.deterministic, G1TrackingCfg(), build_g1_model(default_scene_cfg()), clip
+    )
     np.testing.assert_array_equal(again.observations, rollout.observations)  # no obs noise
     np.testing.assert_array_equal(again.robot_qpos, rollout.robot_qpos)
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
+from trainer.config.defaults import default_algo_cfg, default_scene_cfg
+
 OBS, COBS, ACT = 160, 289, 29
 
 
@@ -150,14 +152,19 @@ def make_warp_cpu_env(*, num_envs: int, device: str, motion_path: str, seed: int
     exactly as on the GPU; ``motion_path`` is an NPZ the test wrote.
     """
     from trainer.sim.mjwarp import MjWarpBackend
-    from trainer.sim.scene import SceneCfg, build_g1_model
+    from trainer.sim.scene import build_g1_model
     from trainer.task.config import G1TrackingCfg
     from trainer.task.g1_tracking import G1TrackingEnv
     from trainer.task.motion import load_motion
 
-    model = build_g1_model(SceneCfg())
+    model = build_g1_model(default_scene_cfg())
     backend = MjWarpBackend(
-        model, num_envs, torch.device(device), warp_device="cpu", _allow_cpu_for_tests=True
+        model,
+        num_envs,
+        torch.device(device),
+        default_scene_cfg(),
+        warp_device="cpu",
+        _allow_cpu_for_tests=True,
     )
     clip = load_motion(motion_path, model)
     return G1TrackingEnv(G1TrackingCfg(), backend, model, clip, seed=seed)
@@ -268,7 +275,6 @@ def make_run_context(
     from dataclasses import replace
     from pathlib import Path
 
-    from trainer.algo.config import FlashSacCfg
     from trainer.config.schema import RunContext, SeedInfo, TrainingCfg
 
     run_dir = Path(run_dir)
@@ -293,7 +299,7 @@ def make_run_context(
     )
     if training:
         training_cfg = replace(training_cfg, **training)
-    algo_cfg = FlashSacCfg(
+    algo_cfg = default_algo_cfg(
         num_envs=8,
         max_iterations=6,
         batch_size=16,

@@ -19,10 +19,11 @@ import pytest
 from harness.jsonio import load_strict, write_json_atomic
 from harness.schemas import validate
 from harness.soak.verdict import judge_run_dir
+from trainer.config.defaults import default_scene_cfg
 from trainer.cpu_threads import plan_training_threads
 from trainer.runtime.learner_loop import run_training
 from trainer.runtime.shutdown import STARTUP_PHASES
-from trainer.sim.scene import SceneCfg, build_g1_model
+from trainer.sim.scene import build_g1_model
 from trainer.task.config import G1TrackingCfg
 from trainer.task.motion import arrays_sha256, generate_synthetic_dance
 
@@ -216,7 +217,7 @@ def test_diverged_policy_on_mjwarp_fails_at_the_collector_health_check(make_ctx,
     them on the device, so only the collector's health check can stop the run."""
     pytest.importorskip("mujoco_warp")
     motion = tmp_path / "synthetic_dance.npz"
-    np.savez(motion, **generate_synthetic_dance(build_g1_model(SceneCfg())))
+    np.savez(motion, **generate_synthetic_dance(build_g1_model(default_scene_cfg())))
     ctx = make_ctx()  # collector_metrics_interval=1: a health check after every tick
     _, hooks = _hooks(
         ctx,
@@ -249,7 +250,7 @@ def _npz_sha256(path: Path) -> str:
 
 
 def _synthetic_clip(path: Path, joint_offset: float = 0.0) -> Path:
-    arrays = generate_synthetic_dance(build_g1_model(SceneCfg()))
+    arrays = generate_synthetic_dance(build_g1_model(default_scene_cfg()))
     arrays["joint_pos"] = arrays["joint_pos"] + np.float32(joint_offset)
     np.savez(path, **arrays)
     return path

@@ -7,14 +7,16 @@ import numpy as np
 import pytest
 import torch
 
+from trainer.config.defaults import default_scene_cfg
 from trainer.sim.backend import (
     BackendFailure,
+    DiagnosticEntry,
     body_velocities_from_cvel,
-    make_backend,
     sensor_slices,
 )
+from trainer.sim.factory import make_backend
 from trainer.sim.mujoco_cpu import MujocoCpuBackend
-from trainer.sim.scene import SceneCfg, build_g1_model
+from trainer.sim.scene import build_g1_model
 
 NUM_ENVS = 2
 STEPS = 6
@@ -32,7 +34,7 @@ BODY_ATOL = 1e-4
 
 @pytest.fixture(scope="module")
 def model():
-    return build_g1_model(SceneCfg())
+    return build_g1_model(default_scene_cfg())
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +44,12 @@ def warp_cpu(model):
     from trainer.sim.mjwarp import MjWarpBackend
 
     return MjWarpBackend(
-        model, NUM_ENVS, torch.device("cpu"), warp_device="cpu", _allow_cpu_for_tests=True
+        model,
+        NUM_ENVS,
+        torch.device("cpu"),
+        default_scene_cfg(),
+        warp_device="cpu",
+        _allow_cpu_for_tests=True,
     )
 
 
@@ -54,18 +61,22 @@ def _ctrl(model, step: int) -> torch.Tensor:
 
 def test_make_backend_rejects_unknown_names_and_bad_sizes(model):
     with pytest.raises(ValueError, match="valid backends"):
-        make_backend("isaac", model, 2, "cpu")
+        make_backend("isaac", model, 2, "cpu", default_scene_cfg())
     with pytest.raises(ValueError, match="num_envs"):
-        make_backend("mujoco", model, 0, "cpu")
+        make_backend("mujoco", model, 0, "cpu", default_scene_cfg())
+    with pytest.raises(ValueError, match="applies to --sim mujoco only"):
+        make_backend("mjwarp", model, 2, "cpu", default_scene_cfg(), num_threads=2)
 
 
 def test_mjwarp_without_cuda_fails_closed_before_construction(model):
     with pytest.raises(BackendFailure, match="needs a CUDA device"):
-        make_backend("mjwarp", model, 2, "cpu")
+        make_backend("mjwarp", model, 2, "cpu", default_scene_cfg())
 
 
 def test_cpu_backend_counts_one_packed_copy_each_way_per_step(model):
-    backend = MujocoCpuBackend(model, NUM_ENVS, torch.device("cpu"), num_threads=2)
+    backend = MujocoCpuBackend(
+        model, NUM_ENVS, torch.device("cpu"), default_scene_cfg(), num_threads=2
+    )
     start = backend.transfer_stats()
     backend.step(_ctrl(model, 0))
     stats = backend.transfer_stats()
@@ -85,7 +96,7 @@ def test_cpu_backend_counts_one_packed_copy_each_way_per_step(model):
 def test_cpu_backend_views_match_mujoco_after_step(model):
     import mujoco
 
-    backend = MujocoCpuBackend(model, 1, torch.device("cpu"), num_threads=1)
+    backend = MujocoCpuBackend(model, 1, torch.device("cpu"), default_scene_cfg(), num_threads=1)
     data = mujoco.MjData(model)
     mujoco.mj_resetDataKeyframe(model, data, 0)
     ctrl = _ctrl(model, 0)[:1]
@@ -157,7 +168,9 @@ def test_cpu_backend_is_bitwise_equal_to_a_per_env_mj_step_loop(model, num_threa
     """The batched stepping (any thread count) gives exactly the per-env loop's outputs,
     including the derived fields one substep behind the state, across masked resets."""
     num_envs = 5
-    backend = MujocoCpuBackend(model, num_envs, torch.device("cpu"), num_threads=num_threads)
+    backend = MujocoCpuBackend(
+        model, num_envs, torch.device("cpu"), default_scene_cfg(), num_threads=num_threads
+    )
     ref = _ReferenceLoop(model, num_envs)
     _assert_bitwise_equal(backend, ref, "after construction")
     gen = torch.Generator().manual_seed(3)
@@ -183,7 +196,7 @@ def test_cpu_backend_is_bitwise_equal_to_a_per_env_mj_step_loop(model, num_threa
 
 def test_cpu_backend_health_reports_the_env_with_a_bad_acceleration(model, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # MuJoCo appends its warnings to ./MUJOCO_LOG.TXT
-    backend = MujocoCpuBackend(model, 3, torch.device("cpu"), num_threads=2)
+    backend = MujocoCpuBackend(model, 3, torch.device("cpu"), default_scene_cfg(), num_threads=2)
     qpos = backend.qpos.clone()
     qvel = torch.zeros(3, model.nv)
     qvel[2] = 1e4  # MuJoCo auto-resets the world and counts mjWARN_BADQACC
@@ -203,15 +216,20 @@ def test_cpu_backend_health_reports_the_env_with_a_bad_acceleration(model, tmp_p
 def test_cpu_backend_defaults_to_every_cpu_of_the_affinity_mask(model):
     import os
 
-    backend = MujocoCpuBackend(model, 64, torch.device("cpu"))
+    backend = MujocoCpuBackend(model, 64, torch.device("cpu"), default_scene_cfg())
     assert backend.num_threads == min(64, len(os.sched_getaffinity(0)))
     backend.close()
-    assert MujocoCpuBackend(model, 1, torch.device("cpu"), num_threads=8).num_threads == 1
+    assert (
+        MujocoCpuBackend(
+            model, 1, torch.device("cpu"), default_scene_cfg(), num_threads=8
+        ).num_threads
+        == 1
+    )
 
 
 @pytest.mark.slow
 def test_mjwarp_on_warp_cpu_matches_cpu_mujoco_on_a_short_rollout(model, warp_cpu):
-    cpu = MujocoCpuBackend(model, NUM_ENVS, torch.device("cpu"), num_threads=2)
+    cpu = MujocoCpuBackend(model, NUM_ENVS, torch.device("cpu"), default_scene_cfg(), num_threads=2)
     assert warp_cpu.qpos.shape == cpu.qpos.shape == (NUM_ENVS, model.nq)
     assert warp_cpu.xpos.shape == cpu.xpos.shape == (NUM_ENVS, model.nbody, 3)
     key_q = torch.as_tensor(model.key_qpos[0], dtype=torch.float32).expand(NUM_ENVS, -1)
@@ -276,3 +294,62 @@ def test_mjwarp_diagnostics_follow_contracts_4_3(warp_cpu):
     assert entries["cuda_graph"]["enabled"] is False
     assert "CPU" in entries["cuda_graph"]["disable_reason"]
     assert warp_cpu.transfer_stats() is None
+
+
+def _protocol_members(proto: type) -> set[str]:
+    own = set(vars(proto).get("__annotations__", {}))
+    own |= {k for k, v in vars(proto).items() if not k.startswith("_") and callable(v)}
+    own |= {k for k, v in vars(proto).items() if isinstance(v, property)}
+    return own
+
+
+def test_every_backend_implements_the_whole_protocol_and_declares_its_capability(model):
+    from trainer.sim.backend import SimBackend, StagedSimBackend
+    from trainer.sim.mjwarp import MjWarpBackend
+
+    members = _protocol_members(SimBackend)
+    staged_members = _protocol_members(StagedSimBackend)
+    assert {"staged", "health", "set_diagnostic", "close", "num_threads"} <= members
+    cpu = MujocoCpuBackend(model, 1, torch.device("cpu"), default_scene_cfg(), num_threads=1)
+    missing = {m for m in members if not hasattr(cpu, m)}
+    assert missing == set()
+    assert cpu.staged() is None and cpu.health() is None and cpu.transfer_stats() is not None
+    entry = DiagnosticEntry(True, False, "no CUDA")
+    cpu.set_diagnostic("task_cuda_graph", entry)
+    assert "diagnostics" not in cpu.diagnostics()  # the CPU document has no entries map
+    cpu.close()
+    # MJWarp's members exist on the class (instances need mujoco_warp and a device).
+    assert {m for m in members | staged_members if not hasattr(MjWarpBackend, m)} <= {
+        "num_envs", "device", "decimation", "nbody", "qpos", "qvel", "ctrl", "xpos", "xquat",
+        "body_lin_vel_w", "body_ang_vel_w", "pelvis_lin_vel_b", "torso_gyro_b",
+    }  # fmt: skip
+
+
+def test_backend_constructors_take_the_scene_values_from_the_config_not_defaults():
+    import inspect
+
+    from trainer.sim.mjwarp import MjWarpBackend
+
+    for cls in (MjWarpBackend, MujocoCpuBackend):
+        params = inspect.signature(cls).parameters
+        assert params["scene"].default is inspect.Parameter.empty
+        assert not {"decimation", "nconmax", "njmax"} & set(params), cls.__name__
+
+
+@pytest.mark.slow
+def test_mjwarp_sizes_its_buffers_from_the_scene_and_fails_closed_once_closed(model):
+    pytest.importorskip("mujoco_warp")
+    from trainer.sim.mjwarp import MjWarpBackend
+
+    scene = default_scene_cfg(njmax=700)
+    backend = MjWarpBackend(
+        model, 1, torch.device("cpu"), scene, warp_device="cpu", _allow_cpu_for_tests=True
+    )
+    assert backend.staged() is backend and backend.num_threads is None
+    assert backend.diagnostics()["njmax"] == 700 == backend.health()["njmax"]
+    assert backend.diagnostics()["nconmax"] == scene.nconmax
+    backend.close()
+    with pytest.raises(BackendFailure, match="closed"):
+        backend.step(torch.zeros(1, model.nu))
+    with pytest.raises(BackendFailure, match="closed"):
+        backend.launch_reset()

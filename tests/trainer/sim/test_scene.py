@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from trainer.assets import AssetError
+from trainer.config.defaults import default_scene_cfg
 from trainer.sim import scene
 from trainer.sim.scene import (
     DEFAULT_JOINT_POS,
     JOINT_NAMES,
     TRACKED_BODY_NAMES,
-    SceneCfg,
     body_ids,
     build_g1_model,
     locate_g1_mjcf,
@@ -26,7 +26,7 @@ from trainer.sim.scene import (
 
 @pytest.fixture(scope="module")
 def model() -> mujoco.MjModel:
-    return build_g1_model(SceneCfg(), asset_roots=())
+    return build_g1_model(default_scene_cfg(), asset_roots=())
 
 
 def test_scene_has_contract_sizes_and_mass(model: mujoco.MjModel) -> None:
@@ -133,7 +133,7 @@ def test_standing_contacts_fit_the_mjwarp_buffers(model: mujoco.MjModel) -> None
     data = mujoco.MjData(model)
     mujoco.mj_resetDataKeyframe(model, data, model.key("stand").id)
     mujoco.mj_forward(model, data)
-    cfg = SceneCfg()
+    cfg = default_scene_cfg()
     assert 0 < data.ncon <= cfg.nconmax
     assert data.nefc <= cfg.njmax
 
@@ -149,7 +149,7 @@ def test_tracked_body_ids_match_the_contract_table(model: mujoco.MjModel) -> Non
 
 
 def test_materialized_scene_loads_back_to_the_same_model(tmp_path: Path) -> None:
-    cfg = SceneCfg()
+    cfg = default_scene_cfg()
     path = materialize_scene(cfg, tmp_path, asset_roots=())
     assert path == tmp_path / "robots/g1/scene_flat.xml"
     first = path.read_text(encoding="utf-8")
@@ -167,13 +167,13 @@ def test_materialized_scene_loads_back_to_the_same_model(tmp_path: Path) -> None
 
 
 def test_scene_cfg_rejects_bad_timing() -> None:
-    assert SceneCfg().ctrl_dt == pytest.approx(0.02)
+    assert default_scene_cfg().ctrl_dt == pytest.approx(0.02)
     with pytest.raises(ValueError, match="decimation=0"):
-        SceneCfg(decimation=0)
+        default_scene_cfg(decimation=0)
     with pytest.raises(ValueError, match="sim_dt"):
-        SceneCfg(sim_dt=0.0)
+        default_scene_cfg(sim_dt=0.0)
     with pytest.raises(ValueError, match="njmax=100"):
-        SceneCfg(njmax=100)
+        default_scene_cfg(njmax=100)
 
 
 MJLAB_1_6_0_G1_SHA256 = "febdcbeffbbf84051556ae41a5ac1b43fb479a5d76bdb3f54824dbc2721c20aa"
@@ -189,16 +189,16 @@ def test_bundled_model_is_mjlab_1_6_0_g1_xml_byte_for_byte() -> None:
 
 def test_locate_prefers_explicit_then_asset_root_then_bundled(tmp_path: Path) -> None:
     bundled = scene.BUNDLED_G1_MJCF
-    assert locate_g1_mjcf(SceneCfg(), asset_roots=(tmp_path,)) == bundled
+    assert locate_g1_mjcf(default_scene_cfg(), asset_roots=(tmp_path,)) == bundled
     copied = tmp_path / "robots/g1/g1.xml"
     copied.parent.mkdir(parents=True)
     shutil.copyfile(bundled, copied)
-    assert locate_g1_mjcf(SceneCfg(), asset_roots=(tmp_path / "none", tmp_path)) == copied
+    assert locate_g1_mjcf(default_scene_cfg(), asset_roots=(tmp_path / "none", tmp_path)) == copied
     explicit = tmp_path / "mine.xml"
     shutil.copyfile(bundled, explicit)
-    assert locate_g1_mjcf(SceneCfg(robot_mjcf=str(explicit)), asset_roots=(tmp_path,)) == explicit
+    assert locate_g1_mjcf(default_scene_cfg(robot_mjcf=str(explicit)), asset_roots=(tmp_path,)) == explicit
     with pytest.raises(AssetError, match="robot_mjcf"):
-        locate_g1_mjcf(SceneCfg(robot_mjcf=str(tmp_path / "missing.xml")))
+        locate_g1_mjcf(default_scene_cfg(robot_mjcf=str(tmp_path / "missing.xml")))
 
 
 def test_locate_without_the_bundled_model_says_reinstall(
@@ -206,5 +206,5 @@ def test_locate_without_the_bundled_model_says_reinstall(
 ) -> None:
     monkeypatch.setattr(scene, "BUNDLED_G1_MJCF", tmp_path / "gone" / "g1.xml")
     with pytest.raises(AssetError, match=r"reinstall g1soak \(uv sync\)") as err:
-        locate_g1_mjcf(SceneCfg(), asset_roots=(tmp_path,))
+        locate_g1_mjcf(default_scene_cfg(), asset_roots=(tmp_path,))
     assert str(tmp_path / "gone" / "g1.xml") in str(err.value)

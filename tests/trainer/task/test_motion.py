@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from trainer import hub
-from trainer.sim.scene import FOOT_BODY_NAMES, SceneCfg, body_ids, build_g1_model
+from trainer.config.defaults import default_scene_cfg
+from trainer.sim.scene import FOOT_BODY_NAMES, body_ids, build_g1_model
 from trainer.task import motion
 from trainer.task.motion import (
     DANCE_MOTION_ID,
@@ -39,7 +40,7 @@ MARCH_SHA256 = "16735c3272b2c7c4d46c0907e920c66baef51885780f15e39cb73ebe166d4e2e
 
 @pytest.fixture(scope="module")
 def model() -> mujoco.MjModel:
-    return build_g1_model(SceneCfg(), asset_roots=())
+    return build_g1_model(default_scene_cfg(), asset_roots=())
 
 
 @pytest.fixture(scope="module")
