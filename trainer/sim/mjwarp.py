@@ -159,6 +159,8 @@ class MjWarpBackend:
     """
 
     name = "mjwarp"
+    num_threads: int | None = None
+    """No CPU physics pool (the runtime's ``EnvBackend.num_threads``)."""
 
     def __init__(
         self,
@@ -460,3 +462,6 @@ class MjWarpBackend:
     def transfer_stats(self) -> None:
         """Device-resident: no host bridge, so no counters (CONTRACTS §10)."""
         return
+
+    def close(self) -> None:
+        """Nothing to free early: the Warp arrays go with the backend (``EnvBackend.close``)."""
