@@ -195,7 +195,7 @@ class Collector:
         self.env: TrainingEnv | None = None
         self.res: CollectorResources | None = None
         self._shared: StorageWatch | None = None  # the learner's tensors, once received
-        self.startup_s: dict[str, float] = {}
+        self.startup_s: dict[str, Any] = {}
         """Collector-side startup milestones (seconds; ``timings.startup.collector``)."""
         self.metrics = CollectorMetrics()
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch.multiprocessing as mp
 
@@ -32,6 +32,9 @@ from trainer.runtime.run_state import RunPlan
 from trainer.runtime.shared_tensors import HELD_KEY
 from trainer.runtime.shutdown import BENIGN_COLLECTOR_EXITCODES, CollectorFailure, collector_exit
 from trainer.runtime.signals import SignalGuard
+
+if TYPE_CHECKING:
+    from trainer.task.motion import ResolvedMotion
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +50,7 @@ def _default_env_factory() -> EnvFactory:
     return make_env
 
 
-def _preflight_motion(ctx: RunContext) -> Any:
+def _preflight_motion(ctx: RunContext) -> ResolvedMotion:
     """The clip preflight resolved (``RunContext.motion_*``): the collector loads exactly it."""
     from trainer.task.motion import ResolvedMotion
 

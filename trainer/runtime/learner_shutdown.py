@@ -111,8 +111,7 @@ class LearnerShutdown:
         for problem in problems or []:
             tr.cleanup_errors.append(error_entry(type_name="SharedTensorsHeld", message=problem))
         tr.enter("finalize/logger_finish")
-        self.parts.pump.flush(block=True)
-        self.parts.pump.close()
+        self.parts.pump.finish()
         return {"ingress": ingress, "ring": ring_snapshot, "flight": flight, "exitcode": exitcode}
 
     # -- shared tensors (shared_tensors.py) ------------------------------------------------
@@ -174,10 +173,7 @@ class LearnerShutdown:
         )
         flight = InferenceRing.flight(block) if block is not None else None
         if self.parts.pump.writer is not None:
-            tr.best_effort(
-                "metrics flush",
-                lambda: (self.parts.pump.flush(block=True), self.parts.pump.close()),
-            )
+            tr.best_effort("metrics flush", self.parts.pump.finish)
         exc = error_entry(err)
         manifest = (
             tr.best_effort(

@@ -124,6 +124,11 @@ class MetricsPump:
         if self.writer is not None:
             self.writer.close()
 
+    def finish(self) -> None:
+        """Write every queued row (waiting for its device values), then close the writer."""
+        self.flush(block=True)
+        self.close()
+
 
 def _host_scalars(
     w: TickWindow, iters: int, iteration: int, iteration_time: float, fps: float | None

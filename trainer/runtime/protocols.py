@@ -4,12 +4,13 @@ The runtime never imports the concrete classes on its hot path (``FlashSacLearne
 trainer/algo/learner.py, ``G1TrackingEnv`` in trainer/task/): it types them by these
 Protocols, so the test doubles of tests/trainer/runtime honour the same interface
 (docs/architecture.md). Each member is one the runtime calls; nothing is probed with
-``hasattr``/``getattr``.
+``hasattr``/``getattr``. ``isinstance`` against them checks that every member is there (the
+tests do; the runtime relies on the static types).
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from torch import Tensor
 
@@ -22,6 +23,7 @@ class ReplaySink(Protocol):
         ...
 
 
+@runtime_checkable
 class Learner(Protocol):
     """The learner the tick loop serves (``FlashSacLearner``)."""
 
@@ -68,11 +70,14 @@ class EnvStep(Protocol):
     episode_length: Tensor
 
 
+@runtime_checkable
 class EnvBackend(Protocol):
     """The env's simulator backend, as far as the collector reads it (trainer/sim/)."""
 
-    num_threads: int | None
-    """Physics threads in effect (None: the backend has no CPU thread pool)."""
+    @property
+    def num_threads(self) -> int | None:
+        """Physics threads in effect (None: the backend has no CPU thread pool)."""
+        ...
 
     def diagnostics(self) -> dict[str, Any]:
         """``runtime_manifest.backend_diagnostics``; a cold-path call."""
@@ -86,17 +91,29 @@ class EnvBackend(Protocol):
 class MotionIdentity(Protocol):
     """Which clip the env tracks (``runtime_manifest.motion``)."""
 
-    source: str
-    sha256: str
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def sha256(self) -> str: ...
 
 
+@runtime_checkable
 class TrainingEnv(Protocol):
     """The env the collector steps (``G1TrackingEnv``)."""
 
-    backend: EnvBackend
-    motion: MotionIdentity | None
-    setup_seconds: dict[str, float]
-    """Where the env build went (``timings.startup.collector.env_build_parts``)."""
+    @property
+    def backend(self) -> EnvBackend: ...
+
+    @property
+    def motion(self) -> MotionIdentity | None:
+        """The tracked clip (None: an env without one, e.g. a test double)."""
+        ...
+
+    @property
+    def setup_seconds(self) -> dict[str, float]:
+        """Where the env build went (``timings.startup.collector.env_build_parts``)."""
+        ...
 
     def reset_all(self) -> tuple[Tensor, Tensor]:
         """Reset every row; return ``(obs, critic_obs)``."""
