@@ -204,23 +204,8 @@ def write_failed_summary(
         shutdown_extra: more shutdown keys (iteration, collector, snapshots, cleanup).
         evaluation: ``run_summary.evaluation``; default: skipped, the run failed before it.
     """
-    if isinstance(exception, BaseException):
-        exc = {"type": type(exception).__name__, "message": str(exception)[:ERROR_LIMIT]}
-    else:
-        exc = exception
-    shutdown: dict[str, Any] = {
-        "classification": classification,
-        "owner": owner,
-        "phase": phase,
-        "iteration": None,
-        "coordination_tick": None,
-        "inference_epoch": None,
-        "exception": exc,
-        "collector": None,
-        "cleanup": {"errors": []},
-        "replay_ingress": None,
-        "inference_ring": None,
-    }
+    exc = _exception_entry(exception)
+    shutdown = _failed_shutdown(classification, owner, phase, exc)
     shutdown.update(shutdown_extra or {})
     manifest: dict[str, Any] = dict(manifest_extra or {})
     manifest["cuda_process_sharing"] = cuda_process_sharing or null_cuda_process_sharing(
@@ -228,11 +213,7 @@ def write_failed_summary(
     )
     manifest["shutdown"] = shutdown
     if wall_time_sec is None:
-        try:
-            start = time.mktime(time.strptime(start_time_utc, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
-            wall_time_sec = max(0.0, time.time() - start)
-        except (ValueError, OverflowError):
-            wall_time_sec = 0.0
+        wall_time_sec = _wall_time_since(start_time_utc)
     doc = build_summary(
         status=status,
         algo=algo,
@@ -250,7 +231,46 @@ def write_failed_summary(
         error_type=(exc or {}).get("type") or "RunFailure",
         error=(exc or {}).get("message") or f"{classification} in {phase}",
     )
-    doc["evaluation"] = evaluation or {
+    doc["evaluation"] = evaluation or _skipped_evaluation(classification, phase)
+    return write_summary(run_dir, doc)
+
+
+def _exception_entry(exception: BaseException | dict[str, str] | None) -> dict[str, str] | None:
+    if isinstance(exception, BaseException):
+        return {"type": type(exception).__name__, "message": str(exception)[:ERROR_LIMIT]}
+    return exception
+
+
+def _failed_shutdown(
+    classification: str, owner: str, phase: str, exc: dict[str, str] | None
+) -> dict[str, Any]:
+    """``runtime_manifest.shutdown`` of a failed run before the caller's extra keys."""
+    return {
+        "classification": classification,
+        "owner": owner,
+        "phase": phase,
+        "iteration": None,
+        "coordination_tick": None,
+        "inference_epoch": None,
+        "exception": exc,
+        "collector": None,
+        "cleanup": {"errors": []},
+        "replay_ingress": None,
+        "inference_ring": None,
+    }
+
+
+def _wall_time_since(start_time_utc: str) -> float:
+    """Seconds since ``start_time_utc`` (0.0 when it does not parse)."""
+    try:
+        start = time.mktime(time.strptime(start_time_utc, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+        return max(0.0, time.time() - start)
+    except (ValueError, OverflowError):
+        return 0.0
+
+
+def _skipped_evaluation(classification: str, phase: str) -> dict[str, Any]:
+    return {
         "status": "skipped",
         "reason": f"the run failed before its evaluation ({classification} in {phase})",
         "path": None,
@@ -258,4 +278,3 @@ def write_failed_summary(
         "final": None,
         "best": None,
     }
-    return write_summary(run_dir, doc)

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import signal
 import sys
@@ -48,10 +47,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainer.evaluation.stage import prepare_collector, serve_evaluation
+from trainer.evaluation.stage import EvalPlan, prepare_collector, serve_evaluation
+from trainer.runtime.collector_metrics import CollectorMetrics, EpisodeWindow
 from trainer.runtime.control import ControlBlock, FailureKind, State, Word
 from trainer.runtime.inference_ring import InferenceRing
 from trainer.runtime.liveness import PeerDied, StopRequested, Waiter, make_identity_check
+from trainer.runtime.protocols import EnvBackend, TrainingEnv
 from trainer.runtime.replay_ingress import ReplayIngress
 from trainer.runtime.shared_tensors import (
     HELD_KEY,
@@ -66,34 +67,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Fixed part of the metrics report (floats area of the control block), then reward terms.
-REPORT_FIELDS: tuple[str, ...] = (
-    "tick",
-    "window_ticks",
-    "Perf/collector_inference_request_ms",
-    "Perf/collector_learner_action_wait_ms",
-    "Perf/collector_env_step_ms",
-    "Perf/collector_transition_extract_ms",
-    "Perf/collector_replay_write_ms",
-    "Perf/collector_metrics_publish_ms",
-    "Perf/collector_inference_queue_depth",
-    "Perf/collector_inference_action_backlog",
-    "Perf/collector_inference_max_action_backlog",
-    "Perf/collector_inference_in_flight",
-    "Perf/collector_inference_max_in_flight",
-    "Perf/collector_inference_publication_lag",
-    "Perf/collector_inference_max_publication_lag",
-    "Train/mean_reward",
-    "Train/mean_episode_length",
-    "Episode/timeout_rate",
-    "episodes_ended_total",
-    "env_step_wall_s_total",
-)
-MAX_REWARD_TERMS = 64
 # The action arrives one policy forward (~0.1-0.3 ms) after the observation: spin through
 # it instead of paying a sleep's wake-up latency twice per tick.
 ACTION_WAIT_SPIN_S = 1e-3
-EPISODE_WINDOW = 100
 _BACKEND_PATH_MARKERS = (
     f"{os.sep}trainer{os.sep}sim{os.sep}",
     f"{os.sep}mujoco_warp{os.sep}",
@@ -118,7 +94,7 @@ class CollectorSpec:
     """
 
     block: ControlBlock
-    env_factory: Callable[..., Any]
+    env_factory: Callable[..., TrainingEnv]
     env_kwargs: dict[str, Any]
     device: str
     learner_pid: int
@@ -146,7 +122,7 @@ class CollectorResources:
     num_envs: int
     total_ticks: int
     metrics_interval: int
-    evaluation: Any = None
+    evaluation: EvalPlan | None = None
 
 
 class ResourceMailbox:
@@ -202,57 +178,6 @@ def is_backend_error(err: BaseException) -> bool:
     return False
 
 
-class EpisodeWindow:
-    """Returns and lengths of the last 100 ended episodes, on device without host syncs.
-
-    Each tick appends the ended rows and keeps the 100 most recent valid entries (a
-    ``topk`` over positions), so the only sync is the report's single ``.cpu()``.
-    """
-
-    def __init__(self, num_envs: int, device: torch.device) -> None:
-        self.returns = torch.full((EPISODE_WINDOW,), math.nan, device=device)
-        self.lengths = torch.full((EPISODE_WINDOW,), math.nan, device=device)
-        self._position = torch.arange(EPISODE_WINDOW + num_envs, device=device)
-        self.ended = torch.zeros((), dtype=torch.float64, device=device)
-        self.interval_ended = torch.zeros((), dtype=torch.float64, device=device)
-        self.interval_timeouts = torch.zeros((), dtype=torch.float64, device=device)
-
-    def add(
-        self,
-        done: torch.Tensor,
-        truncated: torch.Tensor,
-        ep_return: torch.Tensor,
-        ep_length: torch.Tensor,
-    ) -> None:
-        nan = torch.full_like(self.returns[:1], math.nan)
-        rets = torch.cat([self.returns, torch.where(done, ep_return.float(), nan)])  # [100 + N]
-        lens = torch.cat([self.lengths, torch.where(done, ep_length.float(), nan)])  # [100 + N]
-        score = torch.where(torch.isnan(rets), -1, self._position)
-        keep = torch.topk(score, EPISODE_WINDOW).indices  # the 100 most recent ended episodes
-        self.returns = rets[keep]
-        self.lengths = lens[keep]
-        count = done.sum()
-        self.ended += count
-        self.interval_ended += count
-        self.interval_timeouts += (truncated & done).sum()
-
-    def stats(self) -> torch.Tensor:
-        """[mean return, mean length, timeout rate, ended total] (nan where undefined)."""
-        rate = self.interval_timeouts / self.interval_ended.clamp(min=1.0)
-        rate = torch.where(self.interval_ended > 0, rate, torch.full_like(rate, math.nan))
-        out = torch.stack(
-            [
-                torch.nanmean(self.returns).double(),
-                torch.nanmean(self.lengths).double(),
-                rate,
-                self.ended,
-            ]
-        )
-        self.interval_ended.zero_()
-        self.interval_timeouts.zero_()
-        return out
-
-
 class Collector:
     """The collector's tick loop (runs inside the spawned process)."""
 
@@ -267,20 +192,12 @@ class Collector:
             interrupt=self._check_stop,
             stale_after_s=spec.stale_after_s,
         )
-        self.env: Any = None
+        self.env: TrainingEnv | None = None
         self.res: CollectorResources | None = None
         self._shared: StorageWatch | None = None  # the learner's tensors, once received
-        self.startup_s: dict[str, float] = {}
+        self.startup_s: dict[str, Any] = {}
         """Collector-side startup milestones (seconds; ``timings.startup.collector``)."""
-        self.reward_terms: list[str] = []
-        self._timers = dict.fromkeys(REPORT_FIELDS[2:8], 0.0)
-        self._env_step_total_s = 0.0
-        self._window_ticks = 0
-        self._max_in_flight = 0
-        self._max_publication_lag = 0
-        self._max_action_backlog = 0
-        self._reward_sums: torch.Tensor | None = None
-        self._terms_published = False
+        self.metrics = CollectorMetrics()
 
     def _check_stop(self) -> None:
         if self.block.ints[Word.STOP] or self.block.ints[Word.CLOSED]:
@@ -292,9 +209,9 @@ class Collector:
         kwargs = dict(spec.env_kwargs)
         if spec.motion is not None:
             kwargs["resolved_motion"] = spec.motion
-        self.env = spec.env_factory(**kwargs)
+        self.env = env = spec.env_factory(**kwargs)
         built = time.perf_counter() - start
-        parts = {k: round(float(v), 3) for k, v in getattr(self.env, "setup_seconds", {}).items()}
+        parts = {k: round(float(v), 3) for k, v in env.setup_seconds.items()}
         logger.info(
             "env built in %.1f s (%s)", built, ", ".join(f"{k} {v:.1f} s" for k, v in parts.items())
         )
@@ -309,28 +226,33 @@ class Collector:
         self.startup_s["resources_wait"] = round(time.perf_counter() - start, 3)
 
     def publish_info(self) -> None:
-        """Write the diagnostics and startup milestones the learner's manifest records."""
+        """Write the diagnostics and startup milestones the learner's manifest records.
+
+        ``cuda_graph`` is null: the env's graphs are recorded in its backend diagnostics
+        (``task_cuda_graph`` and ``cuda_graph``).
+        """
+        env = self.env
+        assert env is not None, "build_env() first"
         doc = {
-            "backend_diagnostics": _backend_diagnostics(self.env),
-            "cuda_graph": _env_graph(self.env),
+            "backend_diagnostics": _backend_diagnostics(env.backend),
+            "cuda_graph": None,
             "startup": self.startup_s,
         }
-        motion = getattr(self.env, "motion", None)
-        if motion is not None:
-            doc["motion"] = {"path": motion.source, "sha256": motion.sha256}
+        if env.motion is not None:
+            doc["motion"] = {"path": env.motion.source, "sha256": env.motion.sha256}
         doc["cpu_threads"] = {
             "torch": torch.get_num_threads(),
-            "physics": getattr(getattr(self.env, "backend", None), "num_threads", None),
+            "physics": env.backend.num_threads,
         }
         self.block.write_text(json.dumps(doc))
 
     def run(self) -> None:
-        res, block = self.res, self.block
-        assert res is not None, "receive_resources() first"
+        res, block, env, m = self.res, self.block, self.env, self.metrics
+        assert res is not None and env is not None, "receive_resources() first"
         ring, ingress = res.ring, res.ingress
         ints = block.ints
         n = res.num_envs
-        obs, critic_obs = self.env.reset_all()
+        obs, critic_obs = env.reset_all()
         done = torch.zeros(n, dtype=torch.bool, device=self.device)
         actions = torch.zeros_like(ring.actions[0])
         episodes = EpisodeWindow(n, self.device)
@@ -343,8 +265,8 @@ class Collector:
             t0 = perf()
             ring.publish_observation(block, tick, obs, critic_obs, done)
             in_flight = tick + 1 - int(ints[Word.CONSUMED_TICK])
-            self._max_in_flight = max(self._max_in_flight, in_flight)
-            self._max_publication_lag = max(self._max_publication_lag, in_flight)
+            m.max_in_flight = max(m.max_in_flight, in_flight)
+            m.max_publication_lag = max(m.max_publication_lag, in_flight)
             t1 = perf()
             self.waiter.wait(
                 lambda t=tick: ints[Word.ACTION_TICK] > t,
@@ -352,10 +274,10 @@ class Collector:
                 spin_s=ACTION_WAIT_SPIN_S,
             )
             backlog = int(ints[Word.ACTION_TICK]) - int(ints[Word.CONSUMED_TICK])
-            self._max_action_backlog = max(self._max_action_backlog, backlog)
+            m.max_action_backlog = max(m.max_action_backlog, backlog)
             ring.consume_action(block, tick, actions)
             t2 = perf()
-            result = self.env.step(actions)
+            result = env.step(actions)
             t3 = perf()
             slot = tick % ring.capacity
             rows = res.pack_fn(
@@ -370,88 +292,27 @@ class Collector:
             )  # [N, 930]
             done = result.terminated | result.truncated
             episodes.add(done, result.truncated, result.episode_return, result.episode_length)
-            self._accumulate_rewards(result.reward_terms)
+            m.accumulate_rewards(result.reward_terms)
             t4 = perf()
             for start in range(0, n, rows_per_chunk):
                 if not ingress.push(block, rows[start : start + rows_per_chunk], self.waiter):
                     raise StopRequested("the replay ingress was closed or a stop was requested")
             t5 = perf()
             obs, critic_obs = result.obs, result.critic_obs
-            timers = self._timers
+            timers = m.timers
             timers["Perf/collector_inference_request_ms"] += t1 - t0
             timers["Perf/collector_learner_action_wait_ms"] += t2 - t1
             timers["Perf/collector_env_step_ms"] += t3 - t2
             timers["Perf/collector_transition_extract_ms"] += t4 - t3
             timers["Perf/collector_replay_write_ms"] += t5 - t4
-            self._env_step_total_s += t3 - t2
-            self._window_ticks += 1
+            m.env_step_total_s += t3 - t2
+            m.window_ticks += 1
             if (tick + 1) % res.metrics_interval == 0 or tick + 1 == int(ints[Word.TICK_LIMIT]):
                 self.check_health(tick)
-                self.publish_report(tick + 1, episodes)
+                m.publish(block, tick + 1, episodes)
             tick += 1
         block.set(Word.COLLECTOR_DONE, 1)
         block.add(Word.COLLECTOR_PROGRESS)
-
-    def _accumulate_rewards(self, terms: dict[str, torch.Tensor]) -> None:
-        if not terms:
-            return
-        if not self.reward_terms:
-            self.reward_terms = list(terms)[:MAX_REWARD_TERMS]
-        values = torch.stack(
-            [terms[k].detach().reshape(()).double() for k in self.reward_terms]
-        )  # [T]
-        if self._reward_sums is None:
-            self._reward_sums = torch.zeros_like(values)
-        self._reward_sums += values
-
-    def publish_report(self, tick: int, episodes: EpisodeWindow) -> None:
-        """Write one metrics report into the shared floats area under the seqlock."""
-        start = time.perf_counter()
-        ticks = max(self._window_ticks, 1)
-        stats = episodes.stats()
-        if self._reward_sums is not None:
-            stats = torch.cat([stats, self._reward_sums / ticks])
-            self._reward_sums.zero_()
-        host = stats.cpu().tolist()  # the report's single host sync
-        ints = self.block.ints
-        flight = InferenceRing.flight(self.block)
-        values = {
-            "tick": float(tick),
-            "window_ticks": float(ticks),
-            **{k: 1000.0 * v / ticks for k, v in self._timers.items()},
-            "Perf/collector_inference_queue_depth": float(flight.queue_depth),
-            "Perf/collector_inference_action_backlog": float(flight.action_backlog),
-            "Perf/collector_inference_max_action_backlog": float(self._max_action_backlog),
-            "Perf/collector_inference_in_flight": float(flight.publication_lag),
-            "Perf/collector_inference_max_in_flight": float(self._max_in_flight),
-            "Perf/collector_inference_publication_lag": float(flight.publication_lag),
-            "Perf/collector_inference_max_publication_lag": float(self._max_publication_lag),
-            "Train/mean_reward": host[0],
-            "Train/mean_episode_length": host[1],
-            "Episode/timeout_rate": host[2],
-            "episodes_ended_total": host[3],
-            "env_step_wall_s_total": self._env_step_total_s,
-        }
-        if not self._terms_published:
-            # Written once, before the first report becomes visible (the learner reads the
-            # names only after it saw a report).
-            doc = json.loads(self.block.read_text() or "{}")
-            doc["reward_terms"] = self.reward_terms
-            self.block.write_text(json.dumps(doc))
-            self._terms_published = True
-        floats = self.block.floats
-        seq = int(ints[Word.METRICS_SEQ])
-        ints[Word.METRICS_SEQ] = seq + 1  # odd: writing
-        for i, name in enumerate(REPORT_FIELDS):
-            floats[i] = values[name]
-        for j, value in enumerate(host[4:]):
-            floats[len(REPORT_FIELDS) + j] = value
-        ints[Word.METRICS_SEQ] = seq + 2
-        ints[Word.METRICS_REPORTS] += 1
-        self._timers = dict.fromkeys(self._timers, 0.0)
-        self._timers["Perf/collector_metrics_publish_ms"] = time.perf_counter() - start
-        self._window_ticks = 0
-        self._max_in_flight = self._max_publication_lag = self._max_action_backlog = 0
 
     def wait_for_stop(self) -> None:
         """After the last tick: wait until the learner says stop (or dies)."""
@@ -468,6 +329,7 @@ class Collector:
         constraint overflow after that. The error names the tick, so the run's failure
         record says when the collector noticed.
         """
+        assert self.env is not None
         try:
             self.env.check_health()
         except Exception as err:
@@ -500,66 +362,28 @@ class Collector:
         return held
 
     def close(self) -> None:
-        for owner in (self.env, getattr(self.env, "backend", None)):
-            close = getattr(owner, "close", None)
-            if callable(close):
-                close()
+        """Close the env's backend (the env itself holds nothing native)."""
+        if self.env is not None:
+            self.env.backend.close()
 
 
-def read_report(block: ControlBlock, reward_terms: list[str]) -> dict[str, float] | None:
-    """Consistent copy of the latest collector report (seqlock read), or None if none yet."""
-    ints, floats = block.ints, block.floats
-    for _ in range(1000):
-        seq = int(ints[Word.METRICS_SEQ])
-        if seq == 0:
-            return None
-        if seq % 2:
-            time.sleep(10e-6)
-            continue
-        values = floats[: len(REPORT_FIELDS) + len(reward_terms)].copy()
-        if int(ints[Word.METRICS_SEQ]) == seq:
-            out = {name: float(values[i]) for i, name in enumerate(REPORT_FIELDS)}
-            for j, term in enumerate(reward_terms):
-                # The env may key its terms by name or by the full tag (reward/<term>).
-                tag = term if term.startswith("reward/") else f"reward/{term}"
-                out[tag] = float(values[len(REPORT_FIELDS) + j])
-            return out
-    return None
-
-
-def _backend_diagnostics(env: Any) -> dict[str, Any]:
+def _backend_diagnostics(backend: EnvBackend) -> dict[str, Any]:
     """CONTRACTS §4.3 snapshot from the env's backend; never a bare null."""
-    backend = getattr(env, "backend", None)
     try:
-        diag = backend.diagnostics() if backend is not None else None
+        diag = backend.diagnostics()
     except Exception as err:  # noqa: BLE001 - the probe's failure is itself the diagnostic
         return {
             "available": False,
-            "backend_type": type(backend).__name__ if backend is not None else None,
+            "backend_type": type(backend).__name__,
             "unavailable_reason": f"backend diagnostics raised {type(err).__name__}: {err}",
         }
     if not isinstance(diag, dict) or "available" not in diag:
         return {
             "available": False,
-            "backend_type": type(backend).__name__ if backend is not None else None,
+            "backend_type": type(backend).__name__,
             "unavailable_reason": "the env backend reports no diagnostics",
         }
     return diag
-
-
-def _env_graph(env: Any) -> dict[str, Any] | None:
-    backend = getattr(env, "backend", None)
-    fn = getattr(backend, "cuda_graph_diagnostics", None)
-    if callable(fn):
-        try:
-            return fn()
-        except Exception as err:  # noqa: BLE001
-            return {
-                "requested": None,
-                "enabled": False,
-                "disable_reason": f"{type(err).__name__}: {err}",
-            }
-    return None
 
 
 def collector_main(spec: CollectorSpec, conn: Connection, launched_at: float) -> None:

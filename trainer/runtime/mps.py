@@ -30,7 +30,13 @@ from harness.mps.gpus import (
     is_mig_uuid,
     resolve_visible_entry,
 )
-from harness.mps.probe import SelectionError, observe_ambient, probe_pipe, select_pipe
+from harness.mps.probe import (
+    PipeSelection,
+    SelectionError,
+    observe_ambient,
+    probe_pipe,
+    select_pipe,
+)
 from trainer.rundir.summary import null_cuda_process_sharing
 
 MPS_MODE = "mps"
@@ -224,6 +230,19 @@ def _resolve_mps(
     rank: Any,
     world_size: Any,
 ) -> dict:
+    learner_index, collector_index = _check_request(record, rank, world_size)
+    record["pipe_directory_env"] = env.get("CUDA_MPS_PIPE_DIRECTORY")
+    gpus, learner_uuid = _pin_visible_devices(record, env, learner_index, collector_index)
+    selection = _select_daemon(record, env, learner_uuid)
+    _probe_daemon(record, env, selection)
+    _check_cuda_devices(record, gpus, learner_uuid, cuda_uuid_of, (learner_index, collector_index))
+    record["effective"] = MPS_MODE
+    record["validated"] = True
+    return record
+
+
+def _check_request(record: dict, rank: Any, world_size: Any) -> tuple[int, int]:
+    """Linux, one rank, two CUDA devices, CUDA not yet initialised; the two CUDA ordinals."""
     if not sys.platform.startswith("linux"):
         raise _fail(f"CUDA MPS needs Linux (this is {sys.platform})")
     for name, value in (("rank", rank), ("world_size", world_size)):
@@ -246,9 +265,14 @@ def _resolve_mps(
         raise _fail(
             "CUDA was initialised before the MPS preflight; the pipe variables would not take effect"
         )
-    record["pipe_directory_env"] = env.get("CUDA_MPS_PIPE_DIRECTORY")
+    return learner_index, collector_index
 
-    # Step 1: numeric CUDA_VISIBLE_DEVICES entries -> UUIDs, before CUDA init.
+
+def _pin_visible_devices(
+    record: dict, env: MutableMapping[str, str], learner_index: int, collector_index: int
+) -> tuple[list[GpuInfo], str | None]:
+    """Step 1: numeric CUDA_VISIBLE_DEVICES entries -> UUIDs, before CUDA init; the GPUs
+    NVML lists and the learner's UUID (None when the environment does not say)."""
     try:
         gpus = discover_gpus(timeout_s=5.0)
     except GpuDiscoveryError as err:
@@ -261,8 +285,13 @@ def _resolve_mps(
             f"learner {record['learner_device']} ({learner_uuid}) and collector "
             f"{record['collector_device']} ({collector_uuid}) are different GPUs"
         )
+    return gpus, learner_uuid
 
-    # Step 2: an explicit pipe wins; else the single live record covering the learner's GPU.
+
+def _select_daemon(
+    record: dict, env: MutableMapping[str, str], learner_uuid: str | None
+) -> PipeSelection:
+    """Step 2: an explicit pipe wins; else the single live record covering the learner's GPU."""
     try:
         selection = select_pipe(learner_uuid, env)
     except SelectionError as err:
@@ -282,8 +311,11 @@ def _resolve_mps(
             env["CUDA_MPS_LOG_DIRECTORY"] = selection.log_directory
     record["pipe_directory"] = selection.pipe_directory
     record["selected_record"] = None if selection.record is None else selection.record.name
+    return selection
 
-    # Step 3: probe. The control pipe and the daemon first (no CUDA), then the devices.
+
+def _probe_daemon(record: dict, env: MutableMapping[str, str], selection: PipeSelection) -> None:
+    """Step 3a: the control pipe and the daemon (no CUDA yet)."""
     probe = probe_pipe(selection.pipe_directory, selection.log_directory, base_env=env)
     record["control_pipe"] = probe.control_pipe
     record["control_pipe_kind"] = probe.control_pipe_kind
@@ -291,9 +323,20 @@ def _resolve_mps(
     record["server_pid"] = probe.server_pid
     if probe.error is not None:
         raise _fail(probe.error)
+
+
+def _check_cuda_devices(
+    record: dict,
+    gpus: list[GpuInfo],
+    learner_uuid: str | None,
+    cuda_uuid_of: CudaUuidOf,
+    indices: tuple[int, int],
+) -> None:
+    """Step 3b: the learner and collector devices as CUDA sees them: one physical GPU, the one
+    NVML and CUDA_VISIBLE_DEVICES name."""
     try:
-        torch_learner = canonical_uuid(cuda_uuid_of(learner_index))
-        torch_collector = canonical_uuid(cuda_uuid_of(collector_index))
+        torch_learner = canonical_uuid(cuda_uuid_of(indices[0]))
+        torch_collector = canonical_uuid(cuda_uuid_of(indices[1]))
     except Exception as err:
         raise _fail(f"cannot read the CUDA device UUIDs ({type(err).__name__}: {err})") from err
     record["learner_gpu_uuid"] = torch_learner
@@ -311,6 +354,3 @@ def _resolve_mps(
         )
     if torch_learner not in {gpu.uuid for gpu in gpus}:
         raise _fail(f"NVML does not list {torch_learner} as a physical GPU")
-    record["effective"] = MPS_MODE
-    record["validated"] = True
-    return record

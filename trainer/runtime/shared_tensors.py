@@ -91,3 +91,27 @@ def release(
     drop()
     gc.collect()
     return watch.alive()
+
+
+def release_learner_side(
+    watch: StorageWatch,
+    ring: InferenceRing,
+    ingress: ReplayIngress,
+    devices: tuple[torch.device, torch.device],
+    collector_problems: list[str],
+) -> list[str]:
+    """Steps 2 and 3 above, once the collector has exited; return every problem.
+
+    ``devices`` are the learner's and the collector's; ``collector_problems`` says what the
+    collector left referenced (its release report). Each problem names what stayed
+    referenced, so torch's unnamed warning at exit never comes unexplained.
+    """
+    problems = list(collector_problems)
+    held = release(lambda: release_all(ring, ingress), watch, devices)
+    if devices[1].type == "cuda":
+        torch.cuda.ipc_collect()
+    if held:
+        problems.append(f"the learner still referenced {', '.join(held)} after freeing them")
+    if problems and ring.is_device_ring:
+        problems = [f"{p}; torch reports this at exit as '{TORCH_WARNING}'" for p in problems]
+    return problems

@@ -108,7 +108,8 @@ def error_entry(
 ) -> dict:
     """``{type, message}`` with the message cut to the contract limit."""
     if err is not None:
-        type_name = type_name or getattr(err, "error_type", None) or type(err).__name__
+        reported = err.error_type if isinstance(err, CollectorFailure) else None
+        type_name = type_name or reported or type(err).__name__
         message = message if message is not None else str(err)
     return {"type": type_name or "Exception", "message": (message or "")[:ERROR_MESSAGE_LIMIT]}
 

@@ -42,6 +42,11 @@ class StepResult:
 
 
 class FakeBackend:
+    num_threads = None  # no CPU physics pool
+
+    def close(self) -> None:
+        """Nothing native to free."""
+
     def diagnostics(self) -> dict:
         return {
             "available": False,
@@ -76,6 +81,7 @@ class FakeEnv:
         self.num_envs = num_envs
         self.device = torch.device(device)
         self.backend = FakeBackend()
+        self.motion = None  # no clip: the manifest records no motion
         self.episode_len = episode_len
         self.fail_at_tick = fail_at_tick
         self.backend_fail_at_tick = backend_fail_at_tick
@@ -257,6 +263,9 @@ class FakeLearner:
         if self.raise_at_iteration is not None and self.updates == self.raise_at_iteration:
             raise FloatingPointError(f"fake learner failure at iteration {self.updates}")
         return {"Loss/critic": torch.tensor(1.0 / self.updates), "Loss/actor": torch.tensor(-0.5)}
+
+    def capture_graphs(self) -> None:
+        """Nothing to capture (no CUDA graphs)."""
 
     def cuda_graph_diagnostics(self) -> dict:
         return {"requested": False, "enabled": False, "disable_reason": "fake learner"}

@@ -153,20 +153,21 @@ def test_learner_state_right_after_loading_equals_the_checkpoint(
         algo_cfg=loaded.algo_cfg,
     )
     runtime = LearnerRuntime(ctx)
-    runtime.learner = FlashSacLearner(ctx.algo_cfg, num_envs=NUM_ENVS, device="cpu")
-    fresh = runtime.learner.state_dict()
-    runtime._resume(path)
+    learner = FlashSacLearner(ctx.algo_cfg, num_envs=NUM_ENVS, device="cpu")
+    fresh = learner.state_dict()
+    runtime.checkpoints.resume(path, learner, runtime.tracker)
     saved = load_checkpoint(path)["learner"]
-    restored = runtime.learner.state_dict()
+    restored = learner.state_dict()
     _assert_same_state(restored, saved)
     # Parameters, Adam step counts, schedules, reward scaler: all moved off the fresh state.
     assert not torch.equal(restored["actor"]["mu_head.weight"], fresh["actor"]["mu_head.weight"])
     assert restored["optimizers"]["critic"]["step"][0].item() == saved["update_count"] > 0
     assert restored["schedulers"]["critic"] == saved["update_count"]
     assert restored["reward_scaler"]["count"].item() > fresh["reward_scaler"]["count"].item()
-    assert runtime.learner.update_count == saved["update_count"]
-    assert (runtime.start_iteration, runtime.iteration) == (2, 2)
-    assert runtime.total_ticks == runtime.warmup + 3
+    assert learner.update_count == saved["update_count"]
+    assert (runtime.state.start_iteration, runtime.state.iteration) == (2, 2)
+    assert runtime.tracker.iteration == 2
+    assert runtime.state.total_ticks == runtime.plan.warmup + 3
 
 
 @pytest.mark.parametrize(

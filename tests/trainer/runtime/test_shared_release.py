@@ -118,7 +118,7 @@ def test_a_learner_keeping_shared_views_fails_the_completed_run_naming_them(make
 def test_a_failing_collector_still_frees_its_copies_before_it_exits(make_ctx, caplog) -> None:
     """The exception's traceback held the tick loop's frame; the release comes after it."""
     ctx = make_ctx(algo={"max_iterations": 50})
-    caplog.set_level(logging.WARNING, logger="trainer.runtime.learner_loop")
+    caplog.set_level(logging.WARNING, logger="trainer.runtime.learner_shutdown")
     assert run_training(ctx, **_hooks(ctx, fail_at_tick=5)) == 1
     shutdown = load_strict(ctx.run_dir / "run_summary.json")["runtime_manifest"]["shutdown"]
     assert shutdown["classification"] == "collector_failure"
@@ -130,7 +130,7 @@ def test_a_failing_collector_still_frees_its_copies_before_it_exits(make_ctx, ca
 @pytest.mark.slow
 def test_a_killed_collector_is_reported_as_not_having_freed_its_copies(make_ctx, caplog) -> None:
     ctx = make_ctx(algo={"max_iterations": 50})
-    caplog.set_level(logging.WARNING, logger="trainer.runtime.learner_loop")
+    caplog.set_level(logging.WARNING, logger="trainer.runtime.learner_shutdown")
     assert run_training(ctx, **_hooks(ctx, kill_self_at_tick=5)) == 1
     messages = [r.message for r in caplog.records if "without freeing" in r.message]
     what = "its copies of the shared ring and ingress tensors"

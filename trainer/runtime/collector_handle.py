@@ -1,0 +1,268 @@
+"""The learner's handle on its one collector process: spawn, hand-over, health, stop.
+
+Right after the CUDA preflight the learner creates the control block and spawns the
+collector, which starts building its env at once; the ring, the replay ingress and the tick
+count follow through the spawn pipe at ``startup/collector_start`` (docs/runtime.md,
+"Startup overlap"). The handle also reads what the collector publishes (its diagnostics
+text, its metrics reports), turns its error flag or its death into ``CollectorFailure``
+for the learner's waits, and joins or escalates at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch.multiprocessing as mp
+
+from trainer.config.schema import RunContext
+from trainer.cpu_threads import ThreadPlan
+from trainer.runtime.collector import CollectorResources, CollectorSpec, collector_main
+from trainer.runtime.collector_metrics import read_report
+from trainer.runtime.control import ControlBlock, FailureKind, Word
+from trainer.runtime.protocols import TrainingEnv
+from trainer.runtime.run_state import RunPlan
+from trainer.runtime.shared_tensors import HELD_KEY
+from trainer.runtime.shutdown import BENIGN_COLLECTOR_EXITCODES, CollectorFailure, collector_exit
+from trainer.runtime.signals import SignalGuard
+
+if TYPE_CHECKING:
+    from trainer.task.motion import ResolvedMotion
+
+logger = logging.getLogger(__name__)
+
+COLLECTOR_JOIN_S = 30.0
+COLLECTOR_TERM_S = 5.0
+
+EnvFactory = Callable[..., TrainingEnv]
+
+
+def _default_env_factory() -> EnvFactory:
+    from trainer.task.g1_tracking import make_env
+
+    return make_env
+
+
+def _preflight_motion(ctx: RunContext) -> ResolvedMotion:
+    """The clip preflight resolved (``RunContext.motion_*``): the collector loads exactly it."""
+    from trainer.task.motion import ResolvedMotion
+
+    return ResolvedMotion(Path(ctx.motion_path), ctx.motion_source, ctx.motion_sha256)
+
+
+class CollectorHandle:
+    """The collector process as the learner sees it (one per run)."""
+
+    def __init__(self, signals: SignalGuard, stale_after_s: float) -> None:
+        self.signals = signals
+        self.stale_after_s = stale_after_s
+        self.block: ControlBlock | None = None
+        self.process: BaseProcess | None = None
+        self._conn: Connection | None = None  # the learner's end of the spawn pipe
+        self.handed_over = False
+        """The collector has its ring and ingress."""
+        self.info: dict[str, Any] = {}
+        """The collector's diagnostics text (backend diagnostics, startup, motion, threads)."""
+        self.reward_terms: list[str] = []
+
+    # -- spawn and hand-over -----------------------------------------------------------------
+    def launch(
+        self,
+        ctx: RunContext,
+        plan: RunPlan,
+        threads: ThreadPlan | None,
+        *,
+        env_factory: EnvFactory | None,
+        env_kwargs: dict[str, Any] | None,
+    ) -> None:
+        """Create the control block and spawn the collector; it starts building its env.
+
+        The ring and the replay ingress do not exist yet: they follow through the spawn
+        pipe at ``startup/collector_start`` (``hand_over``).
+        """
+        env_factory = env_factory or _default_env_factory()
+        motion = None
+        if env_kwargs is None:
+            env_kwargs = {
+                "task_cfg": ctx.task_cfg,
+                "sim_backend": ctx.sim_backend,
+                "num_envs": plan.num_envs,
+                "device": str(plan.collector_device),
+                "seed": int(ctx.seed.effective_seed),
+            }
+            motion = _preflight_motion(ctx)
+            physics = threads.collector_physics if threads is not None else None
+            if physics is not None:
+                env_kwargs["backend_options"] = {"num_threads": physics}
+        me = os.getpid()
+        from harness.procfs import start_time_ticks
+
+        self.block = ControlBlock.create()
+        spec = CollectorSpec(
+            block=self.block,
+            env_factory=env_factory,
+            env_kwargs=env_kwargs,
+            device=str(plan.collector_device),
+            learner_pid=me,
+            learner_start_ticks=int(start_time_ticks(me) or 0),
+            stale_after_s=self.stale_after_s,
+            torch_threads=threads.collector_torch if threads is not None else None,
+            motion=motion,
+        )
+        spawn = mp.get_context("spawn")
+        receiver, self._conn = spawn.Pipe(duplex=False)
+        self.process = spawn.Process(
+            target=collector_main,
+            args=(spec, receiver, time.time()),
+            name="g1soak-collector",
+            daemon=False,
+        )
+        self.process.start()
+        receiver.close()  # the child holds its own copy
+        logger.info("collector started: pid %d", self.process.pid)
+
+    def hand_over(self, resources: CollectorResources) -> None:
+        """Send the ring, the ingress and the tick count down the spawn pipe (never blocks:
+        the collector reads it on a thread)."""
+        assert self._conn is not None
+        try:
+            self._conn.send(resources)
+            self.handed_over = True
+        except OSError as err:  # the collector is gone: say how it ended
+            self.check()
+            raise CollectorFailure(f"could not hand the collector its resources: {err}") from err
+        finally:
+            self._conn.close()
+
+    # -- what it publishes -------------------------------------------------------------------
+    def read_info(self) -> None:
+        assert self.block is not None
+        try:
+            doc = json.loads(self.block.read_text() or "{}")
+        except ValueError as err:
+            doc = {
+                "backend_diagnostics": {
+                    "available": False,
+                    "backend_type": None,
+                    "unavailable_reason": str(err),
+                }
+            }
+        self.info = doc
+        self.reward_terms = list(doc.get("reward_terms") or self.reward_terms)
+
+    def read_report(self) -> dict[str, float] | None:
+        """The latest metrics report under the reward-term names known so far."""
+        assert self.block is not None
+        return read_report(self.block, self.reward_terms)
+
+    def latest_report(self) -> dict[str, float] | None:
+        """The latest report; the term names are read once the first report exists."""
+        report = self.read_report()
+        if report is not None and not self.reward_terms:
+            self.read_info()
+            report = self.read_report()
+        return report
+
+    # -- health ------------------------------------------------------------------------------
+    def check(self) -> None:
+        """check_peer of the learner's waits: collector error flag, then process death."""
+        block = self.block
+        assert block is not None
+        if block.ints[Word.COLLECTOR_FAILURE]:
+            self._raise_error()
+        if self.process is not None and not self.process.is_alive():
+            exitcode = self.process.exitcode
+            if exitcode in BENIGN_COLLECTOR_EXITCODES and exitcode != 0:
+                # A group-wide SIGINT/SIGTERM also reaches us; let our own flag decide.
+                time.sleep(0.2)
+                self.signals.check()
+            if block.ints[Word.COLLECTOR_FAILURE]:
+                self._raise_error()
+            raise CollectorFailure(
+                f"collector process {self.process.pid} exited with code {exitcode}"
+                + (
+                    f" ({collector_exit(False, exitcode)['signal_name']})"
+                    if exitcode and exitcode < 0
+                    else ""
+                ),
+            )
+
+    def _raise_error(self) -> None:
+        assert self.block is not None
+        kind, text = self.block.read_error()
+        type_name, _, message = text.partition("\n")
+        classification = (
+            "backend_worker_failure" if kind == FailureKind.BACKEND else "collector_failure"
+        )
+        raise CollectorFailure(
+            f"collector raised {type_name}: {message}",
+            classification=classification,
+            error_type=type_name or "Exception",
+        )
+
+    def is_alive(self) -> bool:
+        return self.process is not None and self.process.is_alive()
+
+    # -- the end -----------------------------------------------------------------------------
+    def join(self) -> int | None:
+        """After ``STOP``: wait for the exit, then SIGTERM, then SIGKILL; the exit code."""
+        proc = self.process
+        if proc is None:
+            return None
+        proc.join(COLLECTOR_JOIN_S)
+        if proc.is_alive():
+            logger.warning("collector %d did not exit; sending SIGTERM", proc.pid)
+            proc.terminate()
+            proc.join(COLLECTOR_TERM_S)
+        if proc.is_alive():
+            logger.warning("collector %d ignored SIGTERM; sending SIGKILL", proc.pid)
+            proc.kill()
+            proc.join(COLLECTOR_TERM_S)
+        return proc.exitcode
+
+    def stop_after_failure(self) -> dict[str, Any] | None:
+        """Ask the collector to stop, then escalate; return ``shutdown.collector``."""
+        proc = self.process
+        if proc is None:
+            return None
+        if self.block is not None:
+            self.block.set(Word.STOP, 1)
+            self.block.set(Word.CLOSED, 1)
+        if not self.handed_over:
+            # Still building its env (it cannot see STOP inside a compile) and holding
+            # nothing of ours but the control block: terminate it now.
+            assert self._conn is not None
+            self._conn.close()
+            proc.terminate()
+        proc.join(COLLECTOR_TERM_S)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(COLLECTOR_TERM_S)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(COLLECTOR_TERM_S)
+        return collector_exit(proc.is_alive(), proc.exitcode)
+
+    def release_problems(self) -> list[str]:
+        """What the exited collector left referenced ([] when it never got the tensors)."""
+        if not self.handed_over:
+            return []
+        assert self.block is not None
+        if not self.block.get(Word.SHARED_RELEASED):
+            exitcode = self.process.exitcode if self.process is not None else None
+            what = "its copies of the shared ring and ingress tensors"
+            return [f"the collector exited without freeing {what} (exit code {exitcode})"]
+        try:
+            held = json.loads(self.block.read_text() or "{}").get(HELD_KEY) or []
+        except ValueError as err:
+            return [f"the collector's release report is unreadable: {err}"]
+        if held:
+            return [f"the collector still referenced {', '.join(map(str, held))} when it exited"]
+        return []

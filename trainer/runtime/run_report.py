@@ -1,0 +1,178 @@
+"""The run's report: ``runtime_manifest`` and ``run_summary.json`` of a completed or a failed
+run (docs/runtime.md, "Shutdown"; docs/schemas.md), and who a failure is charged to; the manifest
+itself is run_manifest.py's.
+
+It only reads: the plan and state of the run, what startup built, what the collector
+published, what the metrics pump kept. The snapshots a summary records (ring, ingress,
+flight) are taken by the caller, at the point of the shutdown sequence where they belong.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import torch
+
+from trainer.config.schema import RunContext
+from trainer.evaluation.stage import LearnerEvaluation
+from trainer.rundir.summary import build_summary, write_failed_summary
+from trainer.runtime.budget import TimeBudget
+from trainer.runtime.collector_handle import CollectorHandle
+from trainer.runtime.metrics_pump import MetricsPump
+from trainer.runtime.run_manifest import RunManifest
+from trainer.runtime.run_state import (
+    TAIL_WINDOW,
+    LearnerResources,
+    RunPlan,
+    RunState,
+    released_env_steps,
+)
+from trainer.runtime.shutdown import CollectorFailure, ExternalCancellation
+
+FAILURE_OWNER = {"collector_failure": "collector", "backend_worker_failure": "collector"}
+
+
+def failure_owner(err: BaseException, classification: str) -> str:
+    """``shutdown.owner`` of a failed run."""
+    if isinstance(err, ExternalCancellation):
+        return "external"
+    owner = FAILURE_OWNER.get(classification)
+    return owner or ("learner" if classification == "learner_failure" else "unknown")
+
+
+def failure_status(err: BaseException) -> str:
+    """``collector_died`` when the collector ended without reporting an exception (crash,
+    signal), else ``failed``."""
+    if isinstance(err, CollectorFailure) and err.error_type == "CollectorDied":
+        return "collector_died"
+    return "failed"
+
+
+class RunReport:
+    """Builds the manifest and the summaries from the run's parts (see the module docstring)."""
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        plan: RunPlan,
+        state: RunState,
+        resources: LearnerResources,
+        collector: CollectorHandle,
+        pump: MetricsPump,
+        budget: TimeBudget,
+        evaluation: LearnerEvaluation,
+    ) -> None:
+        self.ctx = ctx
+        self.plan = plan
+        self.state = state
+        self.resources = resources
+        self.collector = collector
+        self.pump = pump
+        self.budget = budget
+        self.evaluation = evaluation
+        self.manifest = RunManifest(ctx, plan, state, resources, collector, pump)
+
+    def total_env_steps(self) -> int:
+        return released_env_steps(self.collector.block, self.resources.ingress, self.plan.slot_rows)
+
+    # -- the summaries -------------------------------------------------------------------------
+    def completed_summary(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        ctx = self.ctx
+        completed = self._completed_fields()
+        return build_summary(
+            status="completed",
+            algo=ctx.algo,
+            task=ctx.task,
+            sim_backend=ctx.sim_backend,
+            log_dir=str(ctx.run_dir),
+            start_time_utc=ctx.start_time_utc,
+            wall_time_sec=time.time() - self.state.start_wall,
+            completed_iterations=self.state.run_iterations,
+            total_env_steps=self.total_env_steps(),
+            configured_seed=ctx.seed.configured_seed,
+            configured_seed_source=ctx.seed.configured_seed_source,
+            effective_seed=ctx.seed.effective_seed,
+            runtime_manifest=manifest,
+            completed_fields=completed,
+        )
+
+    def _completed_fields(self) -> dict[str, Any]:
+        state, pump, final = self.state, self.pump, self.pump.final
+        end = time.monotonic()
+        tail = list(state.tail)
+        tail_fps = None
+        if len(tail) >= 2 and tail[-1][0] > tail[0][0]:
+            tail_fps = (tail[-1][1] - tail[0][1]) / (tail[-1][0] - tail[0][0])
+        report = pump.last_report or {}
+
+        def finite(key: str) -> float | None:
+            value = report.get(key)
+            return value if value is not None and math.isfinite(value) else None
+
+        completed = {
+            "training_wall_time_sec": max(0.0, end - (state.training_start or end)),
+            "tail_iteration_count": min(TAIL_WINDOW, state.run_iterations),
+            "final_mean_reward": finite("Train/mean_reward"),
+            "best_mean_reward": pump.best_mean_reward,
+            "mean_episode_length": finite("Train/mean_episode_length"),
+            "last_checkpoint": state.last_checkpoint,
+            "time_budget": self.budget.record(
+                max_iterations=self.plan.max_iterations,
+                stopped_by=state.stopped_by,
+                final_iteration=state.iteration,
+            ),
+            "final_env_steps_per_sec": final.get("env_steps_per_sec"),
+            "tail_env_steps_per_sec": tail_fps,
+            "final_learner_replay_rows_per_sec": final.get("replay_rows_per_sec"),
+            "final_cycle_wall_ms": final.get("cycle_device_ms", final.get("cycle_host_ms")),
+            "final_inference_ms": final.get("inference_ms"),
+            "final_inference_h2d_ms": final.get("inference_h2d_ms"),
+            "final_inference_forward_ms": final.get("inference_forward_ms"),
+            "final_inference_d2h_ms": final.get("inference_d2h_ms"),
+        }
+        if self.evaluation.section is not None:
+            completed["evaluation"] = self.evaluation.section
+        if self.plan.device.type == "cuda":
+            completed["tf32_matmul"] = bool(torch.backends.cuda.matmul.allow_tf32)
+        return completed
+
+    def write_failed(
+        self,
+        err: BaseException,
+        *,
+        classification: str,
+        phase: str,
+        exception: dict[str, str],
+        manifest: dict[str, Any],
+        shutdown_extra: dict[str, Any],
+        evaluation: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        """Write the failed summary; ``manifest`` without its ``shutdown`` and sharing keys."""
+        ctx = self.ctx
+        sharing = manifest.pop("cuda_process_sharing", None)
+        return write_failed_summary(
+            ctx.run_dir,
+            algo=ctx.algo,
+            task=ctx.task,
+            sim_backend=ctx.sim_backend,
+            log_dir=str(ctx.run_dir),
+            start_time_utc=ctx.start_time_utc,
+            configured_seed=ctx.seed.configured_seed,
+            configured_seed_source=ctx.seed.configured_seed_source,
+            effective_seed=ctx.seed.effective_seed,
+            classification=classification,
+            owner=failure_owner(err, classification),
+            phase=phase,
+            exception=exception,
+            cuda_process_sharing=sharing,
+            manifest_extra=manifest,
+            status=failure_status(err),
+            wall_time_sec=time.time() - self.state.start_wall,
+            completed_iterations=self.state.run_iterations,
+            total_env_steps=self.total_env_steps(),
+            shutdown_extra=shutdown_extra,
+            learner_device=str(self.plan.device),
+            evaluation=evaluation,
+        )
