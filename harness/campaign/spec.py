@@ -20,10 +20,11 @@ from typing import Any
 
 import yaml
 
-from harness.errors import UsageError
-from harness.mps.gpus import MULTI_GPU_GATE
-from harness.schemas import validate
-from harness.soak.cli import MOTION_IDS, MOTION_KEY, check_overrides, override_key
+from contracts.errors import UsageError
+from contracts.motions import MOTION_IDS
+from contracts.mps.gpus import MULTI_GPU_GATE
+from contracts.schemas import validate
+from harness.soak.cli import MOTION_KEY, check_overrides, override_key
 from harness.soak.trend import TrendThresholdError, parse_threshold_overrides
 
 SCHEMA_FILE = "campaign.v1.json"

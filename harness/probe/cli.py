@@ -25,19 +25,13 @@ from typing import Annotated, Any
 import typer
 from tabulate import tabulate
 
-from harness.cli_app import run_app
-from harness.errors import HarnessError, StrictJsonError, UsageError
-from harness.jsonio import dumps_strict, load_strict
-from harness.paths import absolute, absolute_or_none
-from harness.probe import gpu_snapshot as gpus
-from harness.probe.result import (
-    BACKENDS,
-    PHASES,
-    build_document,
-    failed_result,
-    finalize,
-    write_document,
-)
+from contracts import gpu_snapshot as gpus
+from contracts.backend_probe import BACKENDS, PHASES
+from contracts.cli_app import run_app
+from contracts.errors import HarnessError, StrictJsonError, UsageError
+from contracts.jsonio import dumps_strict, load_strict
+from contracts.paths import absolute, absolute_or_none
+from harness.probe.result import build_document, failed_result, finalize, write_document
 
 __all__ = ["BACKENDS", "PHASES", "app", "main", "parse_backends", "run_probe"]
 

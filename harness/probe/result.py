@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.git import git_output, git_text
-from harness.jsonio import write_json_atomic
-from harness.probe.gpu_snapshot import environment_record, probed_gpu_uuid
-from harness.schemas import validate
+from contracts.git import git_output, git_text
+from contracts.gpu_snapshot import environment_record, probed_gpu_uuid
+from contracts.jsonio import write_json_atomic
+from contracts.schemas import validate
 
 __all__ = [
     "BACKENDS",

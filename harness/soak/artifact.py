@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.jsonio import write_json_atomic
-from harness.schemas import validate
+from contracts.jsonio import write_json_atomic
+from contracts.schemas import validate
 from harness.soak.console import read_tail
 from harness.soak.eta import SoakPlan
 from harness.soak.launch import CONSOLE_LOG_NAME

@@ -19,11 +19,11 @@ from typing import Annotated, Any
 
 import typer
 
-from harness.cli_app import run_app
-from harness.errors import UsageError
-from harness.evaluation_text import metrics_text
-from harness.jsonio import dumps_strict
-from harness.paths import absolute
+from contracts.cli_app import run_app
+from contracts.errors import UsageError
+from contracts.evaluation_text import metrics_text
+from contracts.jsonio import dumps_strict
+from contracts.paths import absolute
 from harness.soak import preflight
 from harness.soak.eta import SoakPlan
 from harness.soak.learning import DEFAULT_MARGIN, LearningCfg, learning_cfg
@@ -234,7 +234,7 @@ def checked_timing(
 
 
 def check_paths(log_dir: Path, output: Path) -> tuple[Path, Path]:
-    """Both made absolute (harness.paths: relative to the CWD); log dir missing or empty;
+    """Both made absolute (contracts.paths: relative to the CWD); log dir missing or empty;
     output new and outside it."""
     log_dir, output = absolute(log_dir), absolute(output)
     if log_dir.exists():
@@ -343,8 +343,8 @@ def _load_schemas() -> None:
     The judgement then never reads ``schemas/``, which a checkout during a long soak may
     change or remove. Raises SchemaUnavailable (exit 1, nothing launched).
     """
-    from harness.run_summary import MANIFEST_SCHEMA, RUN_SUMMARY_SCHEMA
-    from harness.schemas import preload
+    from contracts.run_summary import MANIFEST_SCHEMA, RUN_SUMMARY_SCHEMA
+    from contracts.schemas import preload
     from harness.soak.artifact import SCHEMA_FILE
     from harness.soak.learning import EVALUATION_SCHEMA
 

@@ -16,7 +16,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from harness.git import git_text
+from contracts.git import git_text
 from harness.soak.gpu import GpuSampler
 
 GIT_TIMEOUT_S = 2.0

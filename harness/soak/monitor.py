@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness.procfs import is_same_process, read_stat
+from contracts.procfs import is_same_process, read_stat
 from harness.soak import launch as launch_mod
 from harness.soak.artifact import ArtifactInputs, build_and_write_artifact
 from harness.soak.console import exit_reason
@@ -565,8 +565,8 @@ class SoakMonitor:
 def _plan_from_run_config(log_dir: Path, min_duration_s: float) -> SoakPlan | None:
     """The plan of a trainer whose run_config.json carries algo.max_iterations and
     training.duration_seconds (this repository's ``train``); None until it exists."""
-    from harness.errors import StrictJsonError
-    from harness.jsonio import load_strict
+    from contracts.errors import StrictJsonError
+    from contracts.jsonio import load_strict
 
     path = log_dir / "run_config.json"
     if not path.is_file():
@@ -583,8 +583,8 @@ def _plan_from_run_config(log_dir: Path, min_duration_s: float) -> SoakPlan | No
 
 
 def _motion_from_run_config(log_dir: Path) -> str | None:
-    from harness.errors import StrictJsonError
-    from harness.jsonio import load_strict
+    from contracts.errors import StrictJsonError
+    from contracts.jsonio import load_strict
 
     try:
         doc = load_strict(log_dir / "run_config.json")

@@ -19,9 +19,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness.errors import StrictJsonError, UsageError
-from harness.jsonio import loads_strict, write_json_atomic
-from harness.schemas import validate
+from contracts.errors import StrictJsonError, UsageError
+from contracts.jsonio import loads_strict, write_json_atomic
+from contracts.schemas import validate
 from harness.soak.artifact import SCHEMA_FILE
 from harness.soak.trend import (
     TREND_CHECK,

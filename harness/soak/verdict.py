@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.errors import StrictJsonError
-from harness.jsonio import loads_strict
-from harness.run_summary import (
+from contracts.errors import StrictJsonError
+from contracts.jsonio import loads_strict
+from contracts.run_summary import (
     SHUTDOWN_PATH,
     is_exact_int,
     is_finite_number,
@@ -29,7 +29,7 @@ from harness.run_summary import (
     shutdown_problems,
     validate_run_summary,
 )
-from harness.schemas import SchemaViolation
+from contracts.schemas import SchemaViolation
 from harness.soak.learning import LearningCfg, judge_learning, not_judged
 
 __all__ = ["Verdict", "judge_run_dir", "resource_summary_fields", "validate_run_summary"]

@@ -2,7 +2,7 @@
 
 Values fold inside their column (a 700-character reason wraps, it does not widen the
 table); the width is the terminal's, at most :data:`MAX_WIDTH`. On a passing soak the
-trainer's own summary table (``harness.summary_table``, what ``train`` printed) follows the
+trainer's own summary table (``contracts.summary_table``, what ``train`` printed) follows the
 soak's. The artifact path and the report command come last as plain lines, whole, so they
 can be copied.
 """
@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.summary_table import summary_rows
+from contracts.summary_table import summary_rows
 
 __all__ = ["MAX_WIDTH", "render_verdict", "table_text"]
 

@@ -19,7 +19,7 @@ Everything is read from checked-in files, never by importing the trainer:
 * **Recommended** — a reviewed recommendation entry in the inventory.
 
 The same page carries the platform facts per backend (from the inventory) and the GPU topology
-modes with what this build does with each (``harness.mps.gpus.TOPOLOGY_MODE_STATES``). Output
+modes with what this build does with each (``contracts.mps.gpus.TOPOLOGY_MODE_STATES``). Output
 is deterministic (no timestamps) so ``support-matrix --check`` can compare the committed block.
 """
 
@@ -34,10 +34,10 @@ from typing import Any
 
 import yaml
 
-from harness.errors import HarnessError, StrictJsonError
-from harness.jsonio import load_strict
-from harness.mps.gpus import TOPOLOGY_MODE_STATES
-from harness.schemas import validate
+from contracts.errors import HarnessError, StrictJsonError
+from contracts.jsonio import load_strict
+from contracts.mps.gpus import TOPOLOGY_MODE_STATES
+from contracts.schemas import validate
 
 __all__ = [
     "BEGIN_MARKER",

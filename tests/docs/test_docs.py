@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from contracts.jsonio import load_strict
 from harness import docs_gen
-from harness.jsonio import load_strict
 
 REPO = Path(__file__).resolve().parents[2]
 DOC_FILES = sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md"]

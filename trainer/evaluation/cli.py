@@ -19,8 +19,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from harness.cli_app import run_app
-from harness.jsonio import dumps_strict
+from contracts.cli_app import run_app
+from contracts.jsonio import dumps_strict
 from trainer.evaluation.document import best_point, final_point
 from trainer.evaluation.metrics import METRIC_NAMES
 from trainer.evaluation.protocol import START_MODES

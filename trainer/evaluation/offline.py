@@ -8,7 +8,7 @@ this evaluation alone: as many rows as all points' episodes (capped), CUDA graph
 ``torch.compile`` (a compile per env size would cost more than the evaluation), so numbers
 equal the run's own evaluation up to float rounding of the compiled step (docs/evaluation.md).
 
-Every problem with the inputs is a :class:`~harness.errors.UsageError` (exit 2).
+Every problem with the inputs is a :class:`~contracts.errors.UsageError` (exit 2).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from harness.errors import StrictJsonError, UsageError
-from harness.jsonio import load_strict
+from contracts.errors import StrictJsonError, UsageError
+from contracts.jsonio import load_strict
 from trainer.config.errors import ConfigError
 from trainer.config.loader import load_config
 from trainer.evaluation.document import build_document, motion_record, write_document

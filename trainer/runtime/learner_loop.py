@@ -495,7 +495,7 @@ class LearnerRuntime:
             if physics is not None:
                 env_kwargs["backend_options"] = {"num_threads": physics}
         me = os.getpid()
-        from harness.procfs import start_time_ticks
+        from contracts.procfs import start_time_ticks
 
         self.block = ControlBlock.create()
         spec = CollectorSpec(

@@ -18,7 +18,7 @@ import math
 import signal
 from typing import Any
 
-from harness.schemas import SchemaViolation, validate
+from contracts.schemas import SchemaViolation, validate
 
 RUN_SUMMARY_SCHEMA = "run_summary.v1.json"
 MANIFEST_SCHEMA = "runtime_manifest.v1.json"
