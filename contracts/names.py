@@ -74,6 +74,36 @@ class PhaseGroup(StrEnum):
         return isinstance(phase, str) and phase.startswith(f"{self.value}/")
 
 
+class ShutdownPhase(StrEnum):
+    """A learner phase (``runtime_manifest.shutdown.phase``, ``progress.jsonl`` ``phase``),
+    in the order a run passes through them; a normal run ends in ``finalize/logger_finish``."""
+
+    STARTUP_BEGIN = "startup/begin"
+    STARTUP_MEMORY_BUDGET = "startup/memory_budget"
+    STARTUP_CUDA_PREFLIGHT = "startup/cuda_preflight"
+    STARTUP_REPLAY_RESOURCES = "startup/replay_resources"
+    STARTUP_INFERENCE_RESOURCES = "startup/inference_resources"
+    STARTUP_LOGGER = "startup/logger"
+    STARTUP_LEARNER_PREPARE = "startup/learner_prepare"
+    STARTUP_COLLECTOR_START = "startup/collector_start"
+    TRAINING_STARTUP_COMPLETE = "training/startup_complete"
+    TRAINING_WAIT_FOR_INFERENCE_REQUEST = "training/wait_for_inference_request"
+    TRAINING_LEARNER_INFERENCE = "training/learner_inference"
+    TRAINING_INFERENCE_RESPONSE = "training/inference_response"
+    TRAINING_REPLAY_PREPARE = "training/replay_prepare"
+    TRAINING_LEARNER_UPDATE = "training/learner_update"
+    FINALIZE_COLLECTOR_QUIESCE = "finalize/collector_quiesce"
+    FINALIZE_EVALUATION = "finalize/evaluation"
+    FINALIZE_COLLECTOR_METRICS_DRAIN = "finalize/collector_metrics_drain"
+    FINALIZE_REPLAY_PIPELINE_CLOSE = "finalize/replay_pipeline_close"
+    FINALIZE_REPLAY_INGRESS_SNAPSHOT = "finalize/replay_ingress_snapshot"
+    FINALIZE_LOGGER_FINISH = "finalize/logger_finish"
+
+    @property
+    def group(self) -> PhaseGroup:
+        return PhaseGroup(self.value.split("/", 1)[0])
+
+
 class ProbePhase(StrEnum):
     """A timed phase of one backend-probe iteration (``backend_probe`` result ``phases``)."""
 

@@ -1,0 +1,58 @@
+"""Who may import whom (docs/architecture.md "Layers"), checked on every module's imports.
+
+- ``contracts/`` is the bottom: it imports neither ``trainer`` nor ``harness``.
+- ``harness/`` watches from outside: it imports ``contracts`` and itself, never ``trainer``.
+- ``trainer/`` imports ``contracts``, never ``harness``.
+- Neither ``contracts/`` nor ``harness/`` imports torch, mujoco or warp (they must start fast
+  and judge a trainer only by what it wrote).
+
+Imports anywhere in a module count (inside functions too), as parsed by ``ast``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HEAVY = frozenset({"torch", "mujoco", "mujoco_warp", "warp"})
+FORBIDDEN = {
+    "contracts": frozenset({"trainer", "harness"}) | HEAVY,
+    "harness": frozenset({"trainer"}) | HEAVY,
+    "trainer": frozenset({"harness"}),
+}
+
+
+def imported_roots(source: str, filename: str) -> list[tuple[int, str]]:
+    """``(line, top-level package)`` of every absolute import in ``source``."""
+    roots: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source, filename=filename)):
+        if isinstance(node, ast.Import):
+            roots.extend((node.lineno, alias.name.split(".")[0]) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            roots.append((node.lineno, node.module.split(".")[0]))
+    return roots
+
+
+def violations(package: str) -> list[str]:
+    found = []
+    for path in sorted((REPO / package).rglob("*.py")):
+        rel = path.relative_to(REPO)
+        for line, root in imported_roots(path.read_text(encoding="utf-8"), str(rel)):
+            if root in FORBIDDEN[package]:
+                found.append(f"{rel}:{line} imports {root}")
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_package_imports_only_what_its_layer_allows(package: str) -> None:
+    assert (REPO / package / "__init__.py").is_file()
+    assert violations(package) == []
+
+
+def test_the_scan_sees_imports_inside_functions_and_from_forms() -> None:
+    source = "import os\nfrom harness.soak import cli\ndef f():\n    import torch.cuda\n"
+    assert imported_roots(source, "x.py") == [(1, "os"), (2, "harness"), (4, "torch")]
+    assert imported_roots("from . import sibling\n", "x.py") == []
