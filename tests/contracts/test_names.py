@@ -25,7 +25,15 @@ BACKEND_ENUMS = [
     ("campaign.v1.json", "properties", "sims", "propertyNames", "enum"),
     ("campaign_result.v1.json", "$defs", "cell", "properties", "sim", "enum"),
     ("backend_probe.0.3.0.json", "$defs", "result", "properties", "backend", "enum"),
-    ("backend_probe.0.3.0.json", "properties", "requested", "properties", "backends", "items", "enum"),
+    (
+        "backend_probe.0.3.0.json",
+        "properties",
+        "requested",
+        "properties",
+        "backends",
+        "items",
+        "enum",
+    ),
 ]
 SHUTDOWN = ("runtime_manifest.v1.json", "$defs", "shutdown", "properties")
 
