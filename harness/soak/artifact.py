@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contracts.jsonio import write_json_atomic
+from contracts.names import Classification
 from contracts.schemas import validate
 from harness.soak.console import read_tail
 from harness.soak.eta import SoakPlan
@@ -208,7 +209,7 @@ def self_validate(artifact: dict[str, Any]) -> None:
     artifact["status"] = "failed"
     artifact["failure_reason"] = reason if not previous else f"{previous}; {reason}"
     if artifact.get("failure_classification") is None:
-        artifact["failure_classification"] = "monitor_failure"
+        artifact["failure_classification"] = Classification.MONITOR_FAILURE
 
 
 def build_and_write_artifact(inputs: ArtifactInputs, output: Path) -> SoakResult:

@@ -23,6 +23,7 @@ from contracts.cli_app import run_app
 from contracts.errors import UsageError
 from contracts.evaluation_text import metrics_text
 from contracts.jsonio import dumps_strict
+from contracts.names import Backend
 from contracts.paths import absolute
 from harness.soak import preflight
 from harness.soak.eta import SoakPlan
@@ -57,11 +58,6 @@ MOTION_IDS = {
 }
 DEFAULT_SAVE_INTERVAL_OVERRIDE = "algo.save_interval=10000"
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")
-
-
-class Sim(str, enum.Enum):
-    mjwarp = "mjwarp"
-    mujoco = "mujoco"
 
 
 class TrendMode(str, enum.Enum):
@@ -579,8 +575,8 @@ def g1_soak(
     stale_progress_seconds: StaleOpt = 300.0,
     post_shutdown_grace_seconds: GraceOpt = 10.0,
     sim: Annotated[
-        Sim, typer.Option("--sim", help="Owner backend: mjwarp (GPU) or mujoco (CPU).")
-    ] = Sim.mjwarp,
+        Backend, typer.Option("--sim", help="Owner backend: mjwarp (GPU) or mujoco (CPU).")
+    ] = Backend.MJWARP,
     motion: Annotated[
         str | None,
         typer.Option(

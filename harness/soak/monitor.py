@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from contracts.names import Classification
 from contracts.procfs import is_same_process, read_stat
 from harness.soak import launch as launch_mod
 from harness.soak.artifact import ArtifactInputs, build_and_write_artifact
@@ -218,13 +219,13 @@ class _Liveness:
             if elapsed_s > self.cfg.startup_timeout_s:
                 return (
                     f"training produced no progress artifact within {_num(self.cfg.startup_timeout_s)} s",
-                    "timeout/startup",
+                    Classification.TIMEOUT_STARTUP,
                 )
             return None
         if elapsed_s - self.last_change_s > self.cfg.stale_progress_s:
             return (
                 f"training progress did not change for {_num(self.cfg.stale_progress_s)} s",
-                "timeout/stale_tick",
+                Classification.TIMEOUT_STALE_TICK,
             )
         return None
 
@@ -360,7 +361,7 @@ class SoakMonitor:
                 if cancel.signame is not None:
                     self._fail(
                         f"soak cancelled by {cancel.signame}",
-                        "external_cancellation",
+                        Classification.EXTERNAL_CANCELLATION,
                         "cancellation",
                     )
                     return None
@@ -419,7 +420,9 @@ class SoakMonitor:
             return self._judge_exit(trainer, tree, cancel, exit_t)
         except Exception as err:
             LOG.exception("soak monitor failed after the sampling loop")
-            self._fail(f"soak monitor failed: {type(err).__name__}: {err}", "monitor_failure")
+            self._fail(
+                f"soak monitor failed: {type(err).__name__}: {err}", Classification.MONITOR_FAILURE
+            )
             if trainer.poll() is None:
                 launch_mod.terminate_group(trainer, timeout_s=self.termination_timeout_s)
             duration_s = time.monotonic() - trainer.started_monotonic
@@ -435,7 +438,7 @@ class SoakMonitor:
         terminated = False
         if trainer.poll() is None:
             if not self.reasons:
-                self._fail("soak monitor exited before the trainer", "monitor_failure")
+                self._fail("soak monitor exited before the trainer", Classification.MONITOR_FAILURE)
             self._terminate(trainer)
             terminated = True
         returncode = launch_mod.wait_returncode(trainer, timeout_s=self.termination_timeout_s)
@@ -456,7 +459,9 @@ class SoakMonitor:
         if residual:
             pids = ", ".join(str(p["pid"]) for p in residual)
             self._fail(
-                f"residual child processes after shutdown: {pids}", "resource_leak", "residuals"
+                f"residual child processes after shutdown: {pids}",
+                Classification.RESOURCE_LEAK,
+                "residuals",
             )
         return returncode, duration_s, trends, residual
 
@@ -484,7 +489,7 @@ class SoakMonitor:
             except OSError as err:
                 self._fail(
                     f"soak monitor failed: could not start the trainer: {type(err).__name__}: {err}",
-                    "monitor_failure",
+                    Classification.MONITOR_FAILURE,
                 )
             if trainer is not None:
                 subreaper, soak_id = trainer.subreaper, trainer.soak_id
@@ -496,7 +501,8 @@ class SoakMonitor:
                 except Exception as err:
                     LOG.exception("soak monitor failed")
                     self._fail(
-                        f"soak monitor failed: {type(err).__name__}: {err}", "monitor_failure"
+                        f"soak monitor failed: {type(err).__name__}: {err}",
+                        Classification.MONITOR_FAILURE,
                     )
                 self.printer.finish()
                 returncode, duration_s, trends, residual = self._shut_down(

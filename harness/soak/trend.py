@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from contracts.names import Classification
+
 SERIES: tuple[str, ...] = (
     "rss_kib",
     "fd_count",
@@ -448,7 +450,7 @@ def _fmt(value: float | None) -> str:
 
 
 TREND_CHECK = "trends"
-TREND_CLASSIFICATION = "resource_leak"
+TREND_CLASSIFICATION = Classification.RESOURCE_LEAK
 TREND_REASON_PREFIX = "sustained resource growth: "
 
 

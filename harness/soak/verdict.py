@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from contracts.errors import StrictJsonError
 from contracts.jsonio import loads_strict
+from contracts.names import Classification
 from contracts.run_summary import (
     SHUTDOWN_PATH,
     is_exact_int,
@@ -136,12 +137,12 @@ def _load_summary(path: Path) -> tuple[dict[str, Any] | None, str | None, str | 
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return None, "trainer did not write run_summary.json", "missing_run_summary"
+        return None, "trainer did not write run_summary.json", Classification.MISSING_RUN_SUMMARY
     except OSError as err:
         return (
             None,
             f"run_summary.json is invalid: cannot read {path}: {err.strerror or err}",
-            "invalid_run_summary",
+            Classification.INVALID_RUN_SUMMARY,
         )
     try:
         doc = loads_strict(raw.decode("utf-8"))
@@ -149,12 +150,16 @@ def _load_summary(path: Path) -> tuple[dict[str, Any] | None, str | None, str | 
         return (
             None,
             f"run_summary.json is invalid: not UTF-8 ({err.reason} at byte {err.start})",
-            "invalid_run_summary",
+            Classification.INVALID_RUN_SUMMARY,
         )
     except StrictJsonError as err:
-        return None, f"run_summary.json is invalid: {err}", "invalid_run_summary"
+        return None, f"run_summary.json is invalid: {err}", Classification.INVALID_RUN_SUMMARY
     except RecursionError:
-        return None, "run_summary.json is invalid: nesting too deep to parse", "invalid_run_summary"
+        return (
+            None,
+            "run_summary.json is invalid: nesting too deep to parse",
+            Classification.INVALID_RUN_SUMMARY,
+        )
     if not isinstance(doc, dict):
         kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
             type(doc), "a number"
@@ -162,7 +167,7 @@ def _load_summary(path: Path) -> tuple[dict[str, Any] | None, str | None, str | 
         return (
             None,
             f"run_summary.json is invalid: top-level value at $ is {kind}, expected an object",
-            "invalid_run_summary",
+            Classification.INVALID_RUN_SUMMARY,
         )
     return doc, None, None
 
@@ -212,14 +217,16 @@ def _check_failed_run(summary: dict[str, Any], findings: _Findings) -> None:
         )
     violations = _outside(validate_run_summary(summary, completed=False), SHUTDOWN_PATH)
     findings.add_violations(
-        violations, "run_summary schema violation at {path}: {message}", "schema_violation"
+        violations,
+        "run_summary schema violation at {path}: {message}",
+        Classification.SCHEMA_VIOLATION,
     )
     manifest = summary["runtime_manifest"]
     shutdown = manifest.get("shutdown")
     if shutdown is None:
         findings.add(
             f"shutdown diagnostics are unavailable ({SHUTDOWN_PATH} is missing or null)",
-            "unknown_failure",
+            Classification.UNKNOWN_FAILURE,
         )
         return
     problems = shutdown_problems(shutdown, completed=False)
@@ -227,7 +234,7 @@ def _check_failed_run(summary: dict[str, Any], findings: _Findings) -> None:
         findings.add_violations(
             problems,
             "shutdown contract violated at {path}: {message}",
-            "shutdown_contract_violation",
+            Classification.SHUTDOWN_CONTRACT_VIOLATION,
         )
         return
     text = f"shutdown classification={shutdown['classification']}, owner={shutdown['owner']}, phase={shutdown['phase']}"
@@ -260,7 +267,7 @@ def _check_flight(manifest: dict[str, Any], findings: _Findings) -> None:
             got = "missing" if name not in flight else f"got {show(value)}"
             findings.add(
                 f"final inference flight counter {FLIGHT_PATH}.{name} must be an exact int >= 0, {got}",
-                "schema_violation",
+                Classification.SCHEMA_VIOLATION,
             )
             bad = True
     depth, lag = flight.get("queue_depth"), flight.get("publication_lag")
@@ -268,7 +275,7 @@ def _check_flight(manifest: dict[str, Any], findings: _Findings) -> None:
         findings.add(
             f"final inference flight is not drained (queue_depth={depth}, publication_lag={lag}) "
             f"at {FLIGHT_PATH}",
-            "unknown_failure",
+            Classification.UNKNOWN_FAILURE,
         )
 
 
@@ -472,7 +479,10 @@ def _check_completed_run(summary: dict[str, Any], log_dir: Path, findings: _Find
     manifest = summary["runtime_manifest"]
     _check_flight(manifest, findings)
     for path, message in _replay_ingress_problems(summary, manifest.get("replay_ingress")):
-        findings.add(f"replay_ingress invariant violated at {path}: {message}", "schema_violation")
+        findings.add(
+            f"replay_ingress invariant violated at {path}: {message}",
+            Classification.SCHEMA_VIOLATION,
+        )
     violations = _outside(
         validate_run_summary(summary, completed=True),
         SHUTDOWN_PATH,
@@ -480,24 +490,28 @@ def _check_completed_run(summary: dict[str, Any], log_dir: Path, findings: _Find
         *(f"{FLIGHT_PATH}.{name}" for name in FLIGHT_COUNTERS),
     )
     findings.add_violations(
-        violations, "run_summary schema violation at {path}: {message}", "schema_violation"
+        violations,
+        "run_summary schema violation at {path}: {message}",
+        Classification.SCHEMA_VIOLATION,
     )
     missing = _missing_artifacts(log_dir, summary)
     if missing:
         findings.add(
             f"run directory is missing required artifacts: {', '.join(missing)} (in {log_dir})",
-            "schema_violation",
+            Classification.SCHEMA_VIOLATION,
         )
     shutdown = manifest.get("shutdown")
     if shutdown is None:
         findings.add(
             f"completed runtime_manifest is missing shutdown diagnostics ({SHUTDOWN_PATH})",
-            "shutdown_contract_violation",
+            Classification.SHUTDOWN_CONTRACT_VIOLATION,
         )
         return
     problems = shutdown_problems(shutdown, completed=True)
     findings.add_violations(
-        problems, "shutdown contract violated at {path}: {message}", "shutdown_contract_violation"
+        problems,
+        "shutdown contract violated at {path}: {message}",
+        Classification.SHUTDOWN_CONTRACT_VIOLATION,
     )
 
 
@@ -508,7 +522,7 @@ def _finish(
     learning: dict[str, Any] | None,
 ) -> Verdict:
     if findings.reasons and findings.classification is None:
-        findings.classification = "unknown_failure"  # §8 step 5
+        findings.classification = Classification.UNKNOWN_FAILURE  # §8 step 5
     manifest = summary.get("runtime_manifest") if summary is not None else None
     shutdown = manifest.get("shutdown") if isinstance(manifest, dict) else None
     passed = not findings.reasons
@@ -563,7 +577,7 @@ def _judge_summary(log_dir: Path, findings: _Findings) -> tuple[dict[str, Any] |
     stamp_problems = _stamp_problems(summary)
     if stamp_problems:
         for problem in stamp_problems:
-            findings.add(problem, "schema_violation")
+            findings.add(problem, Classification.SCHEMA_VIOLATION)
         return summary, None
     if summary.get("status") != "completed":
         _check_failed_run(summary, findings)
@@ -581,7 +595,7 @@ def _judge_learning(
     except Exception as err:  # noqa: BLE001 - the artifact must still be written
         findings.add(
             f"soak monitor failed: learning verdict raised {type(err).__name__}: {err}",
-            "monitor_failure",
+            Classification.MONITOR_FAILURE,
         )
         report = not_judged(cfg, f"the learning verdict raised {type(err).__name__}: {err}")
     for finding in report.enforced():
