@@ -21,11 +21,11 @@ from typing import Any
 import yaml
 
 from contracts.errors import UsageError
-from contracts.motions import MOTION_IDS
+from contracts.motions import MOTION_IDS, MOTION_KEY
 from contracts.mps.gpus import MULTI_GPU_GATE
 from contracts.names import Backend
 from contracts.schemas import validate
-from harness.soak.cli import MOTION_KEY, check_overrides, override_key
+from harness.soak.invocation import check_overrides, override_key
 from harness.soak.trend import TrendThresholdError, parse_threshold_overrides
 
 SCHEMA_FILE = "campaign.v1.json"
