@@ -264,52 +264,61 @@ G1_SOAK_EPILOG = (
 )
 
 
+# g1-soak's own options
+NumEnvsOpt = Annotated[int, typer.Option("--num-envs", help="Parallel envs (> 0).")]
+DurationOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--duration-seconds",
+        help="Train this many seconds, then finish normally (> 0); --iterations is then "
+        "an optional cap. The canonical soak: 1800.",
+        show_default=False,
+    ),
+]
+IterationsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--iterations",
+        help="Training iterations (> 0); default 65000, with --duration-seconds an optional cap.",
+        show_default=False,
+    ),
+]
+SimOpt = Annotated[
+    Backend, typer.Option("--sim", help="Owner backend: mjwarp (GPU) or mujoco (CPU).")
+]
+MotionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--motion",
+        help="synthetic (offline dance clip), march (offline marching clip), dance (the "
+        "seed's clip via the hub), an asset id ending in .npz or .csv, or an existing "
+        "file; a comma list is a clip set.",
+    ),
+]
+ExtraOverrideOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--extra-override",
+        help="Extra trainer KEY=VALUE, repeatable (soak-owned keys rejected).",
+    ),
+]
+
+
 @g1_soak_app.command(epilog=G1_SOAK_EPILOG)
 def g1_soak(
     log_dir: LogDirOpt,
     output: OutputOpt,
-    num_envs: Annotated[int, typer.Option("--num-envs", help="Parallel envs (> 0).")] = 1024,
-    duration_seconds: Annotated[
-        float | None,
-        typer.Option(
-            "--duration-seconds",
-            help="Train this many seconds, then finish normally (> 0); --iterations is then "
-            "an optional cap. The canonical soak: 1800.",
-            show_default=False,
-        ),
-    ] = None,
-    iterations: Annotated[
-        int | None,
-        typer.Option(
-            "--iterations",
-            help="Training iterations (> 0); default 65000, with --duration-seconds an optional cap.",
-            show_default=False,
-        ),
-    ] = None,
+    num_envs: NumEnvsOpt = 1024,
+    duration_seconds: DurationOpt = None,
+    iterations: IterationsOpt = None,
     min_duration_seconds: G1MinDurationOpt = None,
     sample_interval_seconds: SampleOpt = 5.0,
     startup_timeout_seconds: StartupOpt = 900.0,
     stale_progress_seconds: StaleOpt = 300.0,
     post_shutdown_grace_seconds: GraceOpt = 10.0,
-    sim: Annotated[
-        Backend, typer.Option("--sim", help="Owner backend: mjwarp (GPU) or mujoco (CPU).")
-    ] = Backend.MJWARP,
-    motion: Annotated[
-        str | None,
-        typer.Option(
-            "--motion",
-            help="synthetic (offline dance clip), march (offline marching clip), dance (the "
-            "seed's clip via the hub), an asset id ending in .npz or .csv, or an existing "
-            "file; a comma list is a clip set.",
-        ),
-    ] = None,
-    extra_override: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--extra-override",
-            help="Extra trainer KEY=VALUE, repeatable (soak-owned keys rejected).",
-        ),
-    ] = None,
+    sim: SimOpt = Backend.MJWARP,
+    motion: MotionOpt = None,
+    extra_override: ExtraOverrideOpt = None,
     trend_mode: TrendModeOpt = TrendMode.enforce,
     trend_threshold: TrendThresholdOpt = None,
     trend_warmup_seconds: TrendWarmupOpt = None,

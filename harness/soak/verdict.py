@@ -13,7 +13,7 @@ process handling, no writes, no torch.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -24,38 +24,24 @@ from contracts.names import Classification
 from contracts.run_summary import (
     SHUTDOWN_PATH,
     is_exact_int,
-    is_finite_number,
     resource_summary_fields,
     show,
     shutdown_problems,
     validate_run_summary,
 )
 from contracts.schemas import SchemaViolation
+from harness.soak.ingress_check import RI_PATH, replay_ingress_problems
 from harness.soak.learning import LearningCfg, judge_learning, not_judged
 
 __all__ = ["Verdict", "judge_run_dir", "resource_summary_fields", "validate_run_summary"]
 
 SUMMARY_NAME = "run_summary.json"
 EVENT_GLOB = "events.out.tfevents.*"
-RI_PATH = "$.runtime_manifest.replay_ingress"
 FLIGHT_PATH = "$.runtime_manifest.inference_flight"
 FLIGHT_COUNTERS = ("queue_depth", "publication_lag")
 _REQUIRED = re.compile(r"'([^']+)' is a required property")
 MAX_SCHEMA_REASONS = 12
 MAX_MESSAGE = 240  # jsonschema quotes the whole offending value; a 16000-char error stays readable  # a fuzzed summary can break hundreds of rules; the first few say enough
-RI_COUNTERS = (
-    "ingress_depth",
-    "ingress_slot_rows",
-    "published_sequence",
-    "release_sequence",
-    "occupancy",
-    "high_water_occupancy",
-    "backpressure_waits",
-    "early_returns",
-    "dropped_batches",
-    "closed_returns",
-    "stop_returns",
-)
 
 
 @dataclass(frozen=True)
@@ -279,140 +265,6 @@ def _check_flight(manifest: dict[str, Any], findings: _Findings) -> None:
         )
 
 
-def _replay_ingress_problems(summary: dict[str, Any], ingress: Any) -> list[tuple[str, str]]:
-    """§8 step 4.2: every replay-ingress invariant, as (json path, message) pairs."""
-    if not isinstance(ingress, dict):
-        return [
-            (
-                RI_PATH,
-                f"expected an object, got {show(ingress) if ingress is not None else 'null or missing'}",
-            )
-        ]
-    out: list[tuple[str, str]] = []
-    v: dict[str, int] = {}
-    for name in RI_COUNTERS:
-        value = ingress.get(name)
-        if name not in ingress:
-            out.append((f"{RI_PATH}.{name}", "is missing; expected an exact int >= 0"))
-        elif not is_exact_int(value) or value < 0:
-            out.append((f"{RI_PATH}.{name}", f"must be an exact int >= 0, got {show(value)}"))
-        else:
-            v[name] = value
-    wait_s = ingress.get("backpressure_wait_s")
-    if "backpressure_wait_s" not in ingress:
-        out.append((f"{RI_PATH}.backpressure_wait_s", "is missing; expected a finite number >= 0"))
-    elif not is_finite_number(wait_s) or wait_s < 0:
-        out.append(
-            (f"{RI_PATH}.backpressure_wait_s", f"must be a finite number >= 0, got {show(wait_s)}")
-        )
-
-    def check(names: Sequence[str], ok: Callable[..., bool], path_name: str, message: str) -> None:
-        if all(n in v for n in names) and not ok(*(v[n] for n in names)):
-            out.append((f"{RI_PATH}.{path_name}", message.format(**v)))
-
-    check(
-        ["ingress_depth"],
-        lambda d: d > 0,
-        "ingress_depth",
-        "ingress_depth={ingress_depth} must be > 0",
-    )
-    check(
-        ["ingress_slot_rows"],
-        lambda r: r > 0,
-        "ingress_slot_rows",
-        "ingress_slot_rows={ingress_slot_rows} must be > 0",
-    )
-    check(
-        ["release_sequence", "published_sequence"],
-        lambda r, p: r <= p,
-        "release_sequence",
-        "release_sequence={release_sequence} exceeds published_sequence={published_sequence}",
-    )
-    check(
-        ["occupancy", "published_sequence", "release_sequence"],
-        lambda o, p, r: o == p - r,
-        "occupancy",
-        "occupancy={occupancy} must equal published_sequence - release_sequence "
-        "({published_sequence} - {release_sequence})",
-    )
-    check(
-        ["occupancy", "ingress_depth"],
-        lambda o, d: o <= d,
-        "occupancy",
-        "occupancy={occupancy} exceeds ingress_depth={ingress_depth}",
-    )
-    check(
-        ["occupancy", "high_water_occupancy", "ingress_depth"],
-        lambda o, h, d: o <= h <= d,
-        "high_water_occupancy",
-        "high_water_occupancy={high_water_occupancy} must lie between occupancy={occupancy} and ingress_depth={ingress_depth}",
-    )
-    check(
-        ["early_returns", "dropped_batches"],
-        lambda e, d: e == d,
-        "early_returns",
-        "early_returns={early_returns} must equal dropped_batches={dropped_batches}",
-    )
-    check(
-        ["closed_returns", "stop_returns", "early_returns"],
-        lambda c, s, e: c + s == e,
-        "closed_returns",
-        "closed_returns + stop_returns ({closed_returns} + {stop_returns}) must equal early_returns={early_returns}",
-    )
-    check(
-        ["occupancy"],
-        lambda o: o == 0,
-        "occupancy",
-        "final occupancy={occupancy}, expected 0 (replay ingress not drained)",
-    )
-    check(
-        ["dropped_batches"],
-        lambda d: d == 0,
-        "dropped_batches",
-        "dropped_batches={dropped_batches}, expected 0",
-    )
-    check(
-        ["early_returns"],
-        lambda e: e == 0,
-        "early_returns",
-        "early_returns={early_returns}, expected 0",
-    )
-    check(
-        ["high_water_occupancy"],
-        lambda h: h > 0,
-        "high_water_occupancy",
-        "high_water_occupancy=0; a completed run must have used the ingress",
-    )
-
-    total = summary.get("total_env_steps")
-    if not is_exact_int(total) or total <= 0:
-        out.append(
-            ("$.total_env_steps", f"must be an exact int > 0 in a completed run, got {show(total)}")
-        )
-        return out
-    rows = v.get("ingress_slot_rows")
-    if not rows:
-        return out
-    if total % rows:
-        out.append(
-            (
-                "$.total_env_steps",
-                f"total_env_steps={total} is not a multiple of ingress_slot_rows={rows}",
-            )
-        )
-        return out
-    chunks = total // rows
-    for name in ("published_sequence", "release_sequence"):
-        if name in v and v[name] != chunks:
-            out.append(
-                (
-                    f"{RI_PATH}.{name}",
-                    f"{name}={v[name]} must equal total_env_steps / ingress_slot_rows = {total} / {rows} = {chunks}",
-                )
-            )
-    return out
-
-
 def _reached_iteration(summary: dict[str, Any]) -> Any:
     """The global iteration a time-budgeted run ended at (its last checkpoint's)."""
     budget = summary.get("time_budget")
@@ -478,7 +330,7 @@ def _check_completed_run(summary: dict[str, Any], log_dir: Path, findings: _Find
     """§8 step 4, most actionable first."""
     manifest = summary["runtime_manifest"]
     _check_flight(manifest, findings)
-    for path, message in _replay_ingress_problems(summary, manifest.get("replay_ingress")):
+    for path, message in replay_ingress_problems(summary, manifest.get("replay_ingress")):
         findings.add(
             f"replay_ingress invariant violated at {path}: {message}",
             Classification.SCHEMA_VIOLATION,
