@@ -339,7 +339,7 @@ def test_troubleshooting_covers_every_failure_classification() -> None:
 @functools.cache
 def _source_text() -> str:
     parts = []
-    for root in ("harness", "trainer"):
+    for root in ("contracts", "harness", "trainer"):
         for path in sorted((REPO / root).rglob("*.py")):
             parts.append(path.read_text(encoding="utf-8"))
     return "\n".join(parts).replace("{{", "{").replace("}}", "}")
