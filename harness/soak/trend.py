@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from contracts.names import Classification
+from contracts.names import Classification, PhaseGroup
 
 SERIES: tuple[str, ...] = (
     "rss_kib",
@@ -342,7 +342,7 @@ def scaled_windows(planned_length_s: float) -> tuple[float, float]:
 
 def _is_training_line(sample: Mapping[str, Any]) -> bool:
     last = sample["progress"].get("last")
-    return isinstance(last, Mapping) and str(last.get("phase", "")).startswith("training/")
+    return isinstance(last, Mapping) and PhaseGroup.TRAINING.holds(last.get("phase"))
 
 
 def trend_anchor(
