@@ -20,10 +20,22 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from contracts.config_keys import REMOVED_KEYS, removed_key_in, removed_key_message
 from contracts.errors import ConfigError
 
-REMOVED_KEYS: tuple[str, ...] = ("env.tensor_runtime", "env.tensor_runtime_device")
-"""Keys removed without alias (docs/configuration.md)."""
+__all__ = [
+    "INHERITS_KEY",
+    "REMOVED_KEYS",
+    "default_conf_root",
+    "inherits_chain",
+    "list_owners",
+    "load_yaml",
+    "merge_chain",
+    "owner_chain",
+    "owner_file",
+    "removed_key_in",
+    "removed_key_message",
+]
 
 INHERITS_KEY = "inherits"
 """Owner-file key naming the sibling owner it extends (e.g. ``inherits: mujoco``)."""
@@ -35,14 +47,6 @@ def default_conf_root() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ConfigError("the trainer package is not installed, so it has no conf root; pass one")
     return Path(next(iter(spec.submodule_search_locations))) / "conf"
-
-
-def removed_key_message(key: str) -> str:
-    """The exact message for a removed key (``key`` is the one found)."""
-    return (
-        f"{key} was removed (no alias): tensor execution is a runtime invariant and the device "
-        "follows the backend data plane and the rank device; delete the key"
-    )
 
 
 def list_owners(conf_root: Path | None = None) -> list[str]:
@@ -102,15 +106,6 @@ def _flat_keys(tree: Any, prefix: str = "") -> list[str]:
             keys.append(path)
             keys.extend(_flat_keys(value, f"{path}."))
     return keys
-
-
-def removed_key_in(keys: Sequence[str]) -> str | None:
-    """The first removed key that ``keys`` (dotted) holds or is under, else None."""
-    for key in keys:
-        for removed in REMOVED_KEYS:
-            if key == removed or key.startswith(removed + "."):
-                return removed
-    return None
 
 
 def _check_removed(node: DictConfig, path: Path) -> None:

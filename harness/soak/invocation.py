@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from contracts.config_keys import removed_key_message
 from contracts.errors import UsageError
 from contracts.motions import MOTION_IDS, MOTION_KEY
 from contracts.paths import absolute
@@ -34,10 +35,7 @@ SOAK_OWNED_KEYS: tuple[str, ...] = (
 SEED_ITERATIONS = 65000
 SEED_MIN_DURATION_S = 1800.0
 REMOVED_KEY_PREFIX = "env.tensor_runtime"
-REMOVED_KEY_MESSAGE = (
-    "{key} was removed (no alias): tensor execution is a runtime invariant and the device "
-    "follows the backend data plane and the rank device; delete the key"
-)
+"""Every override key under it is refused (both removed keys share this prefix)."""
 DEFAULT_SAVE_INTERVAL_OVERRIDE = "algo.save_interval=10000"
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")
 
@@ -139,7 +137,7 @@ def check_overrides(overrides: Sequence[str]) -> None:
     for text in overrides:
         key = override_key(text)
         if key.startswith(REMOVED_KEY_PREFIX):
-            raise UsageError(REMOVED_KEY_MESSAGE.format(key=key))
+            raise UsageError(removed_key_message(key))
 
 
 def motion_override(motion: str | None) -> tuple[str | None, str]:
