@@ -16,11 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from harness.cli_app import error
-from harness.errors import HarnessError
+from contracts.cli_app import error
+from contracts.errors import HarnessError
+from contracts.jsonio import load_strict
+from contracts.schemas import SCHEMA_DIR
 from harness.generated_block import GeneratedPage
-from harness.jsonio import load_strict
-from harness.schemas import SCHEMA_DIR
 
 __all__ = [
     "BEGIN_MARKER",

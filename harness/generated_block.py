@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import HarnessError
-from harness.jsonio import write_atomic_text
+from contracts.errors import HarnessError
+from contracts.jsonio import write_atomic_text
 
 __all__ = ["GeneratedPage"]
 

@@ -42,10 +42,10 @@ def isolated_cache(tmp_path, monkeypatch: pytest.MonkeyPatch):
 
 @pytest.fixture
 def schema_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private copy of schemas/ that this test reads afresh: ``harness.schemas`` keeps the
+    """A private copy of schemas/ that this test reads afresh: ``contracts.schemas`` keeps the
     first directory it reads for the rest of the process, so the fixture points it at the copy
     and forgets the kept store (both are restored after the test)."""
-    from harness import schemas
+    from contracts import schemas
 
     copy = tmp_path / "schemas"
     shutil.copytree(schemas.SCHEMA_DIR, copy)

@@ -24,10 +24,10 @@ from typing import Annotated, Literal
 import typer
 from tabulate import tabulate
 
-from harness.cli_app import run_app
-from harness.errors import UsageError
-from harness.jsonio import dumps_strict
-from harness.paths import absolute
+from contracts.cli_app import run_app
+from contracts.errors import UsageError
+from contracts.jsonio import dumps_strict
+from contracts.paths import absolute
 from trainer.assets import PACKAGE_ASSET_ROOT, AssetError, cache_root, sha256_file
 from trainer.config.defaults import default_scene_cfg
 from trainer.sim.scene import (

@@ -24,8 +24,8 @@ from typing import Annotated, Any
 
 import typer
 
-from harness.cli_app import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error, run_app
-from harness.jsonio import dumps_strict
+from contracts.cli_app import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error, run_app
+from contracts.jsonio import dumps_strict
 from trainer.cli import FLAGS_TOGETHER
 from trainer.config.checks import check_semantics, resolve_log_dir
 from trainer.config.errors import ConfigError

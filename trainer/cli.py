@@ -37,8 +37,8 @@ from typing import Annotated, Any
 
 import typer
 
-from harness.cli_app import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error, run_app
-from harness.schemas import SchemaUnavailable
+from contracts.cli_app import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error, run_app
+from contracts.schemas import SchemaUnavailable
 from trainer.config.checks import check_semantics, resolve_log_dir
 from trainer.config.errors import ConfigError
 from trainer.config.loader import LoadedConfig, load_config
@@ -381,13 +381,13 @@ def run_train(
 
 def print_summary_table(run_dir: Path) -> None:
     """The run's outcome for a person, on stdout, from the run_summary.json just written
-    (``harness.summary_table``: g1-soak shows the same rows under its verdict)."""
+    (``contracts.summary_table``: g1-soak shows the same rows under its verdict)."""
     from tabulate import tabulate
 
-    from harness.errors import StrictJsonError
-    from harness.evaluation_text import evaluation_rows
-    from harness.jsonio import load_strict
-    from harness.summary_table import summary_rows
+    from contracts.errors import StrictJsonError
+    from contracts.evaluation_text import evaluation_rows
+    from contracts.jsonio import load_strict
+    from contracts.summary_table import summary_rows
     from trainer.play.record import summary_rows as play_rows
 
     try:

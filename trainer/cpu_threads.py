@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from contracts.names import Backend
+
 OMP_ENV = "OMP_NUM_THREADS"
 
 TorchSource = Literal["rule", "OMP_NUM_THREADS", "torch_default"]
@@ -119,7 +121,7 @@ def plan_training_threads(
         collector_torch = 1 if collector_cpu else None
     else:
         source, learner_torch, collector_torch = "torch_default", None, None
-    physics = max(1, cpus - learner_share) if sim_backend == "mujoco" else None
+    physics = max(1, cpus - learner_share) if sim_backend == Backend.MUJOCO else None
     return ThreadPlan(
         cpus=cpus,
         torch_source=source,

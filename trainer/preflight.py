@@ -2,7 +2,7 @@
 
 Runs after the run directory and ``run_config.json`` exist and before any env, learner or
 collector is built or spawned. Checks, in order: every schema the run writes against loads
-and compiles (then kept in memory for the run, ``harness.schemas.preload``); Linux; the
+and compiles (then kept in memory for the run, ``contracts.schemas.preload``); Linux; the
 CUDA facts the backend needs (``mjwarp``: a CUDA build that is not ROCm/HIP, exactly one
 visible device and the ``mujoco_warp``/``warp`` packages; ``mujoco``: CUDA only if
 ``training.device`` asks for it); the CUDA MPS probe (docs/mps.md, ``trainer.runtime.mps``); the G1 model and the
@@ -203,8 +203,8 @@ def _load_schemas() -> None:
     The run's last writes (``run_summary.json`` in ``finalize/logger_finish``, even a failed
     one) then never read ``schemas/``, which may move or change while a long run is going.
     """
-    from harness.run_summary import MANIFEST_SCHEMA
-    from harness.schemas import SchemaUnavailable, preload
+    from contracts.run_summary import MANIFEST_SCHEMA
+    from contracts.schemas import SchemaUnavailable, preload
     from trainer.rundir.metrics import REGISTRY_SCHEMA
     from trainer.rundir.run_config import RUN_CONFIG_SCHEMA
     from trainer.rundir.summary import SUMMARY_SCHEMA

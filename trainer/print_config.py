@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.cli_app import EXIT_OK, EXIT_USAGE, error
+from contracts.cli_app import EXIT_OK, EXIT_USAGE, error
 from trainer.config.errors import ConfigError
 from trainer.config.loader import DEFAULT_CONF_ROOT, LoadedConfig, load_config
 from trainer.config.provenance import Origin, resolve_origins
@@ -91,7 +91,7 @@ def print_config(
     except ConfigError as err:
         return error(str(err), EXIT_USAGE)
     if as_json:
-        from harness.jsonio import dumps_strict
+        from contracts.jsonio import dumps_strict
 
         sys.stdout.write(dumps_strict(config_json(loaded)) + "\n")
     else:

@@ -67,10 +67,10 @@ import click
 import numpy as np
 import typer
 
-from harness.cli_app import error, run_app
-from harness.jsonio import write_json_atomic
-from harness.probe import gpu_snapshot
-from harness.probe.result import BACKENDS, PHASES
+from contracts import gpu_snapshot
+from contracts.backend_probe import BACKENDS, PHASES
+from contracts.cli_app import error, run_app
+from contracts.jsonio import write_json_atomic
 
 __all__ = [
     "PHASES",

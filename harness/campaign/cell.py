@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contracts.errors import HarnessError, StrictJsonError
+from contracts.jsonio import load_strict, write_json_atomic
+from contracts.mps.gpus import GpuDiscoveryError, discover_gpus, resolve_visible_entry
+from contracts.schemas import validate
 from harness.campaign import mps_fleet
 from harness.campaign.child import PARENT_PID_ENV
-from harness.errors import HarnessError, StrictJsonError
-from harness.jsonio import load_strict, write_json_atomic
-from harness.mps.gpus import GpuDiscoveryError, discover_gpus, resolve_visible_entry
-from harness.schemas import validate
 from harness.soak.artifact import SCHEMA_FILE as ARTIFACT_SCHEMA
 
 CELLS_DIR = "cells"

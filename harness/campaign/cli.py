@@ -20,9 +20,9 @@ import typer
 from rich.console import Console
 from rich.live import Live
 
-from harness.cli_app import run_app
-from harness.errors import UsageError
-from harness.jsonio import dumps_strict
+from contracts.cli_app import run_app
+from contracts.errors import UsageError
+from contracts.jsonio import dumps_strict
 
 _RUN_EXAMPLE = (
     "Example: soak-campaign run nightly.yaml   |   "

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.errors import HarnessError
-from harness.mps import daemon, records
-from harness.mps.gpus import GpuInfo, Topology, discover_gpus
+from contracts.errors import HarnessError
+from contracts.mps import records
+from contracts.mps.gpus import GpuInfo, Topology, discover_gpus
+from harness.mps import daemon
 
 
 class CampaignMpsError(HarnessError):

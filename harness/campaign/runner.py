@@ -21,12 +21,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from contracts.errors import HarnessError, StrictJsonError
+from contracts.jsonio import load_strict
 from harness.campaign import cell as cell_mod
 from harness.campaign import mps_fleet
 from harness.campaign.spec import CampaignSpec
 from harness.campaign.state import CampaignState, acquire_lock
-from harness.errors import HarnessError, StrictJsonError
-from harness.jsonio import load_strict
 
 WAIT_S = 1.0
 CANCEL_GRACE_S = cell_mod.CHILD_STOP_GRACE_S + 30.0

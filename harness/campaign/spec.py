@@ -20,16 +20,18 @@ from typing import Any
 
 import yaml
 
-from harness.errors import UsageError
-from harness.mps.gpus import MULTI_GPU_GATE
-from harness.schemas import validate
-from harness.soak.cli import MOTION_IDS, MOTION_KEY, check_overrides, override_key
+from contracts.errors import UsageError
+from contracts.motions import MOTION_IDS, MOTION_KEY
+from contracts.mps.gpus import MULTI_GPU_GATE
+from contracts.names import Backend
+from contracts.schemas import validate
+from harness.soak.invocation import check_overrides, override_key
 from harness.soak.trend import TrendThresholdError, parse_threshold_overrides
 
 SCHEMA_FILE = "campaign.v1.json"
 SEED_KEY = "algo.seed"
 MPS_KEY = "training.cuda_process_sharing"
-GPU_SIM = "mjwarp"
+GPU_SIM = Backend.MJWARP
 DEFAULT_OVERRIDES: dict[str, list[str]] = {"base": []}
 DEFAULT_GPUS_PER_CELL = 1
 DEFAULT_CPUS_PER_CELL = 1

@@ -18,11 +18,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from contracts.errors import HarnessError, StrictJsonError, UsageError
+from contracts.jsonio import load_strict, write_atomic_text, write_json_atomic
+from contracts.schemas import validate
 from harness.campaign.cell import TOKEN_FILE, attempt_relative_dir, blank_result, utc_now
 from harness.campaign.spec import CampaignSpec
-from harness.errors import HarnessError, StrictJsonError, UsageError
-from harness.jsonio import load_strict, write_atomic_text, write_json_atomic
-from harness.schemas import validate
 
 SCHEMA_FILE = "campaign_result.v1.json"
 STATE_FILE = "campaign.json"

@@ -22,13 +22,13 @@ from typing import Annotated, Any
 
 import typer
 
-from harness.cli_app import run_app
-from harness.errors import HarnessError, StrictJsonError, UsageError
-from harness.jsonio import dumps_strict, load_strict
+from contracts.cli_app import run_app
+from contracts.errors import HarnessError, StrictJsonError, UsageError
+from contracts.jsonio import dumps_strict, load_strict
+from contracts.paths import absolute
+from contracts.run_summary import is_exact_int, show
 from harness.metrics.events import ScalarEvent, read_scalars
 from harness.metrics.registry import REGISTRY_FILE, load_registry
-from harness.paths import absolute
-from harness.run_summary import is_exact_int, show
 
 __all__ = [
     "ROWS",

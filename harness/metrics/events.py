@@ -20,7 +20,7 @@ import google_crc32c
 from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import event_pb2, types_pb2
 
-from harness.errors import HarnessError
+from contracts.errors import HarnessError
 
 __all__ = ["EventFileError", "ScalarEvent", "iter_records", "masked_crc32c", "read_scalars"]
 

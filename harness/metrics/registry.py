@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from harness.schemas import load_schema, require_valid
+from contracts.schemas import load_schema, require_valid
 
 __all__ = [
     "LEGACY_PREFIXES",
@@ -102,7 +102,7 @@ def load_registry() -> MetricRegistry:
     Raises:
         ValueError: the registry file does not match its own meta-schema.
     """
-    doc = load_schema(REGISTRY_FILE)  # kept in memory by harness.schemas once read
+    doc = load_schema(REGISTRY_FILE)  # kept in memory by contracts.schemas once read
     require_valid(doc, REGISTRY_FILE)
     tags = {
         tag: MetricSpec(

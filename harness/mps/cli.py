@@ -18,11 +18,11 @@ from typing import Annotated, Any
 import typer
 from tabulate import tabulate
 
-from harness.cli_app import run_app
-from harness.errors import HarnessError, UsageError
-from harness.jsonio import dumps_strict
-from harness.mps import daemon, records
-from harness.mps.gpus import (
+from contracts.cli_app import run_app
+from contracts.errors import HarnessError, UsageError
+from contracts.jsonio import dumps_strict
+from contracts.mps import records
+from contracts.mps.gpus import (
     GpuDiscoveryError,
     GpuInfo,
     Topology,
@@ -31,7 +31,7 @@ from harness.mps.gpus import (
     topology_modes_report,
     visible_device_uuids,
 )
-from harness.mps.probe import (
+from contracts.mps.probe import (
     CONTROL_PIPE,
     DEFAULT_PIPE_DIRECTORY,
     SelectionError,
@@ -39,6 +39,7 @@ from harness.mps.probe import (
     probe_pipe,
     select_pipe,
 )
+from harness.mps import daemon
 
 app = typer.Typer(
     name="cumps",

@@ -22,11 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import procfs
-from harness.errors import HarnessError, UsageError
-from harness.mps import records
-from harness.mps.gpus import Topology
-from harness.mps.probe import (
+from contracts import procfs
+from contracts.errors import HarnessError, UsageError
+from contracts.mps import records
+from contracts.mps.gpus import Topology
+from contracts.mps.probe import (
     CONTROL_BIN,
     CONTROL_PIPE,
     PID_FILE,
@@ -35,7 +35,7 @@ from harness.mps.probe import (
     read_pid_file,
     run_control,
 )
-from harness.paths import absolute
+from contracts.paths import absolute
 
 MAX_CONTROL_PATH_BYTES = 95  # `<pipe>/control`; `control_privileged` must still fit sun_path
 CONTROL_WAIT_S = 5.0
@@ -64,7 +64,7 @@ def default_root() -> Path:
 
 def resolve_paths(name: str, pipe_dir: str | None, log_dir: str | None) -> DaemonPaths:
     """Default ``<tmp>/cumps/<name>/{pipe,log}``; explicit paths are made absolute
-    (``harness.paths``: relative to the CWD) and must be distinct.
+    (``contracts.paths``: relative to the CWD) and must be distinct.
 
     Raises:
         UsageError: pipe == log, or ``<pipe>/control`` longer than 95 bytes.

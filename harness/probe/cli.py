@@ -25,19 +25,13 @@ from typing import Annotated, Any
 import typer
 from tabulate import tabulate
 
-from harness.cli_app import run_app
-from harness.errors import HarnessError, StrictJsonError, UsageError
-from harness.jsonio import dumps_strict, load_strict
-from harness.paths import absolute, absolute_or_none
-from harness.probe import gpu_snapshot as gpus
-from harness.probe.result import (
-    BACKENDS,
-    PHASES,
-    build_document,
-    failed_result,
-    finalize,
-    write_document,
-)
+from contracts import gpu_snapshot as gpus
+from contracts.backend_probe import BACKENDS, PHASES
+from contracts.cli_app import run_app
+from contracts.errors import HarnessError, StrictJsonError, UsageError
+from contracts.jsonio import dumps_strict, load_strict
+from contracts.paths import absolute, absolute_or_none
+from harness.probe.result import build_document, failed_result, finalize, write_document
 
 __all__ = ["BACKENDS", "PHASES", "app", "main", "parse_backends", "run_probe"]
 
@@ -288,6 +282,34 @@ def write_plot(document: dict[str, Any], path: Path) -> bool:
     return True
 
 
+def _checked_paths(output: Path | None, plot: Path | None) -> tuple[Path, Path | None]:
+    """``--output`` (required) and ``--plot`` made absolute; neither may be a directory."""
+    if output is None:
+        raise UsageError(
+            "--output PATH is required; e.g. --output artifacts/probe/current-host.json"
+        )
+    output, plot = absolute(output), absolute_or_none(plot)
+    if output.is_dir():
+        raise UsageError(f"--output {output} is a directory; name a JSON file inside it")
+    if plot is not None and plot.is_dir():
+        raise UsageError(f"--plot {plot} is a directory; name a PNG file")
+    return output, plot
+
+
+def _report(document: dict[str, Any], plot: Path | None, *, json_output: bool, quiet: bool) -> None:
+    """The summary lines (stderr with --json), the plot, then the table or the JSON."""
+    out = sys.stderr if json_output else sys.stdout
+    for result in document["results"]:
+        if result["status"] == "passed":
+            out.write(summary_line(result) + "\n")
+    if plot is not None and not write_plot(document, plot):
+        sys.stderr.write("warning: --plot skipped: no backend passed\n")
+    if json_output:
+        sys.stdout.write(dumps_strict(document))
+    elif not quiet:
+        sys.stdout.write(render_table(document))
+
+
 @app.command(
     epilog=(
         "\b\nExamples:\n"
@@ -357,15 +379,7 @@ def probe(
         sys.stdout.flush()
         sys.stderr.flush()
         os.execv(sys.executable, argv)
-    if output is None:
-        raise UsageError(
-            "--output PATH is required; e.g. --output artifacts/probe/current-host.json"
-        )
-    output, plot = absolute(output), absolute_or_none(plot)
-    if output.is_dir():
-        raise UsageError(f"--output {output} is a directory; name a JSON file inside it")
-    if plot is not None and plot.is_dir():
-        raise UsageError(f"--plot {plot} is a directory; name a PNG file")
+    output, plot = _checked_paths(output, plot)
     names = parse_backends(backends)
     opts = {
         "backends": names,
@@ -384,16 +398,7 @@ def probe(
         write_document(output, document)
     except OSError as err:
         raise HarnessError(f"cannot write --output {output}: {err.strerror or err}") from err
-    out = sys.stderr if json_output else sys.stdout
-    for result in document["results"]:
-        if result["status"] == "passed":
-            out.write(summary_line(result) + "\n")
-    if plot is not None and not write_plot(document, plot):
-        sys.stderr.write("warning: --plot skipped: no backend passed\n")
-    if json_output:
-        sys.stdout.write(dumps_strict(document))
-    elif not quiet:
-        sys.stdout.write(render_table(document))
+    _report(document, plot, json_output=json_output, quiet=quiet)
     if document["status"] != "passed":
         sys.stderr.write(f"error: {document['failure_reason']}; result written to {output}\n")
         raise typer.Exit(code=1)

@@ -21,10 +21,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.git import git_output, git_text
-from harness.jsonio import write_json_atomic
-from harness.probe.gpu_snapshot import environment_record, probed_gpu_uuid
-from harness.schemas import validate
+from contracts.backend_probe import BACKENDS, PHASES, PROBE_SCHEMA, SCHEMA_VERSION
+from contracts.git import git_output, git_text
+from contracts.gpu_snapshot import environment_record, probed_gpu_uuid
+from contracts.jsonio import write_json_atomic
+from contracts.schemas import validate
 
 __all__ = [
     "BACKENDS",
@@ -40,21 +41,6 @@ __all__ = [
     "write_document",
 ]
 
-SCHEMA_VERSION = "0.3.0"
-BACKENDS = ("mjwarp", "mujoco")
-"""The backends a probe can run, in the order they are reported."""
-PHASES = (
-    "backend_step_ms",
-    "state_exchange_ms",
-    "update_state_ms",
-    "reset_selection_ms",
-    "reset_done_ms",
-    "backend_reset_ms",
-    "reset_publish_ms",
-    "iteration_ms",
-)
-"""The timed phases of one probe iteration (each backend result's ``phases`` keys)."""
-PROBE_SCHEMA = "backend_probe.0.3.0.json"
 EXCLUDED_COMPONENTS = (
     "inference_ipc",
     "replay_ingestion",

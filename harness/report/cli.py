@@ -5,7 +5,7 @@ directory beside it (harness.report.rundata), draws the training and resource cu
 (harness.report.figures) and writes a self-contained ``report.html``
 (harness.report.page): what failed, the run, its files, the verdicts, training and
 resources. Exit 0 rendered; 1 unreadable/invalid artifact; 2 no artifact at that path (a
-relative path is taken from the current directory, harness.paths).
+relative path is taken from the current directory, contracts.paths).
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from typing import Annotated, Any
 
 import typer
 
-from harness.cli_app import run_app
-from harness.errors import HarnessError, StrictJsonError, UsageError
-from harness.jsonio import load_strict, write_atomic_text
-from harness.paths import absolute, absolute_or_none
+from contracts.cli_app import run_app
+from contracts.errors import HarnessError, StrictJsonError, UsageError
+from contracts.jsonio import load_strict, write_atomic_text
+from contracts.paths import absolute, absolute_or_none
+from contracts.schemas import validate
 from harness.report.figures import resource_figures, training_figures
 from harness.report.page import render_page
 from harness.report.rundata import read_run_data
-from harness.schemas import validate
 
 SCHEMA_FILE = "soak_artifact.0.3.0.json"
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from contracts.identity import MotionRef, RunIdentity
 from harness.report.figures import RESOURCES, TRAINING, Figure
 from harness.report.play import play_html
 from harness.report.rundata import RunData
@@ -131,39 +132,30 @@ def _versions(context: dict[str, Any]) -> str:
     return ", ".join(f"{n} {software[n]}" for n in names if software.get(n))
 
 
-def _source(context: dict[str, Any]) -> str | None:
-    source = context.get("source") or {}
-    if not source.get("commit"):
-        return None
-    dirty = source.get("dirty_files") or 0
-    return f"{source['commit']} ({source.get('branch')}" + (
-        f", {dirty} uncommitted files)" if dirty else ", clean)"
-    )
-
-
 def run_rows(artifact: dict[str, Any], data: RunData) -> list[tuple[str, Any]]:
     """The run's configuration and context, from the artifact, run_summary and run_config."""
     summary = artifact.get("run_summary") or {}
     config = data.run_config or {}
     algo = _get(config, "config", "algo") or {}
     context = artifact["context"]
-    motion = context.get("motion") or {}
+    identity = RunIdentity.from_artifact(artifact, config)
+    motion = identity.motion or MotionRef(id=None, file_sha256=None, source=None)
     completed, configured = summary.get("completed_iterations"), algo.get("max_iterations")
     iterations = None
     if completed is not None or configured is not None:
         iterations = f"{_cell(completed) if completed is not None else '?'} of {configured or '?'}"
     protocol = _get(data.evaluation, "protocol")
     rows: list[tuple[str, Any]] = [
-        ("sim backend", summary.get("sim_backend") or _get(config, "run", "sim_backend")),
-        ("algo / task", _algo_task(summary, config)),
+        ("sim backend", identity.sim),
+        ("algo / task", f"{identity.algo} / {identity.task}"),
         ("envs", algo.get("num_envs")),
         ("iterations (completed of configured)", iterations),
         ("env steps", summary.get("total_env_steps")),
         ("checkpoint interval", algo.get("save_interval")),
-        ("seed", summary.get("effective_seed")),
-        ("motion", motion.get("id")),
-        ("motion file sha256", motion.get("sha256")),
-        ("commit", _source(context)),
+        ("seed", identity.seed),
+        ("motion", motion.id),
+        ("motion file sha256", motion.file_sha256),
+        ("commit", identity.source.describe() if identity.source else None),
         ("versions", _versions(context)),
         ("GPU", _gpu_text(context)),
         ("learner / collector device", _devices(config)),
@@ -178,12 +170,6 @@ def run_rows(artifact: dict[str, Any], data: RunData) -> list[tuple[str, Any]]:
     if protocol is not None:
         rows.append(("evaluation protocol", _protocol(protocol)))
     return rows
-
-
-def _algo_task(summary: dict[str, Any], config: dict[str, Any]) -> str:
-    algo = summary.get("algo") or _get(config, "run", "algo")
-    task = summary.get("task") or _get(config, "run", "task")
-    return f"{algo} / {task}"
 
 
 def _protocol(protocol: dict[str, Any]) -> str:

@@ -14,8 +14,8 @@ import html
 from pathlib import Path
 from typing import Any
 
-from harness.errors import StrictJsonError
-from harness.jsonio import load_strict
+from contracts.errors import StrictJsonError
+from contracts.jsonio import load_strict
 
 __all__ = ["play_html", "run_dir_of"]
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import StrictJsonError
-from harness.jsonio import load_strict
+from contracts.errors import StrictJsonError
+from contracts.jsonio import load_strict
+from contracts.schemas import validate
 from harness.metrics.events import EventFileError, ScalarEvent, read_scalars
-from harness.schemas import validate
 
 CONSOLE_TAIL_LINES = 40
 EVENT_GLOB = "events.out.tfevents.*"

@@ -27,9 +27,9 @@ import typer
 from tabulate import tabulate
 
 import harness
-from harness.cli_app import EXIT_FAILED, EXIT_OK, run_app
-from harness.errors import UsageError
-from harness.jsonio import dumps_strict
+from contracts.cli_app import EXIT_FAILED, EXIT_OK, run_app
+from contracts.errors import UsageError
+from contracts.jsonio import dumps_strict
 from harness.smoke import steps
 from harness.smoke.steps import Outcome
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contracts.backend_probe import BACKENDS
 from harness.smoke import parse
 
 PROBE_ARGS = (
@@ -23,7 +24,6 @@ SOAK_NUM_ENVS = 1024
 SOAK_ITERATIONS = 2000
 MPS_OVERRIDE = "training.cuda_process_sharing=mps"
 METRICS_LAST = 20
-BACKENDS = ("mjwarp", "mujoco")
 
 
 @dataclass

@@ -12,18 +12,17 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from harness.jsonio import write_json_atomic
-from harness.schemas import validate
+from contracts.jsonio import write_json_atomic
+from contracts.names import Classification
+from contracts.schemas import validate
 from harness.soak.console import read_tail
 from harness.soak.eta import SoakPlan
 from harness.soak.launch import CONSOLE_LOG_NAME
+from harness.soak.monitor_types import MonitorCfg, SoakResult
 from harness.soak.trend import TrendReport
 from harness.soak.verdict import Verdict, judge_run_dir, resource_summary_fields
-
-if TYPE_CHECKING:
-    from harness.soak.monitor import MonitorCfg, SoakResult
 
 SCHEMA_VERSION = "0.3.0"
 SCHEMA_FILE = "soak_artifact.0.3.0.json"
@@ -208,13 +207,11 @@ def self_validate(artifact: dict[str, Any]) -> None:
     artifact["status"] = "failed"
     artifact["failure_reason"] = reason if not previous else f"{previous}; {reason}"
     if artifact.get("failure_classification") is None:
-        artifact["failure_classification"] = "monitor_failure"
+        artifact["failure_classification"] = Classification.MONITOR_FAILURE
 
 
 def build_and_write_artifact(inputs: ArtifactInputs, output: Path) -> SoakResult:
     """Assemble, validate and atomically write the artifact; never raises on write errors."""
-    from harness.soak.monitor import SoakResult
-
     artifact = assemble_artifact(inputs)
     self_validate(artifact)
     try:

@@ -10,8 +10,6 @@ status line and ``error:`` lines go to stderr.
 from __future__ import annotations
 
 import enum
-import math
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,49 +17,26 @@ from typing import Annotated, Any
 
 import typer
 
-from harness.cli_app import run_app
-from harness.errors import UsageError
-from harness.evaluation_text import metrics_text
-from harness.jsonio import dumps_strict
-from harness.paths import absolute
+from contracts.cli_app import run_app
+from contracts.errors import UsageError
+from contracts.jsonio import dumps_strict
+from contracts.names import Backend
 from harness.soak import preflight
 from harness.soak.eta import SoakPlan
+from harness.soak.invocation import (
+    build_g1_command,
+    check_non_negative,
+    check_overrides,
+    check_paths,
+    checked_timing,
+    make_parent,
+    motion_selection,
+    resolve_plan,
+    trainer_extras,
+)
 from harness.soak.learning import DEFAULT_MARGIN, LearningCfg, learning_cfg
-from harness.soak.preflight import motion_arg
 from harness.soak.trend import SERIES, TrendThresholdError, parse_threshold_overrides
-from harness.soak.verdict_table import render_verdict
-
-SOAK_OWNED_KEYS: tuple[str, ...] = (
-    "algo",
-    "task",
-    "training.sim_backend",
-    "training.play_only",
-    "training.no_play",
-    "training.log_dir",
-    "algo.num_envs",
-    "algo.max_iterations",
-    "training.duration_seconds",
-)
-SEED_ITERATIONS = 65000
-SEED_MIN_DURATION_S = 1800.0
-REMOVED_KEY_PREFIX = "env.tensor_runtime"
-REMOVED_KEY_MESSAGE = (
-    "{key} was removed (no alias): tensor execution is a runtime invariant and the device "
-    "follows the backend data plane and the rank device; delete the key"
-)
-MOTION_KEY = "env.commands.motion.motion_file"
-MOTION_IDS = {
-    "synthetic": "motions/g1/synthetic_dance.npz",
-    "march": "motions/g1/synthetic_march.npz",
-    "dance": "motions/g1/dance1_subject2_part.npz",
-}
-DEFAULT_SAVE_INTERVAL_OVERRIDE = "algo.save_interval=10000"
-_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")
-
-
-class Sim(str, enum.Enum):
-    mjwarp = "mjwarp"
-    mujoco = "mujoco"
+from harness.soak.verdict_table import render_summary
 
 
 class TrendMode(str, enum.Enum):
@@ -195,280 +170,18 @@ JsonOpt = Annotated[
 ]
 
 
-def _check_positive(flag: str, value: float) -> None:
-    if not math.isfinite(value) or value <= 0:
-        raise UsageError(f"{flag}={value:g} must be a number > 0")
-
-
-def _check_non_negative(flag: str, value: float | None) -> None:
-    if value is not None and (not math.isfinite(value) or value < 0):
-        raise UsageError(f"{flag}={value:g} must be a number >= 0")
-
-
-def checked_timing(
-    sample: float,
-    startup: float,
-    stale: float,
-    grace: float,
-    min_duration: float,
-    warmup: float | None,
-    window: float | None,
-) -> dict[str, float | None]:
-    """The monitor's timing flags (shared by g1-soak and soak-run), bounds-checked."""
-    _check_non_negative("--min-duration-seconds", min_duration)
-    _check_positive("--sample-interval-seconds", sample)
-    _check_positive("--startup-timeout-seconds", startup)
-    _check_positive("--stale-progress-seconds", stale)
-    _check_non_negative("--post-shutdown-grace-seconds", grace)
-    _check_non_negative("--trend-warmup-seconds", warmup)
-    _check_non_negative("--trend-min-window-seconds", window)
-    return {
-        "sample": sample,
-        "startup": startup,
-        "stale": stale,
-        "grace": grace,
-        "min_duration": min_duration,
-        "warmup": warmup,
-        "window": window,
-    }
-
-
-def check_paths(log_dir: Path, output: Path) -> tuple[Path, Path]:
-    """Both made absolute (harness.paths: relative to the CWD); log dir missing or empty;
-    output new and outside it."""
-    log_dir, output = absolute(log_dir), absolute(output)
-    if log_dir.exists():
-        if not log_dir.is_dir():
-            raise UsageError(
-                f"--log-dir {log_dir} exists and is not a directory; pass a new directory"
-            )
-        if any(log_dir.iterdir()):
-            raise UsageError(f"--log-dir {log_dir} is not empty; pass a missing or empty directory")
-    if output.exists():
-        raise UsageError(f"--output {output} already exists; pass a new artifact path")
-    if output == log_dir or log_dir in output.parents:
-        raise UsageError(
-            f"--output {output} lies inside --log-dir {log_dir}; write the artifact outside the run dir"
-        )
-    return log_dir, output
-
-
-def _make_parent(output: Path) -> None:
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UsageError(
-            f"--output {output}: cannot create its directory ({err.strerror or err}); pick a writable path"
-        ) from err
-
-
-def override_key(text: str) -> str:
-    """Key of ``K=V``: text before the first ``=``, stripped, one leading ``+``/``~`` dropped."""
-    key = text.split("=", 1)[0].strip()
-    if key[:1] in ("+", "~"):
-        key = key[1:]
-    return key
-
-
-def check_overrides(overrides: Sequence[str]) -> None:
-    """Syntax, then soak-owned keys, then removed keys (CONTRACTS §1.2 pre-launch order)."""
-    for text in overrides:
-        key = override_key(text)
-        if "=" not in text or not _KEY_RE.match(key):
-            raise UsageError(
-                f"--extra-override {text!r} must look like KEY=VALUE with a dotted key "
-                "(e.g. algo.save_interval=10000)"
-            )
-    for text in overrides:
-        key = override_key(text)
-        if key == "training.duration_seconds":
-            raise UsageError(
-                "'training.duration_seconds' is a soak-owned override; use --duration-seconds instead"
-            )
-        if key in SOAK_OWNED_KEYS:
-            raise UsageError(
-                f"'{key}' is a soak-owned override; use --num-envs/--iterations/--log-dir instead"
-            )
-    for text in overrides:
-        key = override_key(text)
-        if key.startswith(REMOVED_KEY_PREFIX):
-            raise UsageError(REMOVED_KEY_MESSAGE.format(key=key))
-
-
-def motion_override(motion: str | None) -> tuple[str | None, str]:
-    """``(override or None, motion id)`` for ``--motion`` (None = the owner's default, dance).
-
-    Aliases are expanded in each item of a comma list (a clip set, docs/assets.md)."""
-    if motion is None:
-        return None, MOTION_IDS["dance"]
-    motion_id = ",".join(MOTION_IDS.get(item.strip(), item.strip()) for item in motion.split(","))
-    return f"{MOTION_KEY}={motion_id}", motion_id
-
-
-def build_g1_command(
-    *,
-    sim: str,
-    num_envs: int,
-    iterations: int | None,
-    log_dir: Path,
-    extras: Sequence[str],
-    duration_s: float | None = None,
-) -> list[str]:
-    """The interpreter-pinned trainer argv (docs/soak.md); a time budget adds
-    ``training.duration_seconds`` and makes ``algo.max_iterations`` a cap (null: none)."""
-    budget = [] if duration_s is None else [f"training.duration_seconds={_fmt_number(duration_s)}"]
-    return [
-        sys.executable,
-        "-m",
-        "trainer",
-        "train",
-        "--algo",
-        "flashsac",
-        "--task",
-        "g1_motion_tracking",
-        "--sim",
-        sim,
-        f"algo.num_envs={num_envs}",
-        f"algo.max_iterations={'null' if iterations is None else iterations}",
-        *budget,
-        "training.no_play=true",
-        f"training.log_dir={log_dir}",
-        *extras,
-    ]
-
-
 def _load_schemas() -> None:
     """Compile the schemas the verdict and the artifact use after the run, before launch.
 
     The judgement then never reads ``schemas/``, which a checkout during a long soak may
     change or remove. Raises SchemaUnavailable (exit 1, nothing launched).
     """
-    from harness.run_summary import MANIFEST_SCHEMA, RUN_SUMMARY_SCHEMA
-    from harness.schemas import preload
+    from contracts.run_summary import MANIFEST_SCHEMA, RUN_SUMMARY_SCHEMA
+    from contracts.schemas import preload
     from harness.soak.artifact import SCHEMA_FILE
     from harness.soak.learning import EVALUATION_SCHEMA
 
     preload((RUN_SUMMARY_SCHEMA, MANIFEST_SCHEMA, SCHEMA_FILE, EVALUATION_SCHEMA))
-
-
-def _fmt_number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
-
-
-def resolve_plan(
-    iterations: int | None, duration_s: float | None, min_duration_s: float | None
-) -> SoakPlan:
-    """The soak's size: the seed form (``--iterations``, default 65000, minimum 1800 s)
-    or the time-budgeted form (``--duration-seconds``, ``--iterations`` an optional cap,
-    minimum = the budget unless given). Raises UsageError on bad bounds."""
-    if iterations is not None and iterations <= 0:
-        raise UsageError(f"--iterations={iterations} must be an integer > 0")
-    if duration_s is None:
-        minimum = SEED_MIN_DURATION_S if min_duration_s is None else min_duration_s
-        return SoakPlan(SEED_ITERATIONS if iterations is None else iterations, None, minimum)
-    if not math.isfinite(duration_s) or duration_s <= 0:
-        raise UsageError(
-            f"--duration-seconds={duration_s:g} must be a number of seconds > 0, e.g. 1800"
-        )
-    minimum = duration_s if min_duration_s is None else min_duration_s
-    if minimum > duration_s:
-        raise UsageError(
-            f"--min-duration-seconds={minimum:g} exceeds --duration-seconds={duration_s:g}: the "
-            "trainer stops training when its budget is spent, so the soak would fail; raise "
-            f"--duration-seconds to {minimum:g} or lower --min-duration-seconds"
-        )
-    return SoakPlan(iterations, float(duration_s), minimum)
-
-
-def _fmt(value: Any) -> str:
-    return "-" if value is None else str(value)
-
-
-def render_summary(artifact: dict[str, Any], artifact_path: Path) -> str:
-    """The end-of-soak tables: verdict, reason, duration, peaks, trend verdicts (and the
-    trainer's summary on a pass), then the artifact and report paths."""
-    summary = artifact["resource_summary"]
-    trends = artifact.get("resource_trends") or {}
-    rows: list[tuple[str, str]] = [
-        ("verdict", artifact["status"]),
-        ("classification", _fmt(artifact["failure_classification"])),
-        ("reason", _fmt(artifact["failure_reason"])),
-        ("duration_s", f"{artifact['duration_s']:.1f}"),
-        ("returncode", _fmt(artifact["returncode"])),
-        ("samples", _fmt(summary["sample_count"])),
-        ("max processes", _fmt(summary["max_process_count"])),
-        ("max RSS (KiB)", _fmt(summary["max_process_rss_kib"])),
-        ("max GPU memory (MiB)", _fmt(summary["max_gpu_used_memory_mib"])),
-        (
-            "max eventfd / shm FDs",
-            f"{_fmt(summary['max_eventfd_count'])} / {_fmt(summary['max_shared_memory_fd_count'])}",
-        ),
-        ("residual processes", _fmt(summary["residual_process_count"])),
-        *_budget_rows(artifact.get("budget")),
-        ("trend verdict", f"{_fmt(trends.get('verdict'))} ({_fmt(trends.get('mode'))})"),
-        *_window_rows(trends),
-    ]
-    for name, series in (trends.get("series") or {}).items():
-        slope = series.get("slope_per_hour")
-        rows.append(
-            (
-                f"  {name}",
-                f"{series['verdict']}" + ("" if slope is None else f" (slope {slope:.1f}/h)"),
-            )
-        )
-    rows.extend(learning_rows(artifact.get("learning")))
-    return render_verdict(rows, artifact, artifact_path)
-
-
-def _point_text(point: dict[str, Any] | None) -> str:
-    if point is None:
-        return "-"
-    return f"iter {point['iteration']}: " + metrics_text(point["uniform"], point["frame0"])
-
-
-def learning_rows(learning: dict[str, Any] | None) -> list[tuple[str, str]]:
-    """Summary-table rows of the learning verdict: verdict, final and best points."""
-    if learning is None:
-        return []
-    rows = [("learning verdict", f"{learning['verdict']} ({learning['mode']})")]
-    if learning["reason"]:
-        rows.append(("  not judged", learning["reason"]))
-    evaluation = learning.get("evaluation") or {}
-    by_iteration = {p["iteration"]: p for p in evaluation.get("points") or []}
-    for label, key in (("  final", "final_iteration"), ("  best", "best_iteration")):
-        if evaluation.get(key) is not None:
-            rows.append((label, _point_text(by_iteration.get(evaluation[key]))))
-    return rows
-
-
-def _budget_rows(budget: dict[str, Any] | None) -> list[tuple[str, str]]:
-    if not budget or budget.get("kind") is None:
-        return []
-    if budget["kind"] == "duration":
-        cap = budget["iterations"]
-        plan = f"{budget['duration_s']:g} s of training" + (
-            f", cap {cap:,} iterations" if cap else ""
-        )
-    else:
-        plan = f"{budget['iterations']:,} iterations"
-    reached = budget["reached"]
-    got = "-"
-    if reached.get("final_iteration") is not None:
-        got = f"iteration {reached['final_iteration']:,}"
-        if reached.get("training_s") is not None:
-            got += f" after {reached['training_s']:.1f} s of training"
-        if reached.get("stopped_by"):
-            got += f" (stopped by {reached['stopped_by']})"
-    return [("budget", plan), ("reached", got)]
-
-
-def _window_rows(trends: dict[str, Any]) -> list[tuple[str, str]]:
-    if "window_rule" not in trends:
-        return []
-    text = f"warm-up {trends['warmup_s']:g} s, minimum {trends['min_window_s']:g} s"
-    if trends["window_rule"] == "scaled" and trends.get("planned_length_s") is not None:
-        text += f" (scaled to {trends['planned_length_s']:g} s)"
-    return [("trend window", text)]
 
 
 def _finish(result: Any, json_out: bool) -> int:
@@ -551,52 +264,61 @@ G1_SOAK_EPILOG = (
 )
 
 
+# g1-soak's own options
+NumEnvsOpt = Annotated[int, typer.Option("--num-envs", help="Parallel envs (> 0).")]
+DurationOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--duration-seconds",
+        help="Train this many seconds, then finish normally (> 0); --iterations is then "
+        "an optional cap. The canonical soak: 1800.",
+        show_default=False,
+    ),
+]
+IterationsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--iterations",
+        help="Training iterations (> 0); default 65000, with --duration-seconds an optional cap.",
+        show_default=False,
+    ),
+]
+SimOpt = Annotated[
+    Backend, typer.Option("--sim", help="Owner backend: mjwarp (GPU) or mujoco (CPU).")
+]
+MotionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--motion",
+        help="synthetic (offline dance clip), march (offline marching clip), dance (the "
+        "seed's clip via the hub), an asset id ending in .npz or .csv, or an existing "
+        "file; a comma list is a clip set.",
+    ),
+]
+ExtraOverrideOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--extra-override",
+        help="Extra trainer KEY=VALUE, repeatable (soak-owned keys rejected).",
+    ),
+]
+
+
 @g1_soak_app.command(epilog=G1_SOAK_EPILOG)
 def g1_soak(
     log_dir: LogDirOpt,
     output: OutputOpt,
-    num_envs: Annotated[int, typer.Option("--num-envs", help="Parallel envs (> 0).")] = 1024,
-    duration_seconds: Annotated[
-        float | None,
-        typer.Option(
-            "--duration-seconds",
-            help="Train this many seconds, then finish normally (> 0); --iterations is then "
-            "an optional cap. The canonical soak: 1800.",
-            show_default=False,
-        ),
-    ] = None,
-    iterations: Annotated[
-        int | None,
-        typer.Option(
-            "--iterations",
-            help="Training iterations (> 0); default 65000, with --duration-seconds an optional cap.",
-            show_default=False,
-        ),
-    ] = None,
+    num_envs: NumEnvsOpt = 1024,
+    duration_seconds: DurationOpt = None,
+    iterations: IterationsOpt = None,
     min_duration_seconds: G1MinDurationOpt = None,
     sample_interval_seconds: SampleOpt = 5.0,
     startup_timeout_seconds: StartupOpt = 900.0,
     stale_progress_seconds: StaleOpt = 300.0,
     post_shutdown_grace_seconds: GraceOpt = 10.0,
-    sim: Annotated[
-        Sim, typer.Option("--sim", help="Owner backend: mjwarp (GPU) or mujoco (CPU).")
-    ] = Sim.mjwarp,
-    motion: Annotated[
-        str | None,
-        typer.Option(
-            "--motion",
-            help="synthetic (offline dance clip), march (offline marching clip), dance (the "
-            "seed's clip via the hub), an asset id ending in .npz or .csv, or an existing "
-            "file; a comma list is a clip set.",
-        ),
-    ] = None,
-    extra_override: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--extra-override",
-            help="Extra trainer KEY=VALUE, repeatable (soak-owned keys rejected).",
-        ),
-    ] = None,
+    sim: SimOpt = Backend.MJWARP,
+    motion: MotionOpt = None,
+    extra_override: ExtraOverrideOpt = None,
     trend_mode: TrendModeOpt = TrendMode.enforce,
     trend_threshold: TrendThresholdOpt = None,
     trend_warmup_seconds: TrendWarmupOpt = None,
@@ -614,7 +336,7 @@ def g1_soak(
     if num_envs <= 0:
         raise UsageError(f"--num-envs={num_envs} must be an integer > 0")
     if min_duration_seconds is not None:
-        _check_non_negative("--min-duration-seconds", min_duration_seconds)
+        check_non_negative("--min-duration-seconds", min_duration_seconds)
     plan = resolve_plan(iterations, duration_seconds, min_duration_seconds)
     timing = checked_timing(
         sample_interval_seconds, startup_timeout_seconds, stale_progress_seconds,
@@ -625,37 +347,21 @@ def g1_soak(
     log_dir, output = check_paths(log_dir, output)
     user = list(extra_override or [])
     check_overrides(user)
-    motion_extra, motion_id = motion_override(
-        None if motion is None else motion_arg(motion, MOTION_IDS)  # names clips, or exit 2
-    )
-    if motion_extra is not None and any(override_key(o) == MOTION_KEY for o in user):
-        raise UsageError(
-            f"--motion and --extra-override {MOTION_KEY}=... both set the clip; pass only --motion"
-        )
-    if motion_extra is None:
-        motion_id = next(
-            (o.split("=", 1)[1] for o in user if override_key(o) == MOTION_KEY), motion_id
-        )
+    motion_extra, motion_id = motion_selection(motion, user)
     cfg = _monitor_cfg(
         mode=trend_mode, thresholds=trend_threshold, learning=learning, plan=plan, **timing
     )
-    extras: list[str] = []
-    if not any(override_key(o) == "algo.save_interval" for o in user):
-        extras.append(DEFAULT_SAVE_INTERVAL_OVERRIDE)
-    if motion_extra is not None:
-        extras.append(motion_extra)
-    extras.extend(user)
     command = build_g1_command(
         sim=sim.value,
         num_envs=num_envs,
         iterations=plan.iterations,
         log_dir=log_dir,
-        extras=extras,
+        extras=trainer_extras(user, motion_extra),
         duration_s=plan.duration_s,
     )
     preflight.check_trainer_command(command)  # the trainer's own check; nothing launched yet
     _load_schemas()
-    _make_parent(output)
+    make_parent(output)
     result = run_soak(command, log_dir=log_dir, output=output, cfg=cfg, motion_id=motion_id)
     raise typer.Exit(_finish(result, json_out))
 
@@ -712,7 +418,7 @@ def soak_run(
             "no trainer command given; pass it after --, e.g. soak-run ... -- python train.py {log_dir}"
         )
     _load_schemas()
-    _make_parent(output)
+    make_parent(output)
     result = run_soak(argv, log_dir=log_dir, output=output, cfg=cfg)
     raise typer.Exit(_finish(result, json_out))
 
@@ -754,8 +460,8 @@ def rejudge(
     from harness.soak import rejudge as rejudge_mod
     from harness.soak.monitor import SoakResult
 
-    _check_non_negative("--trend-warmup-seconds", trend_warmup_seconds)
-    _check_non_negative("--trend-min-window-seconds", trend_min_window_seconds)
+    check_non_negative("--trend-warmup-seconds", trend_warmup_seconds)
+    check_non_negative("--trend-min-window-seconds", trend_min_window_seconds)
     doc, raw = rejudge_mod.load_artifact(artifact)
     rejudge_mod.check_output(output, artifact)
     try:

@@ -16,7 +16,8 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from harness.git import git_text
+from contracts.git import git_text
+from contracts.identity import MotionRef, SourceTree
 from harness.soak.gpu import GpuSampler
 
 GIT_TIMEOUT_S = 2.0
@@ -34,14 +35,12 @@ def source_context(path: Path = REPO_ROOT) -> dict[str, Any]:
     commit = git_text(path, "rev-parse", "HEAD", timeout=GIT_TIMEOUT_S)
     branch = git_text(path, "rev-parse", "--abbrev-ref", "HEAD", timeout=GIT_TIMEOUT_S)
     status = git_text(path, "status", "--porcelain", timeout=GIT_TIMEOUT_S)
-    return {
-        "path": str(path),
-        "commit": commit or None,
-        "branch": branch or None,
-        "dirty_files": 0
-        if status is None
-        else sum(1 for line in status.splitlines() if line.strip()),
-    }
+    return SourceTree(
+        path=str(path),
+        commit=commit or None,
+        branch=branch or None,
+        dirty_files=0 if status is None else sum(1 for ln in status.splitlines() if ln.strip()),
+    ).to_json()
 
 
 def _version(dist: str) -> str | None:
@@ -101,10 +100,10 @@ def motion_context(motion_id: str | None) -> dict[str, Any] | None:
         try:
             if path.is_file():
                 digest = _sha256_file(path)
-                return {"id": motion_id, "file_sha256": digest, "sha256": digest, "source": source}
+                return MotionRef(id=motion_id, file_sha256=digest, source=source).to_json()
         except OSError:
             continue
-    return {"id": motion_id, "file_sha256": None, "sha256": None, "source": None}
+    return MotionRef(id=motion_id, file_sha256=None, source=None).to_json()
 
 
 def build_context(gpu: GpuSampler, *, motion_id: str | None) -> dict[str, Any]:

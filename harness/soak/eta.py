@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from contracts.names import PhaseGroup
+
 EARLY_WARNING_FRACTION = 0.10
 ITERATION_ROUNDING = 1000
 
@@ -154,7 +156,7 @@ def _training_points(samples: Sequence[Mapping[str, Any]]) -> list[tuple[float, 
         last = sample["progress"].get("last")
         if not isinstance(last, Mapping) or not isinstance(last.get("iteration"), int):
             continue
-        if str(last.get("phase", "")).startswith("training/"):
+        if PhaseGroup.TRAINING.holds(last.get("phase")):
             points.append((float(sample["elapsed_s"]), int(last["iteration"])))
     return points
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.procfs import is_same_process, read_stat
+from contracts.procfs import is_same_process, read_stat
 from harness.soak.proctree import MARKER_ENV, read_children
 
 LOG = logging.getLogger(__name__)

@@ -27,16 +27,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import StrictJsonError, UsageError
-from harness.jsonio import dumps_strict, load_strict
+from contracts.errors import StrictJsonError, UsageError
+from contracts.jsonio import dumps_strict, load_strict
+from contracts.names import Classification
+from contracts.run_summary import show
+from contracts.schemas import SchemaViolation, validate
 from harness.metrics.events import EventFileError, read_scalars
-from harness.run_summary import show
-from harness.schemas import SchemaViolation, validate
 
 MODES: tuple[str, ...] = ("enforce", "report")
 DEFAULT_MARGIN = 0.05
-REGRESSION = "learning_regression"
-UNVERIFIED = "learning_unverified"
+REGRESSION = Classification.LEARNING_REGRESSION
+UNVERIFIED = Classification.LEARNING_UNVERIFIED
 REASON_PREFIX = {REGRESSION: "learning regression: ", UNVERIFIED: "learning not verified: "}
 EVALUATION_SCHEMA = "evaluation.v1.json"
 _SECTION_SCHEMA = {"$ref": f"{EVALUATION_SCHEMA}#/$defs/summary_section"}

@@ -16,26 +16,26 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness.procfs import is_same_process, read_stat
+from contracts.names import Classification
+from contracts.procfs import is_same_process, read_stat
 from harness.soak import launch as launch_mod
 from harness.soak.artifact import ArtifactInputs, build_and_write_artifact
 from harness.soak.console import exit_reason
 from harness.soak.context import build_context
-from harness.soak.eta import SoakPlan, early_warning, forecast, min_duration_reason, status_fields
+from harness.soak.eta import SoakPlan, early_warning, forecast, min_duration_reason
 from harness.soak.gpu import GpuSample, GpuSampler
-from harness.soak.learning import LearningCfg
+from harness.soak.monitor_types import MonitorCfg, SoakResult
 from harness.soak.proctree import ProcessTreeSampler, descendants, snapshot_process
 from harness.soak.progress import ProgressSample, sample_progress
+from harness.soak.status import StatusPrinter, status_line
 from harness.soak.trend import (
-    DEFAULT_THRESHOLDS,
     TREND_CHECK,
     TREND_CLASSIFICATION,
-    Threshold,
     TrendReport,
     analyse_trends,
     planned_length,
@@ -43,45 +43,6 @@ from harness.soak.trend import (
 )
 
 LOG = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, kw_only=True)
-class MonitorCfg:
-    """Monitor settings (CONTRACTS §1.2 flags)."""
-
-    sample_interval_s: float = 5.0
-    """Seconds between samples (> 0)."""
-    startup_timeout_s: float = 900.0
-    """Fail if the run dir holds no bytes this long after launch."""
-    stale_progress_s: float = 300.0
-    """Fail if the run dir's byte total stops changing this long."""
-    post_shutdown_grace_s: float = 10.0
-    """Sleep after the trainer ends before looking for residual processes."""
-    min_duration_s: float = 1800.0
-    """A trainer that ends sooner fails the soak."""
-    trend_mode: str = "enforce"
-    """``enforce``: a growing trend fails the soak; ``report``: only recorded."""
-    trend_thresholds: dict[str, Threshold] = field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
-    trend_warmup_s: float | None = None
-    """Seconds after the trend anchor to skip; None: scaled to the soak (trend.scaled_windows)."""
-    trend_min_window_s: float | None = None
-    """Shorter windows are insufficient_data; None: scaled to the soak."""
-    plan: SoakPlan | None = None
-    """What the soak was sized to (g1-soak); None: read from the trainer's run_config.json."""
-    learning: LearningCfg = field(default_factory=LearningCfg)
-    """The learning verdict's mode and thresholds (harness.soak.learning)."""
-
-
-@dataclass
-class SoakResult:
-    artifact: dict[str, Any]
-    artifact_path: Path
-    written: bool
-    write_error: str | None
-
-    @property
-    def passed(self) -> bool:
-        return self.written and self.artifact["status"] == "passed"
 
 
 def utc_now() -> str:
@@ -119,91 +80,6 @@ class _Cancellation:
         os.close(self._write_fd)
 
 
-def _fmt_bytes(num: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(num) < 1024 or unit == "GiB":
-            return f"{num:.0f} {unit}" if unit == "B" else f"{num:.1f} {unit}"
-        num /= 1024
-    return f"{num:.1f} GiB"
-
-
-def _fmt_elapsed(seconds: float) -> str:
-    s = int(seconds)
-    return f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
-
-
-def _count(value: Any) -> str:
-    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "?"
-
-
-def status_line(sample: dict[str, Any], plan: SoakPlan | None = None) -> str:
-    """The live one-line status: elapsed, iteration/steps, the trainer's windowed env
-    steps/s and it/s with the ETA against the plan, processes, RSS, GPU memory, FDs."""
-    proc = sample["process"]
-    classes = proc["fd_classes_total"]
-    gpu = sample["gpu"]
-    last = sample["progress"].get("last") or {}
-    parts = [f"[{_fmt_elapsed(sample['elapsed_s'])}]"]
-    if last:
-        target = f"/{plan.iterations:,}" if plan is not None and plan.iterations else ""
-        parts.append(
-            f"{last.get('phase', '?')} iter {_count(last.get('iteration'))}{target} "
-            f"steps {_count(last.get('total_env_steps'))}"
-        )
-        parts.extend(status_fields(plan, forecast(plan, sample["elapsed_s"], last)))
-    else:
-        parts.append(f"progress {_fmt_bytes(sample['progress']['bytes_total'])}")
-    parts.append(f"procs {proc['process_count']}")
-    parts.append(f"rss {_fmt_bytes(proc['rss_kib_total'] * 1024)}")
-    gpu_text = f"{gpu['used_memory_mib_total']} MiB" if gpu.get("source") else "n/a"
-    parts.append(f"gpu {gpu_text}")
-    parts.append(
-        f"fds {proc['fd_count_total']} (eventfd {classes['eventfd']}, shm {classes['shared_memory']}, "
-        f"memfd {classes['memfd']}, nvidia {classes['nvidia']})"
-    )
-    return " | ".join(parts)
-
-
-class StatusPrinter:
-    """Redraws the status line in place on a TTY; one plain line per sample otherwise."""
-
-    def __init__(self, stream: TextIO | None) -> None:
-        self.stream = stream
-        self.tty = bool(stream is not None and hasattr(stream, "isatty") and stream.isatty())
-        self._drawn = False
-
-    def warn(self, line: str) -> None:
-        """A line that stays on screen (after the redrawn status line, on a TTY)."""
-        if self.stream is None:
-            return
-        if self.tty and self._drawn:
-            self.stream.write("\n")
-            self._drawn = False
-        self.stream.write(line + "\n")
-        self.stream.flush()
-
-    def show(self, line: str) -> None:
-        if self.stream is None:
-            return
-        if self.tty:
-            self.stream.write("\r\x1b[2K" + line[: self._width()])
-            self._drawn = True
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-    def _width(self) -> int:
-        try:
-            return max(20, os.get_terminal_size(self.stream.fileno()).columns - 1)  # type: ignore[union-attr]
-        except (AttributeError, OSError, ValueError):
-            return 200
-
-    def finish(self) -> None:
-        if self.stream is not None and self.tty and self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
 @dataclass
 class _Liveness:
     cfg: MonitorCfg
@@ -218,13 +94,13 @@ class _Liveness:
             if elapsed_s > self.cfg.startup_timeout_s:
                 return (
                     f"training produced no progress artifact within {_num(self.cfg.startup_timeout_s)} s",
-                    "timeout/startup",
+                    Classification.TIMEOUT_STARTUP,
                 )
             return None
         if elapsed_s - self.last_change_s > self.cfg.stale_progress_s:
             return (
                 f"training progress did not change for {_num(self.cfg.stale_progress_s)} s",
-                "timeout/stale_tick",
+                Classification.TIMEOUT_STALE_TICK,
             )
         return None
 
@@ -360,7 +236,7 @@ class SoakMonitor:
                 if cancel.signame is not None:
                     self._fail(
                         f"soak cancelled by {cancel.signame}",
-                        "external_cancellation",
+                        Classification.EXTERNAL_CANCELLATION,
                         "cancellation",
                     )
                     return None
@@ -419,7 +295,9 @@ class SoakMonitor:
             return self._judge_exit(trainer, tree, cancel, exit_t)
         except Exception as err:
             LOG.exception("soak monitor failed after the sampling loop")
-            self._fail(f"soak monitor failed: {type(err).__name__}: {err}", "monitor_failure")
+            self._fail(
+                f"soak monitor failed: {type(err).__name__}: {err}", Classification.MONITOR_FAILURE
+            )
             if trainer.poll() is None:
                 launch_mod.terminate_group(trainer, timeout_s=self.termination_timeout_s)
             duration_s = time.monotonic() - trainer.started_monotonic
@@ -435,7 +313,7 @@ class SoakMonitor:
         terminated = False
         if trainer.poll() is None:
             if not self.reasons:
-                self._fail("soak monitor exited before the trainer", "monitor_failure")
+                self._fail("soak monitor exited before the trainer", Classification.MONITOR_FAILURE)
             self._terminate(trainer)
             terminated = True
         returncode = launch_mod.wait_returncode(trainer, timeout_s=self.termination_timeout_s)
@@ -456,7 +334,9 @@ class SoakMonitor:
         if residual:
             pids = ", ".join(str(p["pid"]) for p in residual)
             self._fail(
-                f"residual child processes after shutdown: {pids}", "resource_leak", "residuals"
+                f"residual child processes after shutdown: {pids}",
+                Classification.RESOURCE_LEAK,
+                "residuals",
             )
         return returncode, duration_s, trends, residual
 
@@ -484,7 +364,7 @@ class SoakMonitor:
             except OSError as err:
                 self._fail(
                     f"soak monitor failed: could not start the trainer: {type(err).__name__}: {err}",
-                    "monitor_failure",
+                    Classification.MONITOR_FAILURE,
                 )
             if trainer is not None:
                 subreaper, soak_id = trainer.subreaper, trainer.soak_id
@@ -496,7 +376,8 @@ class SoakMonitor:
                 except Exception as err:
                     LOG.exception("soak monitor failed")
                     self._fail(
-                        f"soak monitor failed: {type(err).__name__}: {err}", "monitor_failure"
+                        f"soak monitor failed: {type(err).__name__}: {err}",
+                        Classification.MONITOR_FAILURE,
                     )
                 self.printer.finish()
                 returncode, duration_s, trends, residual = self._shut_down(
@@ -565,8 +446,8 @@ class SoakMonitor:
 def _plan_from_run_config(log_dir: Path, min_duration_s: float) -> SoakPlan | None:
     """The plan of a trainer whose run_config.json carries algo.max_iterations and
     training.duration_seconds (this repository's ``train``); None until it exists."""
-    from harness.errors import StrictJsonError
-    from harness.jsonio import load_strict
+    from contracts.errors import StrictJsonError
+    from contracts.jsonio import load_strict
 
     path = log_dir / "run_config.json"
     if not path.is_file():
@@ -583,8 +464,8 @@ def _plan_from_run_config(log_dir: Path, min_duration_s: float) -> SoakPlan | No
 
 
 def _motion_from_run_config(log_dir: Path) -> str | None:
-    from harness.errors import StrictJsonError
-    from harness.jsonio import load_strict
+    from contracts.errors import StrictJsonError
+    from contracts.jsonio import load_strict
 
     try:
         doc = load_strict(log_dir / "run_config.json")

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.jsonio import load_strict
+from contracts.jsonio import load_strict
 from harness.soak.trend import (
     DEFAULT_THRESHOLDS,
     judge_series,

@@ -25,9 +25,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.errors import HarnessError, StrictJsonError, UsageError
-from harness.jsonio import loads_strict
-from harness.paths import absolute
+from contracts.errors import HarnessError, StrictJsonError, UsageError
+from contracts.jsonio import loads_strict
+from contracts.paths import absolute
 
 __all__ = ["CHECK_TIMEOUT_S", "check_argv", "check_trainer_command", "motion_arg"]
 

@@ -5,7 +5,7 @@ Membership is every descendant of the monitor, found by recursing through
 process whose ``/proc/<pid>/environ`` carries the run's ``G1SOAK_RUN_ID=<id>`` marker: a
 descendant that called ``setsid`` or double-forked (and so re-parented to init when no
 subreaper is available) is still found. Identity is ``(pid, main-thread start ticks)`` from
-:mod:`harness.procfs`, never the PID alone.
+:mod:`contracts.procfs`, never the PID alone.
 
 Per process we read RSS (``VmRSS``), the FD table (classified by ``readlink``) and the
 command line. Processes that vanish mid-read are skipped, never an error.
@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from harness.procfs import ProcStat, read_stat
+from contracts.procfs import ProcStat, read_stat
 
 FD_CLASSES: tuple[str, ...] = (
     "pipe",

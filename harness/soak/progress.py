@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import StrictJsonError
-from harness.jsonio import loads_strict
+from contracts.errors import StrictJsonError
+from contracts.jsonio import loads_strict
 
 PROGRESS_FILE = "progress.jsonl"
 TAIL_BYTES = 8192

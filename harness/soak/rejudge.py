@@ -19,9 +19,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness.errors import StrictJsonError, UsageError
-from harness.jsonio import loads_strict, write_json_atomic
-from harness.schemas import validate
+from contracts.errors import StrictJsonError, UsageError
+from contracts.jsonio import loads_strict, write_json_atomic
+from contracts.names import Classification
+from contracts.schemas import validate
 from harness.soak.artifact import SCHEMA_FILE
 from harness.soak.trend import (
     TREND_CHECK,
@@ -32,7 +33,7 @@ from harness.soak.trend import (
     trend_failure,
 )
 
-UNKNOWN = "unknown_failure"
+UNKNOWN = Classification.UNKNOWN_FAILURE
 # Where the trend finding sits among the monitor's checks (monitor.py `_judge_exit`).
 _AFTER_TRENDS = ("residuals",)
 

@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from contracts.names import Classification, PhaseGroup
+
 SERIES: tuple[str, ...] = (
     "rss_kib",
     "fd_count",
@@ -340,7 +342,7 @@ def scaled_windows(planned_length_s: float) -> tuple[float, float]:
 
 def _is_training_line(sample: Mapping[str, Any]) -> bool:
     last = sample["progress"].get("last")
-    return isinstance(last, Mapping) and str(last.get("phase", "")).startswith("training/")
+    return isinstance(last, Mapping) and PhaseGroup.TRAINING.holds(last.get("phase"))
 
 
 def trend_anchor(
@@ -448,7 +450,7 @@ def _fmt(value: float | None) -> str:
 
 
 TREND_CHECK = "trends"
-TREND_CLASSIFICATION = "resource_leak"
+TREND_CLASSIFICATION = Classification.RESOURCE_LEAK
 TREND_REASON_PREFIX = "sustained resource growth: "
 
 

@@ -13,48 +13,35 @@ process handling, no writes, no torch.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.errors import StrictJsonError
-from harness.jsonio import loads_strict
-from harness.run_summary import (
+from contracts.errors import StrictJsonError
+from contracts.jsonio import loads_strict
+from contracts.names import Classification
+from contracts.run_summary import (
     SHUTDOWN_PATH,
     is_exact_int,
-    is_finite_number,
     resource_summary_fields,
     show,
     shutdown_problems,
     validate_run_summary,
 )
-from harness.schemas import SchemaViolation
+from contracts.schemas import SchemaViolation
+from harness.soak.ingress_check import RI_PATH, replay_ingress_problems
 from harness.soak.learning import LearningCfg, judge_learning, not_judged
 
 __all__ = ["Verdict", "judge_run_dir", "resource_summary_fields", "validate_run_summary"]
 
 SUMMARY_NAME = "run_summary.json"
 EVENT_GLOB = "events.out.tfevents.*"
-RI_PATH = "$.runtime_manifest.replay_ingress"
 FLIGHT_PATH = "$.runtime_manifest.inference_flight"
 FLIGHT_COUNTERS = ("queue_depth", "publication_lag")
 _REQUIRED = re.compile(r"'([^']+)' is a required property")
 MAX_SCHEMA_REASONS = 12
 MAX_MESSAGE = 240  # jsonschema quotes the whole offending value; a 16000-char error stays readable  # a fuzzed summary can break hundreds of rules; the first few say enough
-RI_COUNTERS = (
-    "ingress_depth",
-    "ingress_slot_rows",
-    "published_sequence",
-    "release_sequence",
-    "occupancy",
-    "high_water_occupancy",
-    "backpressure_waits",
-    "early_returns",
-    "dropped_batches",
-    "closed_returns",
-    "stop_returns",
-)
 
 
 @dataclass(frozen=True)
@@ -136,12 +123,12 @@ def _load_summary(path: Path) -> tuple[dict[str, Any] | None, str | None, str | 
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return None, "trainer did not write run_summary.json", "missing_run_summary"
+        return None, "trainer did not write run_summary.json", Classification.MISSING_RUN_SUMMARY
     except OSError as err:
         return (
             None,
             f"run_summary.json is invalid: cannot read {path}: {err.strerror or err}",
-            "invalid_run_summary",
+            Classification.INVALID_RUN_SUMMARY,
         )
     try:
         doc = loads_strict(raw.decode("utf-8"))
@@ -149,12 +136,16 @@ def _load_summary(path: Path) -> tuple[dict[str, Any] | None, str | None, str | 
         return (
             None,
             f"run_summary.json is invalid: not UTF-8 ({err.reason} at byte {err.start})",
-            "invalid_run_summary",
+            Classification.INVALID_RUN_SUMMARY,
         )
     except StrictJsonError as err:
-        return None, f"run_summary.json is invalid: {err}", "invalid_run_summary"
+        return None, f"run_summary.json is invalid: {err}", Classification.INVALID_RUN_SUMMARY
     except RecursionError:
-        return None, "run_summary.json is invalid: nesting too deep to parse", "invalid_run_summary"
+        return (
+            None,
+            "run_summary.json is invalid: nesting too deep to parse",
+            Classification.INVALID_RUN_SUMMARY,
+        )
     if not isinstance(doc, dict):
         kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
             type(doc), "a number"
@@ -162,7 +153,7 @@ def _load_summary(path: Path) -> tuple[dict[str, Any] | None, str | None, str | 
         return (
             None,
             f"run_summary.json is invalid: top-level value at $ is {kind}, expected an object",
-            "invalid_run_summary",
+            Classification.INVALID_RUN_SUMMARY,
         )
     return doc, None, None
 
@@ -212,14 +203,16 @@ def _check_failed_run(summary: dict[str, Any], findings: _Findings) -> None:
         )
     violations = _outside(validate_run_summary(summary, completed=False), SHUTDOWN_PATH)
     findings.add_violations(
-        violations, "run_summary schema violation at {path}: {message}", "schema_violation"
+        violations,
+        "run_summary schema violation at {path}: {message}",
+        Classification.SCHEMA_VIOLATION,
     )
     manifest = summary["runtime_manifest"]
     shutdown = manifest.get("shutdown")
     if shutdown is None:
         findings.add(
             f"shutdown diagnostics are unavailable ({SHUTDOWN_PATH} is missing or null)",
-            "unknown_failure",
+            Classification.UNKNOWN_FAILURE,
         )
         return
     problems = shutdown_problems(shutdown, completed=False)
@@ -227,7 +220,7 @@ def _check_failed_run(summary: dict[str, Any], findings: _Findings) -> None:
         findings.add_violations(
             problems,
             "shutdown contract violated at {path}: {message}",
-            "shutdown_contract_violation",
+            Classification.SHUTDOWN_CONTRACT_VIOLATION,
         )
         return
     text = f"shutdown classification={shutdown['classification']}, owner={shutdown['owner']}, phase={shutdown['phase']}"
@@ -260,7 +253,7 @@ def _check_flight(manifest: dict[str, Any], findings: _Findings) -> None:
             got = "missing" if name not in flight else f"got {show(value)}"
             findings.add(
                 f"final inference flight counter {FLIGHT_PATH}.{name} must be an exact int >= 0, {got}",
-                "schema_violation",
+                Classification.SCHEMA_VIOLATION,
             )
             bad = True
     depth, lag = flight.get("queue_depth"), flight.get("publication_lag")
@@ -268,142 +261,8 @@ def _check_flight(manifest: dict[str, Any], findings: _Findings) -> None:
         findings.add(
             f"final inference flight is not drained (queue_depth={depth}, publication_lag={lag}) "
             f"at {FLIGHT_PATH}",
-            "unknown_failure",
+            Classification.UNKNOWN_FAILURE,
         )
-
-
-def _replay_ingress_problems(summary: dict[str, Any], ingress: Any) -> list[tuple[str, str]]:
-    """§8 step 4.2: every replay-ingress invariant, as (json path, message) pairs."""
-    if not isinstance(ingress, dict):
-        return [
-            (
-                RI_PATH,
-                f"expected an object, got {show(ingress) if ingress is not None else 'null or missing'}",
-            )
-        ]
-    out: list[tuple[str, str]] = []
-    v: dict[str, int] = {}
-    for name in RI_COUNTERS:
-        value = ingress.get(name)
-        if name not in ingress:
-            out.append((f"{RI_PATH}.{name}", "is missing; expected an exact int >= 0"))
-        elif not is_exact_int(value) or value < 0:
-            out.append((f"{RI_PATH}.{name}", f"must be an exact int >= 0, got {show(value)}"))
-        else:
-            v[name] = value
-    wait_s = ingress.get("backpressure_wait_s")
-    if "backpressure_wait_s" not in ingress:
-        out.append((f"{RI_PATH}.backpressure_wait_s", "is missing; expected a finite number >= 0"))
-    elif not is_finite_number(wait_s) or wait_s < 0:
-        out.append(
-            (f"{RI_PATH}.backpressure_wait_s", f"must be a finite number >= 0, got {show(wait_s)}")
-        )
-
-    def check(names: Sequence[str], ok: Callable[..., bool], path_name: str, message: str) -> None:
-        if all(n in v for n in names) and not ok(*(v[n] for n in names)):
-            out.append((f"{RI_PATH}.{path_name}", message.format(**v)))
-
-    check(
-        ["ingress_depth"],
-        lambda d: d > 0,
-        "ingress_depth",
-        "ingress_depth={ingress_depth} must be > 0",
-    )
-    check(
-        ["ingress_slot_rows"],
-        lambda r: r > 0,
-        "ingress_slot_rows",
-        "ingress_slot_rows={ingress_slot_rows} must be > 0",
-    )
-    check(
-        ["release_sequence", "published_sequence"],
-        lambda r, p: r <= p,
-        "release_sequence",
-        "release_sequence={release_sequence} exceeds published_sequence={published_sequence}",
-    )
-    check(
-        ["occupancy", "published_sequence", "release_sequence"],
-        lambda o, p, r: o == p - r,
-        "occupancy",
-        "occupancy={occupancy} must equal published_sequence - release_sequence "
-        "({published_sequence} - {release_sequence})",
-    )
-    check(
-        ["occupancy", "ingress_depth"],
-        lambda o, d: o <= d,
-        "occupancy",
-        "occupancy={occupancy} exceeds ingress_depth={ingress_depth}",
-    )
-    check(
-        ["occupancy", "high_water_occupancy", "ingress_depth"],
-        lambda o, h, d: o <= h <= d,
-        "high_water_occupancy",
-        "high_water_occupancy={high_water_occupancy} must lie between occupancy={occupancy} and ingress_depth={ingress_depth}",
-    )
-    check(
-        ["early_returns", "dropped_batches"],
-        lambda e, d: e == d,
-        "early_returns",
-        "early_returns={early_returns} must equal dropped_batches={dropped_batches}",
-    )
-    check(
-        ["closed_returns", "stop_returns", "early_returns"],
-        lambda c, s, e: c + s == e,
-        "closed_returns",
-        "closed_returns + stop_returns ({closed_returns} + {stop_returns}) must equal early_returns={early_returns}",
-    )
-    check(
-        ["occupancy"],
-        lambda o: o == 0,
-        "occupancy",
-        "final occupancy={occupancy}, expected 0 (replay ingress not drained)",
-    )
-    check(
-        ["dropped_batches"],
-        lambda d: d == 0,
-        "dropped_batches",
-        "dropped_batches={dropped_batches}, expected 0",
-    )
-    check(
-        ["early_returns"],
-        lambda e: e == 0,
-        "early_returns",
-        "early_returns={early_returns}, expected 0",
-    )
-    check(
-        ["high_water_occupancy"],
-        lambda h: h > 0,
-        "high_water_occupancy",
-        "high_water_occupancy=0; a completed run must have used the ingress",
-    )
-
-    total = summary.get("total_env_steps")
-    if not is_exact_int(total) or total <= 0:
-        out.append(
-            ("$.total_env_steps", f"must be an exact int > 0 in a completed run, got {show(total)}")
-        )
-        return out
-    rows = v.get("ingress_slot_rows")
-    if not rows:
-        return out
-    if total % rows:
-        out.append(
-            (
-                "$.total_env_steps",
-                f"total_env_steps={total} is not a multiple of ingress_slot_rows={rows}",
-            )
-        )
-        return out
-    chunks = total // rows
-    for name in ("published_sequence", "release_sequence"):
-        if name in v and v[name] != chunks:
-            out.append(
-                (
-                    f"{RI_PATH}.{name}",
-                    f"{name}={v[name]} must equal total_env_steps / ingress_slot_rows = {total} / {rows} = {chunks}",
-                )
-            )
-    return out
 
 
 def _reached_iteration(summary: dict[str, Any]) -> Any:
@@ -471,8 +330,11 @@ def _check_completed_run(summary: dict[str, Any], log_dir: Path, findings: _Find
     """§8 step 4, most actionable first."""
     manifest = summary["runtime_manifest"]
     _check_flight(manifest, findings)
-    for path, message in _replay_ingress_problems(summary, manifest.get("replay_ingress")):
-        findings.add(f"replay_ingress invariant violated at {path}: {message}", "schema_violation")
+    for path, message in replay_ingress_problems(summary, manifest.get("replay_ingress")):
+        findings.add(
+            f"replay_ingress invariant violated at {path}: {message}",
+            Classification.SCHEMA_VIOLATION,
+        )
     violations = _outside(
         validate_run_summary(summary, completed=True),
         SHUTDOWN_PATH,
@@ -480,24 +342,28 @@ def _check_completed_run(summary: dict[str, Any], log_dir: Path, findings: _Find
         *(f"{FLIGHT_PATH}.{name}" for name in FLIGHT_COUNTERS),
     )
     findings.add_violations(
-        violations, "run_summary schema violation at {path}: {message}", "schema_violation"
+        violations,
+        "run_summary schema violation at {path}: {message}",
+        Classification.SCHEMA_VIOLATION,
     )
     missing = _missing_artifacts(log_dir, summary)
     if missing:
         findings.add(
             f"run directory is missing required artifacts: {', '.join(missing)} (in {log_dir})",
-            "schema_violation",
+            Classification.SCHEMA_VIOLATION,
         )
     shutdown = manifest.get("shutdown")
     if shutdown is None:
         findings.add(
             f"completed runtime_manifest is missing shutdown diagnostics ({SHUTDOWN_PATH})",
-            "shutdown_contract_violation",
+            Classification.SHUTDOWN_CONTRACT_VIOLATION,
         )
         return
     problems = shutdown_problems(shutdown, completed=True)
     findings.add_violations(
-        problems, "shutdown contract violated at {path}: {message}", "shutdown_contract_violation"
+        problems,
+        "shutdown contract violated at {path}: {message}",
+        Classification.SHUTDOWN_CONTRACT_VIOLATION,
     )
 
 
@@ -508,7 +374,7 @@ def _finish(
     learning: dict[str, Any] | None,
 ) -> Verdict:
     if findings.reasons and findings.classification is None:
-        findings.classification = "unknown_failure"  # §8 step 5
+        findings.classification = Classification.UNKNOWN_FAILURE  # §8 step 5
     manifest = summary.get("runtime_manifest") if summary is not None else None
     shutdown = manifest.get("shutdown") if isinstance(manifest, dict) else None
     passed = not findings.reasons
@@ -563,7 +429,7 @@ def _judge_summary(log_dir: Path, findings: _Findings) -> tuple[dict[str, Any] |
     stamp_problems = _stamp_problems(summary)
     if stamp_problems:
         for problem in stamp_problems:
-            findings.add(problem, "schema_violation")
+            findings.add(problem, Classification.SCHEMA_VIOLATION)
         return summary, None
     if summary.get("status") != "completed":
         _check_failed_run(summary, findings)
@@ -581,7 +447,7 @@ def _judge_learning(
     except Exception as err:  # noqa: BLE001 - the artifact must still be written
         findings.add(
             f"soak monitor failed: learning verdict raised {type(err).__name__}: {err}",
-            "monitor_failure",
+            Classification.MONITOR_FAILURE,
         )
         report = not_judged(cfg, f"the learning verdict raised {type(err).__name__}: {err}")
     for finding in report.enforced():

@@ -16,11 +16,11 @@ from typing import Annotated
 import typer
 from tabulate import tabulate
 
-from harness.cli_app import run_app
-from harness.errors import UsageError
+from contracts.cli_app import run_app
+from contracts.errors import UsageError
+from contracts.jsonio import dumps_strict
+from contracts.paths import absolute
 from harness.generated_block import GeneratedPage
-from harness.jsonio import dumps_strict
-from harness.paths import absolute
 from harness.support.matrix import (
     DOC_PAGE,
     LEVELS,

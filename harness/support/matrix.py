@@ -4,12 +4,12 @@ Levels, each requiring every lower one (the generator reports the highest level 
 chain holds): ``-`` 0 < Registered 1 < Configured 2 < Tested 3 < Benchmarked 4 < Recommended 5.
 Everything is read from checked-in files, never by importing the trainer:
 
-* **Registered** — the trainer's registries, read statically: the task is a folder
-  ``trainer/conf/<algo>/task/<task>/`` whose ``base.yaml`` declares ``training.task_name``, and
-  the backend is in ``BACKEND_NAMES`` of ``trainer/sim/backend.py`` (parsed with :mod:`ast`;
-  it is the tuple ``make_backend`` validates names against).
+* **Registered** — the task is a folder ``trainer/conf/<algo>/task/<task>/`` whose
+  ``base.yaml`` declares ``training.task_name``, and the backend is a
+  ``contracts.names.Backend`` (the names ``make_backend`` accepts).
 * **Configured** — ``trainer/conf/<algo>/task/<task>/<sim>.yaml`` exists and its ``inherits``
-  chain (YAML, later wins) declares ``training.sim_backend: <sim>``.
+  chain (read by ``contracts.owners``, the trainer's own reader; later wins) declares
+  ``training.sim_backend: <sim>``.
 * **Tested** — ``docs/evidence/validation_inventory.json`` lists, for that owner, at least one
   CI-run ``end_to_end`` test, and every test it lists exists (file and test function).
 * **Benchmarked** — a manifest in ``docs/evidence/benchmarks/*.json`` for the owner, reviewed
@@ -19,25 +19,26 @@ Everything is read from checked-in files, never by importing the trainer:
 * **Recommended** — a reviewed recommendation entry in the inventory.
 
 The same page carries the platform facts per backend (from the inventory) and the GPU topology
-modes with what this build does with each (``harness.mps.gpus.TOPOLOGY_MODE_STATES``). Output
+modes with what this build does with each (``contracts.mps.gpus.TOPOLOGY_MODE_STATES``). Output
 is deterministic (no timestamps) so ``support-matrix --check`` can compare the committed block.
 """
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from omegaconf import OmegaConf
 
-from harness.errors import HarnessError, StrictJsonError
-from harness.jsonio import load_strict
-from harness.mps.gpus import TOPOLOGY_MODE_STATES
-from harness.schemas import validate
+from contracts.errors import ConfigError, HarnessError, StrictJsonError
+from contracts.jsonio import load_strict
+from contracts.mps.gpus import TOPOLOGY_MODE_STATES
+from contracts.names import Backend
+from contracts.owners import inherits_chain, load_yaml
+from contracts.schemas import validate
 
 __all__ = [
     "BEGIN_MARKER",
@@ -58,9 +59,7 @@ INVENTORY = Path("docs/evidence/validation_inventory.json")
 BENCHMARK_DIR = Path("docs/evidence/benchmarks")
 DOC_PAGE = Path("docs/support_matrix.md")
 CONF_ROOT = Path("trainer/conf")
-BACKEND_SOURCE = Path("trainer/sim/backend.py")
 REQUIRED_EVIDENCE = ("soak_artifact", "run_dir", "probe_output")
-_MAX_INHERITS = 16
 
 
 class SupportDataError(HarnessError):
@@ -125,43 +124,17 @@ def topology_modes() -> list[dict[str, str]]:
 
 
 # ------------------------------------------------------------------------------ registries
-def registered_backends(root: Path) -> tuple[str, ...]:
-    """``BACKEND_NAMES`` of ``trainer/sim/backend.py``, read with :mod:`ast` (no import)."""
-    path = root / BACKEND_SOURCE
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except (OSError, SyntaxError) as err:
-        raise SupportDataError(f"cannot read the backend registry {path}: {err}") from err
-    for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else []
-        if isinstance(node, ast.AnnAssign):
-            targets = [node.target]
-        for target in targets:
-            if (
-                isinstance(target, ast.Name)
-                and target.id == "BACKEND_NAMES"
-                and node.value is not None
-            ):
-                try:
-                    value = ast.literal_eval(node.value)
-                except ValueError as err:
-                    raise SupportDataError(f"{path}: BACKEND_NAMES is not a literal tuple") from err
-                return tuple(str(v) for v in value)
-    raise SupportDataError(f"{path} defines no BACKEND_NAMES; the backend registry moved")
+def registered_backends() -> tuple[str, ...]:
+    """The backend names the trainer accepts (``contracts.names.Backend``), in order."""
+    return tuple(b.value for b in Backend)
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
+    """An owner-layer file as plain containers (interpolations left unresolved)."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as err:
-        raise SupportDataError(
-            f"cannot parse owner file {path}: {' '.join(str(err).split())}"
-        ) from err
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise SupportDataError(f"owner file {path} is not a YAML mapping")
-    return data
+        return OmegaConf.to_container(load_yaml(path), resolve=False)  # type: ignore[return-value]
+    except ConfigError as err:
+        raise SupportDataError(str(err)) from err
 
 
 def _select(data: Mapping[str, Any], dotted: str) -> Any:
@@ -186,18 +159,14 @@ def registered_tasks(root: Path) -> dict[tuple[str, str], bool]:
     return out
 
 
-def declared_backend(owner: Path) -> str | None:
+def declared_backend(owner: Path, conf_root: Path) -> str | None:
     """``training.sim_backend`` of ``owner`` after its ``inherits`` chain (later wins)."""
-    seen = {owner.resolve()}
-    chain = [_load_yaml(owner)]
-    while isinstance(chain[-1].get("inherits"), str) and len(chain) < _MAX_INHERITS:
-        parent = owner.parent / f"{chain[-1]['inherits']}.yaml"
-        if parent.resolve() in seen or not parent.is_file():
-            raise SupportDataError(f"owner file {owner}: broken inherits chain at {parent.name}")
-        seen.add(parent.resolve())
-        chain.append(_load_yaml(parent))
-    for data in chain:  # newest first: the first file that sets the key wins
-        value = _select(data, "training.sim_backend")
+    try:
+        chain = inherits_chain(owner, conf_root)  # newest first
+    except ConfigError as err:
+        raise SupportDataError(f"owner file {owner}: broken inherits chain: {err}") from err
+    for path in chain:  # the first file that sets the key wins
+        value = _select(_load_yaml(path), "training.sim_backend")
         if value is not None:
             return str(value)
     return None
@@ -295,7 +264,7 @@ def _recommended(owner: str, inventory: Mapping[str, Any]) -> tuple[bool, str | 
 # ------------------------------------------------------------------------------ the matrix
 def build_matrix(root: Path) -> SupportMatrix:
     """Every owner candidate (known algo/task × registered or configured sim) with its level."""
-    backends = registered_backends(root)
+    backends = registered_backends()
     tasks = registered_tasks(root)
     inventory = load_inventory(root)
     manifests = load_manifests(root)
@@ -342,11 +311,11 @@ def _row(
         )
     if sim not in backends:
         return MatrixRow(
-            level=0, missing=f"backend {sim!r} is not in BACKEND_NAMES ({BACKEND_SOURCE})", **base
+            level=0, missing=f"backend {sim!r} is not a contracts.names.Backend", **base
         )
     if not (root / owner_path).is_file():
         return MatrixRow(level=1, missing=f"no owner file {owner_path.as_posix()}", **base)
-    declared = declared_backend(root / owner_path)
+    declared = declared_backend(root / owner_path, root / CONF_ROOT)
     if declared != sim:
         return MatrixRow(
             level=1,

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from contracts.jsonio import load_strict
 from harness import docs_gen
-from harness.jsonio import load_strict
 from tests.docs.doc_anchors import anchors
 
 REPO = Path(__file__).resolve().parents[2]
@@ -340,7 +340,7 @@ def test_troubleshooting_covers_every_failure_classification() -> None:
 @functools.cache
 def _source_text() -> str:
     parts = []
-    for root in ("harness", "trainer"):
+    for root in ("contracts", "harness", "trainer"):
         for path in sorted((REPO / root).rglob("*.py")):
             parts.append(path.read_text(encoding="utf-8"))
     return "\n".join(parts).replace("{{", "{").replace("}}", "}")

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from harness.jsonio import load_strict
-from harness.procfs import is_same_process, read_stat
-from harness.schemas import validate
+from contracts.jsonio import load_strict
+from contracts.procfs import is_same_process, read_stat
+from contracts.schemas import validate
 from harness.soak.rejudge import replay
 
 CHILDREN = Path(__file__).resolve().parent / "children"

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from harness.errors import StrictJsonError
-from harness.jsonio import dumps_strict, load_strict, loads_strict, write_json_atomic
-from harness.procfs import parse_stat, read_stat
-from harness.schemas import (
+from contracts.errors import StrictJsonError
+from contracts.jsonio import dumps_strict, load_strict, loads_strict, write_json_atomic
+from contracts.procfs import parse_stat, read_stat
+from contracts.schemas import (
     DIALECT,
     SCHEMA_DIR,
     SchemaUnavailable,

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.jsonio import load_strict, loads_strict, write_json_atomic
-from harness.schemas import validate
+from contracts.jsonio import load_strict, loads_strict, write_json_atomic
+from contracts.schemas import validate
 
 pytestmark = [pytest.mark.slow, pytest.mark.longsoak]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.jsonio import load_strict, loads_strict
-from harness.schemas import validate
+from contracts.jsonio import load_strict, loads_strict
+from contracts.schemas import validate
 
 pytestmark = pytest.mark.slow
 

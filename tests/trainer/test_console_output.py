@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from harness.jsonio import write_json_atomic
+from contracts.jsonio import write_json_atomic
 from tests.harness.schemas.builders import make_completed_summary, make_failed_summary
 from trainer.cli import print_summary_table
 from trainer.rundir.progress import ProgressWriter

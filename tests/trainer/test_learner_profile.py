@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.jsonio import load_strict, loads_strict
-from harness.schemas import validate
+from contracts.jsonio import load_strict, loads_strict
+from contracts.schemas import validate
 from trainer.bench.learner_profile import CATEGORIES, category, cli
 
 TINY = [

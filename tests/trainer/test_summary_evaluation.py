@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.evaluation_text import evaluation_rows
-from harness.jsonio import write_json_atomic
+from contracts.evaluation_text import evaluation_rows
+from contracts.jsonio import write_json_atomic
 from tests.harness.schemas.builders import make_completed_summary
 from tests.harness.schemas.evaluation_builders import (
     DECLINING_CURVE,

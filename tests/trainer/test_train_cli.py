@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.jsonio import load_strict
-from harness.schemas import validate
+from contracts.jsonio import load_strict
+from contracts.schemas import validate
 from trainer import cli
 from trainer.__main__ import dispatch
 from trainer.config.schema import RunContext

@@ -34,7 +34,7 @@ import torch
 import typer
 from tabulate import tabulate
 
-from harness.jsonio import write_json_atomic
+from contracts.jsonio import write_json_atomic
 from trainer.sim.backend import BACKEND_NAMES, BackendFailure
 from trainer.sim.scene import build_g1_model
 from trainer.task.config import G1TrackingCfg

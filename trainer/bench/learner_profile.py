@@ -35,10 +35,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from harness.cli_app import run_app
-from harness.errors import UsageError
-from harness.jsonio import dumps_strict, write_json_atomic
-from harness.schemas import validate
+from contracts.cli_app import run_app
+from contracts.errors import UsageError
+from contracts.jsonio import dumps_strict, write_json_atomic
+from contracts.schemas import validate
 from trainer.algo.config import FlashSacCfg
 from trainer.algo.fusion import CycleFusion
 from trainer.algo.learner import FlashSacLearner

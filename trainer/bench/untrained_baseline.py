@@ -25,7 +25,7 @@ import torch
 import typer
 from tabulate import tabulate
 
-from harness.jsonio import write_json_atomic
+from contracts.jsonio import write_json_atomic
 from trainer.algo.learner import FlashSacLearner
 from trainer.config.defaults import default_algo_cfg
 from trainer.task.config import G1TrackingCfg

@@ -2,11 +2,12 @@
 
 A ``ConfigError`` means the command line or an owner file is wrong: it is found before
 anything is written or launched, ``train`` prints its message as one ``error: ...`` line
-and exits 2. The message names the bad key or value and the fix.
+and exits 2. The message names the bad key or value and the fix. It is defined in
+``contracts.errors`` because the owner chain (``contracts.owners``) raises it too.
 """
 
 from __future__ import annotations
 
+from contracts.errors import ConfigError
 
-class ConfigError(Exception):
-    """A usage or configuration error: ``error: <message>``, exit 2, nothing written."""
+__all__ = ["ConfigError"]

@@ -3,7 +3,8 @@
 ``--algo/--task/--sim`` select ``conf/<algo>/task/<task>/<sim>.yaml`` (CONTRACTS §2).
 Layers, later wins: ``conf/<algo>/config.yaml`` → ``task/<task>/base.yaml`` → the owner's
 ``inherits`` chain (oldest first) → CLI overrides. Mappings merge deeply; scalars and lists
-are replaced. This is the only module that imports OmegaConf: the merged tree is turned
+are replaced. The owner chain itself is ``contracts.owners`` (shared with the support
+matrix); this module and that one are the only ones importing OmegaConf. The merged tree is turned
 into plain containers (``resolve=True, throw_on_missing=True``) and then into the frozen
 dataclasses ``TrainingCfg``, ``FlashSacCfg`` and ``G1TrackingCfg``, checking every key and
 value type against the dataclass fields (:mod:`trainer.config.types`). Every problem is a
@@ -26,6 +27,16 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from contracts.owners import (  # the owner chain; re-exported (see __all__)
+    INHERITS_KEY,
+    REMOVED_KEYS,
+    list_owners,
+    owner_chain,
+    owner_file,
+    removed_key_message,
+)
+from contracts.owners import merge_chain as _merge_chain
+from contracts.owners import removed_key_in as _removed_key_in
 from trainer.config.errors import ConfigError
 from trainer.config.schema import TrainingCfg
 from trainer.config.types import (
@@ -35,27 +46,41 @@ from trainer.config.types import (
     strip_optional,
 )
 
+__all__ = [
+    "CLI_OWNED_KEYS",
+    "DEFAULT_CONF_ROOT",
+    "INHERITS_KEY",
+    "KEY_ALIASES",
+    "LOADER_KEYS",
+    "REMOVED_KEYS",
+    "ConfigError",
+    "LoadedConfig",
+    "Override",
+    "active_aliases",
+    "active_loader_keys",
+    "annotation_at",
+    "build_dataclass",
+    "cli_owned_message",
+    "coerce",
+    "describe_type",
+    "list_owners",
+    "load_config",
+    "owner_chain",
+    "owner_file",
+    "parse_override",
+    "parse_value",
+    "removed_key_message",
+    "section_types",
+    "typed_sections",
+]
+
 DEFAULT_CONF_ROOT = Path(__file__).resolve().parent.parent / "conf"
 """Package conf root; tests pass ``conf_root=`` (or patch this) to use a temporary tree."""
-
-REMOVED_KEYS: tuple[str, ...] = ("env.tensor_runtime", "env.tensor_runtime_device")
-"""Keys removed without alias (CONTRACTS §2)."""
 
 CLI_OWNED_KEYS: tuple[str, ...] = ("algo", "task", "training.sim_backend", "training.play_only")
 """Keys selected by ``--algo/--task/--sim`` and declared by the owner (CONTRACTS §1.1 step 4)."""
 
-INHERITS_KEY = "inherits"
-"""Owner-file key naming the sibling owner it extends (e.g. ``inherits: mujoco``)."""
-
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-
-
-def removed_key_message(key: str) -> str:
-    """The exact CONTRACTS §2 message for a removed key (``key`` is the one found)."""
-    return (
-        f"{key} was removed (no alias): tensor execution is a runtime invariant and the device "
-        "follows the backend data plane and the rank device; delete the key"
-    )
 
 
 def cli_owned_message(key: str) -> str:
@@ -134,134 +159,7 @@ class LoadedConfig:
 
 
 # ---------------------------------------------------------------------------------------
-# Owner discovery and the file chain
-
-
-def list_owners(conf_root: Path | None = None) -> list[str]:
-    """All owners under the conf root as ``<algo>/<task>/<sim>`` (``base.yaml`` is no owner)."""
-    root = conf_root or DEFAULT_CONF_ROOT
-    owners = []
-    for path in sorted(root.glob("*/task/*/*.yaml")):
-        if path.stem != "base":
-            owners.append(f"{path.parent.parent.parent.name}/{path.parent.name}/{path.stem}")
-    return owners
-
-
-def owner_file(algo: str, task: str, sim: str, conf_root: Path | None = None) -> Path:
-    """Path of the owner file selected by the flags (it need not exist)."""
-    return (conf_root or DEFAULT_CONF_ROOT) / algo / "task" / task / f"{sim}.yaml"
-
-
-def _require_owner(algo: str, task: str, sim: str, root: Path) -> Path:
-    for name, value in (("--algo", algo), ("--task", task), ("--sim", sim)):
-        if not value or "/" in value or value.startswith(".") or value == "base":
-            raise ConfigError(
-                f"{name} {value!r} is not an owner name; available owners: "
-                f"{', '.join(list_owners(root)) or '(none)'}"
-            )
-    path = owner_file(algo, task, sim, root)
-    if not path.is_file():
-        owners = ", ".join(list_owners(root)) or "(none)"
-        raise ConfigError(
-            f"no owner file for --algo {algo} --task {task} --sim {sim} "
-            f"({path.relative_to(root.parent) if root.parent in path.parents else path}); "
-            f"available owners (algo/task/sim): {owners}"
-        )
-    return path
-
-
-def _load_yaml(path: Path) -> DictConfig:
-    try:
-        node = OmegaConf.load(path)
-    except (OSError, OmegaConfBaseException, ValueError) as err:
-        raise ConfigError(f"cannot load config file {path}: {err}; fix the YAML") from err
-    except Exception as err:  # yaml.YAMLError and friends: one line, naming the file
-        if type(err).__module__.startswith("yaml"):
-            msg = " ".join(str(err).split())
-            raise ConfigError(f"cannot parse config file {path}: {msg}; fix the YAML") from err
-        raise
-    if not isinstance(node, DictConfig):
-        raise ConfigError(f"config file {path} must hold a mapping at the top level")
-    return node
-
-
-def _flat_keys(tree: Any, prefix: str = "") -> list[str]:
-    keys: list[str] = []
-    if isinstance(tree, Mapping):
-        for key, value in tree.items():
-            path = f"{prefix}{key}"
-            keys.append(path)
-            keys.extend(_flat_keys(value, f"{path}."))
-    return keys
-
-
-def _removed_key_in(keys: Sequence[str]) -> str | None:
-    for key in keys:
-        for removed in REMOVED_KEYS:
-            if key == removed or key.startswith(removed + "."):
-                return removed
-    return None
-
-
-def _check_removed(node: DictConfig, path: Path) -> None:
-    raw = OmegaConf.to_container(node, resolve=False)
-    found = _removed_key_in(_flat_keys(raw))
-    if found:
-        raise ConfigError(f"{removed_key_message(found)} (found in {path})")
-
-
-def owner_chain(algo: str, task: str, sim: str, conf_root: Path | None = None) -> list[Path]:
-    """The files merged for an owner, in merge order (CONTRACTS §2 layering)."""
-    root = conf_root or DEFAULT_CONF_ROOT
-    owner = _require_owner(algo, task, sim, root)
-    inherited: list[Path] = [owner]
-    seen = {owner.resolve()}
-    current = owner
-    while True:
-        node = _load_yaml(current)
-        parent = node.get(INHERITS_KEY) if INHERITS_KEY in node else None
-        if parent is None:
-            break
-        if not isinstance(parent, str) or not parent or "/" in parent:
-            raise ConfigError(
-                f"{current}: '{INHERITS_KEY}' must name a sibling owner "
-                f"(e.g. 'mujoco'), got {parent!r}"
-            )
-        target = current.parent / (parent if parent.endswith(".yaml") else f"{parent}.yaml")
-        if not target.is_file() or target.stem == "base":
-            raise ConfigError(
-                f"{current}: inherits {parent!r}, but {target} is not an owner "
-                f"file; available owners: {', '.join(list_owners(root))}"
-            )
-        if target.resolve() in seen:
-            raise ConfigError(f"{current}: inheritance cycle through {target}")
-        seen.add(target.resolve())
-        inherited.append(target)
-        current = target
-    base_files = [root / algo / "config.yaml", root / algo / "task" / task / "base.yaml"]
-    for path in base_files:
-        if not path.is_file():
-            raise ConfigError(
-                f"owner layer {path} is missing; every owner needs "
-                f"{algo}/config.yaml and {algo}/task/{task}/base.yaml"
-            )
-    return base_files + list(reversed(inherited))
-
-
-def _merge_chain(files: Sequence[Path]) -> DictConfig:
-    merged = OmegaConf.create({})
-    for path in files:
-        node = _load_yaml(path)
-        _check_removed(node, path)
-        if INHERITS_KEY in node:
-            if path.stem in ("config", "base"):
-                raise ConfigError(f"{path}: '{INHERITS_KEY}' is only allowed in owner files")
-            node.pop(INHERITS_KEY)
-        try:
-            merged = OmegaConf.merge(merged, node)
-        except OmegaConfBaseException as err:
-            raise ConfigError(f"cannot merge {path}: {err}") from err
-    return merged
+# Owner discovery and the file chain: contracts.owners (imported above, re-exported here)
 
 
 # ---------------------------------------------------------------------------------------

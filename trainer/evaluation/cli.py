@@ -9,7 +9,6 @@ point). Exit 0 evaluated; 1 the evaluation failed (physics overflow, say); 2 bad
 
 from __future__ import annotations
 
-import enum
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,8 +18,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from harness.cli_app import run_app
-from harness.jsonio import dumps_strict
+from contracts.cli_app import run_app
+from contracts.jsonio import dumps_strict
+from contracts.names import Backend
 from trainer.evaluation.document import best_point, final_point
 from trainer.evaluation.metrics import METRIC_NAMES
 from trainer.evaluation.protocol import START_MODES
@@ -46,11 +46,6 @@ _LABELS = {
     "mean_step_reward": ("mean step reward", "{:.4f}"),
     "mean_episode_steps": ("mean episode steps", "{:.1f}"),
 }
-
-
-class Sim(str, enum.Enum):
-    mjwarp = "mjwarp"
-    mujoco = "mujoco"
 
 
 def _fmt(name: str, value: Any) -> str:
@@ -131,7 +126,7 @@ def evaluate(
         ),
     ] = None,
     sim: Annotated[
-        Sim | None, typer.Option("--sim", help="Physics backend (default: the run's).")
+        Backend | None, typer.Option("--sim", help="Physics backend (default: the run's).")
     ] = None,
     episodes: Annotated[
         int | None,

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.errors import StrictJsonError
-from harness.jsonio import load_strict, write_json_atomic
-from harness.schemas import require_valid
+from contracts.errors import StrictJsonError
+from contracts.jsonio import load_strict, write_json_atomic
+from contracts.schemas import require_valid
 from trainer.evaluation.metrics import METRIC_NAMES
 from trainer.evaluation.protocol import START_MODES, Protocol
 

@@ -8,7 +8,7 @@ this evaluation alone: as many rows as all points' episodes (capped), CUDA graph
 ``torch.compile`` (a compile per env size would cost more than the evaluation), so numbers
 equal the run's own evaluation up to float rounding of the compiled step (docs/evaluation.md).
 
-Every problem with the inputs is a :class:`~harness.errors.UsageError` (exit 2).
+Every problem with the inputs is a :class:`~contracts.errors.UsageError` (exit 2).
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ from typing import Any
 
 import torch
 
-from harness.errors import StrictJsonError, UsageError
-from harness.jsonio import load_strict
+from contracts.errors import StrictJsonError, UsageError
+from contracts.jsonio import load_strict
+from contracts.motions import MOTION_KEY
+from contracts.names import Backend
 from trainer.config.errors import ConfigError
 from trainer.config.loader import load_config
 from trainer.evaluation.document import build_document, motion_record, write_document
@@ -38,9 +40,8 @@ from trainer.task.motion import DANCE_MOTION_ID, SYNTHETIC_MOTION_ID, MotionErro
 __all__ = ["MAX_ROWS", "MOTION_SHORTCUTS", "OfflineSettings", "Target", "evaluate_offline"]
 
 ALGO, TASK = "flashsac", "g1_motion_tracking"
-MOTION_KEY = "env.commands.motion.motion_file"
 MOTION_SHORTCUTS = {"synthetic": SYNTHETIC_MOTION_ID, "dance": DANCE_MOTION_ID}
-MAX_ROWS = {"mjwarp": 4096, "mujoco": 64}
+MAX_ROWS = {Backend.MJWARP: 4096, Backend.MUJOCO: 64}
 """Default cap of the evaluation env's rows (more episodes run in several rollouts)."""
 
 
@@ -101,7 +102,7 @@ def resolve_settings(
     frame0_episodes: int | None,
 ) -> OfflineSettings:
     """Load the task config the run used (or the owner defaults) with the caller's changes."""
-    run = target.run_config or {"algo": ALGO, "task": TASK, "sim": "mujoco", "overrides": []}
+    run = target.run_config or {"algo": ALGO, "task": TASK, "sim": Backend.MUJOCO, "overrides": []}
     sim = sim or run["sim"]
     overrides = list(run["overrides"])
     if motion is not None:
@@ -111,7 +112,7 @@ def resolve_settings(
     except ConfigError as err:
         raise UsageError(f"cannot load the run's configuration for --sim {sim}: {err}") from err
     device = "cpu"
-    if sim == "mjwarp":
+    if sim == Backend.MJWARP:
         if not torch.cuda.is_available():
             raise UsageError("--sim mjwarp needs a CUDA device; use --sim mujoco on this machine")
         device = "cuda"

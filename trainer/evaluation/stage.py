@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.schemas import validate
+from contracts.schemas import validate
 from trainer.evaluation.document import (
     EVALUATION_FILE,
     EVALUATION_SCHEMA,

@@ -23,10 +23,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from harness.cli_app import run_app
-from harness.errors import UsageError
-from harness.jsonio import dumps_strict
-from harness.schemas import validate
+from contracts.cli_app import run_app
+from contracts.errors import UsageError
+from contracts.jsonio import dumps_strict
+from contracts.schemas import validate
 from trainer.assets import AssetError
 from trainer.motion_import.checks import BOUNDS, Check
 from trainer.motion_import.convert import convert_file

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.soak.cli import MOTION_IDS
+from contracts.motions import MOTION_IDS
 from trainer.assets import asset_roots
 from trainer.motion_import.checks import Check, JointRange, joint_ranges, run_checks
 from trainer.motion_import.convert import PROVENANCE_KEYS, Conversion

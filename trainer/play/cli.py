@@ -22,9 +22,9 @@ from typing import Annotated, Any
 
 import typer
 
-from harness.cli_app import EXIT_OK, EXIT_USAGE, error, run_app
-from harness.errors import UsageError
-from harness.jsonio import dumps_strict
+from contracts.cli_app import EXIT_OK, EXIT_USAGE, error, run_app
+from contracts.errors import UsageError
+from contracts.jsonio import dumps_strict
 from trainer.play.render import choose_gl_backend
 
 __all__ = ["app", "main"]

@@ -21,9 +21,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.cli_app import EXIT_FAILED, EXIT_OK
-from harness.errors import StrictJsonError
-from harness.jsonio import load_strict
+from contracts.cli_app import EXIT_FAILED, EXIT_OK
+from contracts.errors import StrictJsonError
+from contracts.jsonio import load_strict
 from trainer.play.record import SUMMARY_FILE, PlayRecord, record_play, skipped
 
 __all__ = [

@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import StrictJsonError
-from harness.jsonio import load_strict, write_json_atomic
-from harness.schemas import validate
+from contracts.errors import StrictJsonError
+from contracts.jsonio import load_strict, write_json_atomic
+from contracts.schemas import validate
 
 __all__ = ["PlayRecord", "record_play", "skipped", "summary_rows"]
 

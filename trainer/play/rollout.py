@@ -27,6 +27,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from contracts.names import Backend
+
 if TYPE_CHECKING:
     import mujoco
 
@@ -101,7 +103,7 @@ def run_rollout(
     cfg = play_task_cfg(task_cfg, frames)
     env = make_env(
         cfg,
-        sim_backend="mujoco",
+        sim_backend=Backend.MUJOCO,
         num_envs=1,
         device="cpu",
         seed=0,

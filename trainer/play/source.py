@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import StrictJsonError
-from harness.jsonio import load_strict
+from contracts.errors import StrictJsonError
+from contracts.jsonio import load_strict
 from trainer.config.errors import ConfigError
 from trainer.rundir.checkpoint import checkpoint_files, checkpoint_iteration
 from trainer.rundir.run_config import RUN_CONFIG_FILE

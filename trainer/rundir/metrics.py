@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.schemas import load_schema
+from contracts.schemas import load_schema
 
 REGISTRY_SCHEMA = "metric_registry.v1.json"
 EVAL_PREFIX = "Eval/"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from harness.jsonio import dumps_strict
+from contracts.jsonio import dumps_strict
 
 PROGRESS_FILE = "progress.jsonl"
 PROGRESS_INTERVAL_S = 10.0

@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.git import git_text
-from harness.jsonio import write_json_atomic
-from harness.schemas import validate
+from contracts.git import git_text
+from contracts.jsonio import write_json_atomic
+from contracts.schemas import validate
 
 RUN_CONFIG_FILE = "run_config.json"
 RUN_CONFIG_SCHEMA = "run_config.v1.json"

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.jsonio import write_json_atomic
-from harness.schemas import validate
+from contracts.jsonio import write_json_atomic
+from contracts.schemas import validate
 
 logger = logging.getLogger(__name__)
 

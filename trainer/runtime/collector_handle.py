@@ -102,7 +102,7 @@ class CollectorHandle:
             if physics is not None:
                 env_kwargs["backend_options"] = {"num_threads": physics}
         me = os.getpid()
-        from harness.procfs import start_time_ticks
+        from contracts.procfs import start_time_ticks
 
         self.block = ControlBlock.create()
         spec = CollectorSpec(

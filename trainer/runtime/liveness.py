@@ -7,7 +7,7 @@ must cost far less than that), then sleeps in growing steps up to 250 µs. Every
 
 - its own stop/cancel conditions (``interrupt``), which may raise;
 - the peer's identity: the collector checks the learner by PID + start time
-  (harness.procfs), the learner checks its child process object;
+  (contracts.procfs), the learner checks its child process object;
 - the stalled-peer watchdog (CONTRACTS §4.5 ``timeout/stale_tick``): the wait fails when
   the peer has itself been WAITING, without bumping its progress counter, for
   ``stale_after_s`` (30 s) while we wait too. A peer that is BUSY (compiling, capturing a
@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from harness import procfs
+from contracts import procfs
 from trainer.runtime.control import ControlBlock, State, Word
 
 STALE_AFTER_S = 30.0

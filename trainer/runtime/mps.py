@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
-from harness.mps.gpus import (
+from contracts.mps.gpus import (
     GpuDiscoveryError,
     GpuInfo,
     canonical_uuid,
@@ -30,7 +30,7 @@ from harness.mps.gpus import (
     is_mig_uuid,
     resolve_visible_entry,
 )
-from harness.mps.probe import (
+from contracts.mps.probe import (
     PipeSelection,
     SelectionError,
     observe_ambient,

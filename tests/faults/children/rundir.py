@@ -19,7 +19,7 @@ sys.path.insert(0, str(REPO / "tests" / "harness" / "schemas"))
 
 import builders
 
-from harness.jsonio import dumps_strict
+from contracts.jsonio import dumps_strict
 
 
 def log_dir_from_argv() -> Path:

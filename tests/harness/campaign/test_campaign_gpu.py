@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.jsonio import load_strict
-from harness.mps import records
-from harness.mps.gpus import GpuDiscoveryError, discover_gpus
-from harness.schemas import validate
+from contracts.jsonio import load_strict
+from contracts.mps import records
+from contracts.mps.gpus import GpuDiscoveryError, discover_gpus
+from contracts.schemas import validate
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 

@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from harness.jsonio import load_strict
-from harness.schemas import validate
+from contracts.jsonio import load_strict
+from contracts.schemas import validate
 
 pytestmark = pytest.mark.slow
 

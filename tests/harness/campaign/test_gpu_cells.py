@@ -8,12 +8,12 @@ import os
 
 import pytest
 
-from harness import procfs
+from contracts import procfs
+from contracts.mps import records
 from harness.campaign import mps_fleet
 from harness.campaign.cell import AttemptRequest, CellSetupError, cell_environment, pin_gpu
 from harness.campaign.child import PARENT_PID_ENV
 from harness.mps import cli as cumps_cli
-from harness.mps import records
 
 GPU0 = "GPU-0a1b2c3d-1111-2222-3333-444455556666"
 GPU1 = "GPU-9f8e7d6c-aaaa-bbbb-cccc-ddddeeeeffff"

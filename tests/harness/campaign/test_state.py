@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from contracts.errors import HarnessError, UsageError
+from contracts.jsonio import load_strict
+from contracts.schemas import validate
 from harness.campaign import cli
 from harness.campaign.spec import load_campaign
 from harness.campaign.state import (
@@ -17,9 +20,6 @@ from harness.campaign.state import (
     driver_running,
     load_state,
 )
-from harness.errors import HarnessError, UsageError
-from harness.jsonio import load_strict
-from harness.schemas import validate
 
 
 @pytest.fixture

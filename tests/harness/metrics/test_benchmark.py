@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from contracts.run_summary import show
 from harness.metrics.cli import ROWS, extract
-from harness.run_summary import show
 from tests.harness.metrics.event_files import scalar_event, write_event_file
 
 SCALARS = 200_000

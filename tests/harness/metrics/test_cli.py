@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.jsonio import dumps_strict, loads_strict
+from contracts.jsonio import dumps_strict, loads_strict
 from harness.metrics.cli import ROWS, main, rows_for
 from harness.metrics.events import iter_records
 from tests.harness.metrics.event_files import write_scalars

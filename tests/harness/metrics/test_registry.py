@@ -6,7 +6,8 @@ import copy
 
 import pytest
 
-from harness.jsonio import load_strict
+from contracts.jsonio import load_strict
+from contracts.schemas import schema_path, validate
 from harness.metrics.registry import (
     LEGACY_PREFIXES,
     is_legacy_tag,
@@ -14,7 +15,6 @@ from harness.metrics.registry import (
     load_registry,
     lookup,
 )
-from harness.schemas import schema_path, validate
 
 
 def _expand(template: str, names: str) -> list[str]:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.mps import cli, daemon, records
+from contracts.mps import records
+from harness.mps import cli, daemon
 
 GPU0 = "GPU-0a1b2c3d-1111-2222-3333-444455556666"
 GPU1 = "GPU-9f8e7d6c-aaaa-bbbb-cccc-ddddeeeeffff"

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from harness.errors import HarnessError, UsageError
-from harness.mps.gpus import (
+from contracts.errors import HarnessError, UsageError
+from contracts.mps.gpus import (
     MULTI_GPU_GATE,
     GpuDiscoveryError,
     GpuInfo,

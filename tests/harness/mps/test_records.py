@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from harness import procfs
-from harness.mps import records
-from harness.schemas import validate
+from contracts import procfs
+from contracts.mps import records
+from contracts.schemas import validate
 
 U0 = "GPU-0a1b2c3d-1111-2222-3333-444455556666"
 
@@ -124,7 +124,7 @@ def test_quarantine_moves_the_folder_under_stale(isolated_cache):
 
 
 def test_bad_names_are_usage_errors():
-    from harness.errors import UsageError
+    from contracts.errors import UsageError
 
     for bad in ("Upper", "-lead", "a" * 65, "sp ace", "../x"):
         with pytest.raises(UsageError):

@@ -19,7 +19,7 @@ OTHER_UUID = "GPU-99999999-8888-7777-6666-555555555555"
 
 
 def _without_profiler_keys(env: dict[str, str]) -> dict[str, str]:
-    from harness.probe.gpu_snapshot import PROFILER_ENV_KEYS
+    from contracts.gpu_snapshot import PROFILER_ENV_KEYS
 
     return {
         k: v for k, v in env.items() if k not in PROFILER_ENV_KEYS and not k.startswith("FAKE_")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.probe.gpu_snapshot import PROFILER_ENV_KEYS
-from harness.schemas import validate
+from contracts.gpu_snapshot import PROFILER_ENV_KEYS
+from contracts.schemas import validate
 
 UUID = "GPU-11111111-2222-3333-4444-555555555555"
 OTHER = "GPU-99999999-8888-7777-6666-555555555555"

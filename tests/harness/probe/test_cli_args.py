@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import UsageError
+from contracts.errors import UsageError
 from harness.probe.cli import main, parse_backends
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.probe import gpu_snapshot as gs
+from contracts import gpu_snapshot as gs
 
 UUID = "GPU-11111111-2222-3333-4444-555555555555"
 OTHER = "GPU-99999999-8888-7777-6666-555555555555"

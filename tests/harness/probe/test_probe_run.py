@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from contracts.schemas import validate
 from harness.probe.cli import PHASES
-from harness.schemas import validate
 
 UUID = "GPU-11111111-2222-3333-4444-555555555555"
 CRASH_DIR = Path(__file__).with_name("crash_child")
@@ -147,7 +147,7 @@ def test_mjwarp_without_cuda_fails_closed_in_the_child(run_probe, tmp_path) -> N
 def test_harness_commands_never_import_torch_mujoco_or_warp() -> None:
     code = (
         "import sys\n"
-        "import harness.probe.cli, harness.probe.result, harness.probe.gpu_snapshot\n"
+        "import harness.probe.cli, harness.probe.result, contracts.gpu_snapshot\n"
         "import harness.support.cli, harness.support.matrix\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('torch', 'mujoco', 'warp', 'mujoco_warp', 'trainer'))\n"

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from harness.jsonio import load_strict, write_json_atomic
+from contracts.jsonio import load_strict, write_json_atomic
 from harness.report.cli import main
 from harness.soak.learning import LearningCfg
 from harness.soak.monitor import MonitorCfg, run_soak

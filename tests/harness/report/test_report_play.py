@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-from harness.jsonio import write_json_atomic
+from contracts.jsonio import write_json_atomic
 from harness.report.play import play_html, run_dir_of
 
 PNG = b"\x89PNG\r\n\x1a\nfake"

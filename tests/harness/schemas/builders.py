@@ -11,7 +11,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from harness.jsonio import dumps_strict, write_json_atomic
+from contracts.jsonio import dumps_strict, write_json_atomic
 
 NUM_ENVS = 64
 LEARNING_STARTS = 2

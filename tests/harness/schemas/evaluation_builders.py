@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.jsonio import write_json_atomic
+from contracts.jsonio import write_json_atomic
 
 EPISODES = 64
 NUM_FRAMES = 500

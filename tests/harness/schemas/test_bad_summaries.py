@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness.schemas import validate
+from contracts.schemas import validate
 from harness.soak import verdict as verdict_module
 from harness.soak.verdict import judge_run_dir
 from tests.harness.schemas.builders import make_completed_summary, make_run_dir

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.run_summary import validate_run_summary
+from contracts.run_summary import validate_run_summary
 from harness.soak.verdict import judge_run_dir
 from tests.harness.schemas.builders import make_completed_summary, make_failed_summary, make_run_dir
 

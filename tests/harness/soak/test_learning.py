@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from harness.errors import UsageError
-from harness.jsonio import write_json_atomic
-from harness.schemas import validate
+from contracts.errors import UsageError
+from contracts.jsonio import write_json_atomic
+from contracts.schemas import validate
 from harness.soak.learning import LearningCfg, judge_learning, learning_cfg
 from harness.soak.verdict import judge_run_dir
 from tests.harness.metrics.event_files import frame

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from harness.soak import cli, monitor, preflight
-from harness.soak.cli import g1_soak_main, learning_rows, render_summary, soak_run_main
+from harness.soak.cli import g1_soak_main, soak_run_main
 from harness.soak.learning import LearningCfg
+from harness.soak.verdict_table import learning_rows, render_summary
 from tests.harness.soak.artifact_builders import resource_summary
 
 

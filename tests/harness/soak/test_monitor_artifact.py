@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.jsonio import load_strict
-from harness.schemas import validate
+from contracts.jsonio import load_strict
+from contracts.schemas import validate
 from harness.soak import artifact as artifact_mod
 from harness.soak.context import motion_context, software_context
 from harness.soak.eta import SoakPlan

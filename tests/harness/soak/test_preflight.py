@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.errors import HarnessError, UsageError
-from harness.soak.cli import MOTION_IDS
+from contracts.errors import HarnessError, UsageError
+from contracts.motions import MOTION_IDS
 from harness.soak.preflight import check_argv, check_trainer_command, motion_arg
 
 BIN = Path(sys.executable).parent

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.procfs import is_same_process, read_stat
+from contracts.procfs import is_same_process, read_stat
 from harness.soak.proctree import (
     FD_CLASSES,
     MarkerScanner,

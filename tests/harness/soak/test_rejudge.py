@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.jsonio import load_strict, write_json_atomic
-from harness.schemas import validate
+from contracts.jsonio import load_strict, write_json_atomic
+from contracts.schemas import validate
 from harness.soak.cli import g1_soak_main
 from harness.soak.monitor import MonitorCfg, run_soak
 from harness.soak.rejudge import replay, swap_trend_finding

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.jsonio import load_strict
+from contracts.jsonio import load_strict
 from harness.soak import power
 from harness.soak.calibrate import (
     CASES,

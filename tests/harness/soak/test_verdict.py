@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.run_summary import RESOURCE_SUMMARY_KEYS, resource_summary_fields
+from contracts.run_summary import RESOURCE_SUMMARY_KEYS, resource_summary_fields
 from harness.soak.verdict import judge_run_dir
 from tests.harness.schemas.builders import make_completed_summary, make_failed_summary, make_run_dir
 
@@ -275,7 +275,7 @@ def test_missing_run_dir_artifacts_are_schema_violations(tmp_path, damage, expec
 
 
 def test_final_checkpoint_off_the_interval_is_required(tmp_path) -> None:
-    from harness.jsonio import write_json_atomic
+    from contracts.jsonio import write_json_atomic
 
     run = make_run_dir(tmp_path, make_completed_summary(str(tmp_path)))
     write_json_atomic(
@@ -293,7 +293,7 @@ def test_final_checkpoint_off_the_interval_is_required(tmp_path) -> None:
 
 
 def test_checkpoint_check_is_skipped_without_save_interval(tmp_path) -> None:
-    from harness.jsonio import write_json_atomic
+    from contracts.jsonio import write_json_atomic
 
     run = make_run_dir(tmp_path, make_completed_summary(str(tmp_path)))
     for model in run.glob("model_*.pt"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.soak.cli import render_summary
+from harness.soak.verdict_table import render_summary
 from tests.harness.schemas.builders import make_completed_summary
 from tests.harness.soak.artifact_builders import resource_summary
 

@@ -10,8 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from contracts.names import Backend
 from harness.support.cli import REPO_ROOT, main
-from harness.support.matrix import BEGIN_MARKER, END_MARKER, LEVELS, build_matrix
+from harness.support.matrix import (
+    BEGIN_MARKER,
+    END_MARKER,
+    LEVELS,
+    SupportDataError,
+    build_matrix,
+)
 
 OWNER = "flashsac/g1_motion_tracking/mujoco"
 E2E = "tests/e2e/test_run.py::test_tiny_run"
@@ -76,10 +83,9 @@ def _manifest(
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    """A minimal repository: backend registry, one task with mujoco/mjwarp owners, an inventory,
-    the listed e2e test and a docs page with empty markers."""
+    """A minimal repository: one task with mujoco/mjwarp owners, an inventory, the listed e2e
+    test and a docs page with empty markers (the backends are contracts.names.Backend)."""
     root = tmp_path / "repo"
-    _write(root / "trainer/sim/backend.py", 'BACKEND_NAMES = ("mjwarp", "mujoco")\n')
     conf = root / "trainer/conf/flashsac/task/g1_motion_tracking"
     _write(conf / "base.yaml", "training:\n  task_name: G1MotionTracking\n")
     _write(conf / "mujoco.yaml", "training:\n  sim_backend: mujoco\n")
@@ -120,6 +126,13 @@ def test_owner_declaring_another_backend_is_registered_only(tree: Path) -> None:
     row = {r.sim: r for r in build_matrix(tree).rows}["mjwarp"]
     assert LEVELS[row.level] == "Registered"
     assert "training.sim_backend='mujoco'" in row.missing  # inherited value, not its own
+
+
+def test_an_inherits_cycle_is_an_error_naming_the_owner_file(tree: Path) -> None:
+    conf = tree / "trainer/conf/flashsac/task/g1_motion_tracking"
+    _write(conf / "mujoco.yaml", "inherits: mjwarp\ntraining:\n  sim_backend: mujoco\n")
+    with pytest.raises(SupportDataError, match=r"broken inherits chain: .*inheritance cycle"):
+        build_matrix(tree)
 
 
 def test_unregistered_backend_and_task_are_missing(tree: Path) -> None:
@@ -303,6 +316,7 @@ def test_platform_facts_agree_with_the_backends() -> None:
 
     facts = {f["backend"]: f for f in build_matrix(REPO_ROOT).platform_facts}
     assert set(facts) == set(BACKEND_NAMES)
+    assert BACKEND_NAMES == tuple(b.value for b in Backend)  # the matrix's registry is the trainer's
     scene = default_scene_cfg()
     backend = make_backend("mujoco", build_g1_model(scene), 1, "cpu", scene, num_threads=1)
     try:

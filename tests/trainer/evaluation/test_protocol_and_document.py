@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
+from contracts.schemas import validate
 from harness.metrics.registry import load_registry
-from harness.schemas import validate
 from trainer.evaluation.config import EvalCfg
 from trainer.evaluation.document import (
     EVAL_TAGS,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.schemas import validate
+from contracts.schemas import validate
 from trainer.algo.networks import Actor
 from trainer.evaluation.document import build_document, motion_record
 from trainer.evaluation.policy import PolicyPoint

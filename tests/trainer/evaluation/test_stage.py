@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from contracts.schemas import validate
 from harness.metrics.events import read_scalars
-from harness.schemas import validate
 from trainer.algo.networks import Actor
 from trainer.evaluation.config import EvalCfg
 from trainer.evaluation.document import EVALUATION_FILE, eval_scalars, read_document

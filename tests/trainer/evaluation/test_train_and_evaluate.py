@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.jsonio import load_strict, loads_strict
+from contracts.jsonio import load_strict, loads_strict
+from contracts.schemas import validate
 from harness.metrics.events import read_scalars
-from harness.schemas import validate
 from tests.trainer.runtime.train_cmd import train_argv
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ import g1soak_motion_writers as writers
 import numpy as np
 import pytest
 
-from harness.schemas import validate
+from contracts.schemas import validate
 from trainer.motion_import.cli import main
 from trainer.motion_import.report import INSPECT_SCHEMA
 from trainer.task.motion import SYNTHETIC_MOTION_ID

@@ -17,9 +17,9 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from harness.jsonio import load_strict
+from contracts.jsonio import load_strict
+from contracts.schemas import validate
 from harness.report.play import play_html
-from harness.schemas import validate
 from tests.trainer.play.clips import write_short_clip
 from tests.trainer.runtime.train_cmd import train_argv
 from trainer.config.loader import parse_override

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.jsonio import write_json_atomic
-from harness.schemas import validate
+from contracts.jsonio import write_json_atomic
+from contracts.schemas import validate
 from trainer.config.loader import parse_override
 from trainer.play import render
 from trainer.play.cli import main

@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
-from harness.jsonio import load_strict
-from harness.schemas import validate
+from contracts.jsonio import load_strict
+from contracts.schemas import validate
 from trainer.rundir.checkpoint import is_checkpoint_iteration, load_checkpoint, save_checkpoint
 from trainer.rundir.metrics import MetricsWriter, UnknownMetricTag, check_learner_tags, tag_entry
 from trainer.rundir.progress import ProgressWriter

@@ -10,8 +10,8 @@ import eval_fakes
 import g1soak_runtime_fakes as fakes
 import pytest
 
-from harness.jsonio import load_strict
-from harness.schemas import validate
+from contracts.jsonio import load_strict
+from contracts.schemas import validate
 from trainer.evaluation.config import EvalCfg
 from trainer.runtime.learner_loop import run_training
 

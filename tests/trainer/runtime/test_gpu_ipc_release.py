@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.jsonio import load_strict
+from contracts.jsonio import load_strict
 from tests.trainer.runtime.train_cmd import train_argv
 from trainer.runtime.shared_tensors import TORCH_WARNING
 

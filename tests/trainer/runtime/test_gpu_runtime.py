@@ -5,7 +5,7 @@ from __future__ import annotations
 import g1soak_runtime_fakes as fakes
 import pytest
 
-from harness.jsonio import load_strict, write_json_atomic
+from contracts.jsonio import load_strict, write_json_atomic
 from harness.soak.verdict import judge_run_dir
 from trainer.runtime.learner_loop import run_training
 

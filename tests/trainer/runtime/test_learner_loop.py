@@ -16,8 +16,8 @@ import numpy as np
 import psutil
 import pytest
 
-from harness.jsonio import load_strict, write_json_atomic
-from harness.schemas import validate
+from contracts.jsonio import load_strict, write_json_atomic
+from contracts.schemas import validate
 from harness.soak.verdict import judge_run_dir
 from trainer.config.defaults import default_scene_cfg
 from trainer.cpu_threads import plan_training_threads

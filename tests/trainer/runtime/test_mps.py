@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.mps import cli, records
-from harness.schemas import validate
+from contracts.mps import records
+from contracts.schemas import validate
+from harness.mps import cli
 from trainer.runtime.mps import MpsPreflightError, resolve_cuda_process_sharing
 
 _SANDBOX_PATH = Path(__file__).resolve().parents[2] / "harness" / "mps" / "mps_sandbox.py"
@@ -262,7 +263,7 @@ def test_null_mode_never_raises_on_garbage(sandbox, environ, monkeypatch):
 _REAL_CLIENT = """
 import json, sys
 from trainer.runtime.mps import resolve_cuda_process_sharing
-from harness.mps.probe import probe_pipe
+from contracts.mps.probe import probe_pipe
 out = resolve_cuda_process_sharing("mps", "cuda:0")
 import torch
 x = torch.randn(2048, 2048, device="cuda")

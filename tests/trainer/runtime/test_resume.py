@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.jsonio import load_strict
-from harness.schemas import validate
+from contracts.jsonio import load_strict
+from contracts.schemas import validate
 from harness.soak.verdict import judge_run_dir
 from tests.trainer.runtime.train_cmd import train_argv
 from trainer.rundir.checkpoint import load_checkpoint

@@ -203,7 +203,7 @@ def test_waiter_reports_a_dead_peer():
 def test_identity_check_detects_a_reused_or_dead_pid():
     import os
 
-    from harness import procfs
+    from contracts import procfs
 
     me = os.getpid()
     make_identity_check(me, procfs.start_time_ticks(me), every_s=0.0)()  # alive: no error

@@ -13,7 +13,7 @@ import g1soak_runtime_fakes as fakes
 import pytest
 import torch
 
-from harness.jsonio import load_strict
+from contracts.jsonio import load_strict
 from harness.soak.verdict import judge_run_dir
 from trainer.runtime.control import ControlBlock, Word
 from trainer.runtime.inference_ring import InferenceRing

@@ -10,8 +10,8 @@ from pathlib import Path
 import g1soak_runtime_fakes as fakes
 import pytest
 
-from harness.jsonio import load_strict, loads_strict, write_json_atomic
-from harness.schemas import validate
+from contracts.jsonio import load_strict, loads_strict, write_json_atomic
+from contracts.schemas import validate
 from harness.soak.verdict import judge_run_dir
 from trainer.runtime.learner_loop import run_training
 

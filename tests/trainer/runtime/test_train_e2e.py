@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.jsonio import load_strict
-from harness.schemas import validate
+from contracts.jsonio import load_strict
+from contracts.schemas import validate
 from harness.soak.verdict import judge_run_dir
 from tests.trainer.runtime.train_cmd import train_argv
 

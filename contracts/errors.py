@@ -13,3 +13,11 @@ class UsageError(HarnessError):
 
 class StrictJsonError(ValueError):
     """A JSON document is not strict JSON (NaN/Infinity tokens, duplicate keys, bad syntax)."""
+
+
+class ConfigError(Exception):
+    """A usage or configuration error: ``error: <message>``, exit 2, nothing written.
+
+    Raised for a bad command line or owner file, before anything is written or launched; the
+    message names the bad key or value and the fix. ``trainer.config.errors`` re-exports it.
+    """

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from harness import procfs
-from harness.errors import HarnessError
-from harness.mps import records
+from contracts import procfs
+from contracts.errors import HarnessError
+from contracts.mps import records
 
 CONTROL_BIN = "nvidia-cuda-mps-control"
 CONTROL_PIPE = "control"

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 import click
 import typer
 
-from harness.errors import HarnessError, UsageError
+from contracts.errors import HarnessError, UsageError
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "error", "run_app"]
 

@@ -20,10 +20,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from harness import procfs
-from harness.errors import HarnessError, StrictJsonError, UsageError
-from harness.jsonio import dumps_strict, load_strict
-from harness.schemas import validate
+from contracts import procfs
+from contracts.errors import HarnessError, StrictJsonError, UsageError
+from contracts.jsonio import dumps_strict, load_strict
+from contracts.schemas import validate
 
 SCHEMA_NAME = "cumps_record.v1.json"
 RECORD_FILE = "daemon.json"

@@ -20,7 +20,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Literal
 
-from harness.errors import HarnessError, UsageError
+from contracts.errors import HarnessError, UsageError
 
 TopologyMode = Literal["single_gpu", "single_task_multi_gpu", "task_per_gpu"]
 TOPOLOGY_MODES: tuple[TopologyMode, ...] = ("single_gpu", "single_task_multi_gpu", "task_per_gpu")

@@ -26,8 +26,8 @@ from referencing import Registry
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
-from harness.errors import HarnessError, StrictJsonError
-from harness.jsonio import load_strict
+from contracts.errors import HarnessError, StrictJsonError
+from contracts.jsonio import load_strict
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 DIALECT = str(Draft202012Validator.META_SCHEMA["$id"])

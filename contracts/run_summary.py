@@ -18,20 +18,14 @@ import math
 import signal
 from typing import Any
 
-from harness.schemas import SchemaViolation, validate
+from contracts.names import ShutdownClassification
+from contracts.schemas import SchemaViolation, validate
 
 RUN_SUMMARY_SCHEMA = "run_summary.v1.json"
 MANIFEST_SCHEMA = "runtime_manifest.v1.json"
 SHUTDOWN_PATH = "$.runtime_manifest.shutdown"
-SHUTDOWN_CLASSIFICATIONS = (
-    "normal_completion",
-    "learner_failure",
-    "collector_failure",
-    "backend_worker_failure",
-    "timeout/stale_tick",
-    "external_cancellation",
-    "unknown_failure",
-)
+SHUTDOWN_CLASSIFICATIONS: tuple[str, ...] = tuple(c.value for c in ShutdownClassification)
+NORMAL = ShutdownClassification.NORMAL_COMPLETION
 _SHUTDOWN_SCHEMA = {"$ref": f"{MANIFEST_SCHEMA}#/$defs/shutdown"}
 
 
@@ -107,7 +101,7 @@ def shutdown_problems(shutdown: Any, *, completed: bool) -> list[SchemaViolation
     out += _collector_exit_problems(shutdown.get("collector"))
     classification = shutdown.get("classification")
     if completed:
-        if classification in SHUTDOWN_CLASSIFICATIONS and classification != "normal_completion":
+        if classification in SHUTDOWN_CLASSIFICATIONS and classification != NORMAL:
             out.append(
                 SchemaViolation(
                     f"{SHUTDOWN_PATH}.classification",
@@ -125,7 +119,7 @@ def shutdown_problems(shutdown: Any, *, completed: bool) -> list[SchemaViolation
                     f"(first: {show(first.get('type'))}: {show(first.get('message'))})",
                 )
             )
-    elif classification == "normal_completion":
+    elif classification == NORMAL:
         out.append(
             SchemaViolation(
                 f"{SHUTDOWN_PATH}.classification",

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness.errors import StrictJsonError
+from contracts.errors import StrictJsonError
 
 
 def _reject_constant(token: str) -> Any:

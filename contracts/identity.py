@@ -1,0 +1,133 @@
+"""What identifies a run: where and from which source it ran, what it trained on.
+
+The soak artifact records it in ``context.source`` / ``context.motion`` and the run summary in
+``algo``, ``task``, ``sim_backend``, ``log_dir`` and ``effective_seed`` (docs/schemas.md).
+``SourceTree`` and ``MotionRef`` build the artifact's sections; ``RunIdentity.from_artifact``
+reads the whole identity back from an artifact (the run summary it embeds included).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceTree:
+    """The source checkout a run came from (``context.source``)."""
+
+    path: str
+    commit: str | None
+    branch: str | None
+    dirty_files: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "commit": self.commit,
+            "branch": self.branch,
+            "dirty_files": self.dirty_files,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> SourceTree:
+        return cls(
+            path=doc["path"],
+            commit=doc.get("commit"),
+            branch=doc.get("branch"),
+            dirty_files=doc.get("dirty_files") or 0,
+        )
+
+    def describe(self) -> str | None:
+        """``<commit> (<branch>, clean)`` or ``..., N uncommitted files)``; None without a commit."""
+        if not self.commit:
+            return None
+        state = f"{self.dirty_files} uncommitted files" if self.dirty_files else "clean"
+        return f"{self.commit} ({self.branch}, {state})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MotionRef:
+    """The reference clip a run trained on (``context.motion``).
+
+    ``file_sha256`` hashes the file's bytes where it was found (None when not found); the JSON
+    repeats it as ``sha256``, its older name. ``source`` is ``path``, ``package`` or ``cache``.
+    """
+
+    id: str | None
+    file_sha256: str | None
+    source: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "file_sha256": self.file_sha256,
+            "sha256": self.file_sha256,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> MotionRef:
+        return cls(
+            id=doc.get("id"),
+            file_sha256=doc.get("file_sha256", doc.get("sha256")),
+            source=doc.get("source"),
+        )
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunIdentity:
+    """One run: its directory, owner (algo/task/sim), seed, source tree and motion clip.
+
+    Fields a document does not carry are None (a run that died before its summary has no
+    seed; a run outside a git checkout has no commit).
+    """
+
+    run_dir: str | None
+    algo: str | None
+    task: str | None
+    sim: str | None
+    seed: int | None
+    source: SourceTree | None
+    motion: MotionRef | None
+
+    @property
+    def owner(self) -> str | None:
+        """``<algo>/<task>/<sim>`` when all three are known."""
+        if self.algo and self.task and self.sim:
+            return f"{self.algo}/{self.task}/{self.sim}"
+        return None
+
+    @property
+    def commit(self) -> str | None:
+        return self.source.commit if self.source else None
+
+    @classmethod
+    def from_artifact(
+        cls, artifact: Mapping[str, Any], run_config: Mapping[str, Any] | None = None
+    ) -> RunIdentity:
+        """From a soak artifact; ``run_config.json``'s ``run`` fills the owner and run dir where
+        the summary lacks them (the seed is the summary's: the effective one)."""
+        summary = _mapping(artifact.get("run_summary"))
+        run = _mapping(_mapping(run_config).get("run"))
+        context = _mapping(artifact.get("context"))
+        source, motion = context.get("source"), context.get("motion")
+        seed = summary.get("effective_seed")
+        return cls(
+            run_dir=_text(summary.get("log_dir") or run.get("log_dir")),
+            algo=_text(summary.get("algo") or run.get("algo")),
+            task=_text(summary.get("task") or run.get("task")),
+            sim=_text(summary.get("sim_backend") or run.get("sim_backend")),
+            seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
+            source=SourceTree.from_json(source) if isinstance(source, Mapping) else None,
+            motion=MotionRef.from_json(motion) if isinstance(motion, Mapping) else None,
+        )
