@@ -35,6 +35,12 @@ DEFAULT_CONF_ROOT = Path(__file__).resolve().parent.parent / "conf"
 REMOVED_KEYS: tuple[str, ...] = ("env.tensor_runtime", "env.tensor_runtime_device")
 """Keys removed without alias (CONTRACTS §2)."""
 
+MOVED_KEY_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("env.weight_", "env.rewards.{}.weight"),
+    ("env.sigma_", "env.rewards.{}.sigma"),
+)
+"""Flat keys that became nested ones: (old prefix, new key with ``{}`` = the rest)."""
+
 CLI_OWNED_KEYS: tuple[str, ...] = ("algo", "task", "training.sim_backend", "training.play_only")
 """Keys selected by ``--algo/--task/--sim`` and declared by the owner (CONTRACTS §1.1 step 4)."""
 
@@ -50,6 +56,15 @@ def removed_key_message(key: str) -> str:
         f"{key} was removed (no alias): tensor execution is a runtime invariant and the device "
         "follows the backend data plane and the rank device; delete the key"
     )
+
+
+def moved_key_message(key: str) -> str | None:
+    """``<key> was moved to <new key>; ...`` when ``key`` matches :data:`MOVED_KEY_PREFIXES`."""
+    for prefix, new in MOVED_KEY_PREFIXES:
+        rest = key[len(prefix) :]
+        if key.startswith(prefix) and rest and "." not in rest:
+            return f"{key} was moved to {new.format(rest)}; rename the key (docs/configuration.md)"
+    return None
 
 
 def cli_owned_message(key: str) -> str:
@@ -199,9 +214,13 @@ def _removed_key_in(keys: Sequence[str]) -> str | None:
 
 def _check_removed(node: DictConfig, path: Path) -> None:
     raw = OmegaConf.to_container(node, resolve=False)
-    found = _removed_key_in(_flat_keys(raw))
+    keys = _flat_keys(raw)
+    found = _removed_key_in(keys)
     if found:
         raise ConfigError(f"{removed_key_message(found)} (found in {path})")
+    moved = next(filter(None, map(moved_key_message, keys)), None)
+    if moved:
+        raise ConfigError(f"{moved} (found in {path})")
 
 
 def owner_chain(algo: str, task: str, sim: str, conf_root: Path | None = None) -> list[Path]:
@@ -316,6 +335,9 @@ def _check_override_key(
     removed = _removed_key_in([key])
     if removed:
         raise ConfigError(f"{removed_key_message(removed)} (override {override.text!r})")
+    moved = moved_key_message(key)
+    if moved:
+        raise ConfigError(f"{moved} (override {override.text!r})")
     parts = key.split(".")
     node: Any = OmegaConf.to_container(merged, resolve=False)
     for depth, part in enumerate(parts):
