@@ -76,6 +76,7 @@ from trainer.task.motion.reference import MotionReference
 from trainer.task.outputs import StepOutputs, StepResult
 from trainer.task.phases import NO_RESET_PHASES, STEP_PHASES
 from trainer.task.reset import ResetNoise
+from trainer.task.spec import G1_TRACKING_SPEC
 from trainer.task.state import TrackedState
 from trainer.task.terms import RewardTable, TermConstants
 from trainer.task.tracking_phases import TrackingPhases
@@ -120,11 +121,7 @@ class G1TrackingEnv(TrackingPhases):
             ``task_compile`` in the backend diagnostics.
     """
 
-    spec = EnvSpec(
-        obs_dim=obs_terms.ACTOR_OBS_DIM,
-        critic_obs_dim=obs_terms.CRITIC_OBS_DIM,
-        action_dim=_NUM_JOINTS,
-    )
+    spec: EnvSpec = G1_TRACKING_SPEC
     """The widths every consumer sizes from (observations, actions, replay rows)."""
     actor_obs_dim = spec.obs_dim
     critic_obs_dim = spec.critic_obs_dim
