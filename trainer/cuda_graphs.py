@@ -6,12 +6,20 @@ pre-warm-up value in place (warm-up must not count as training), then records on
 ``fn`` into a ``torch.cuda.CUDAGraph``. Replaying it re-runs exactly those kernels on the
 same addresses: inputs must be static tensors written with ``copy_``, never rebound.
 Failures never pass silently: ``GraphStatus`` records whether a graph runs and why not.
+
+``record_graph(fn, ...)`` is the recording step alone, for callers that warm up and restore
+their state themselves: the env step records one graph per phase on the physics backend's
+stream after warming the whole step up there (docs/task.md "Step phases"). Both keep the
+garbage collector off while recording, so no finalizer (one freeing a Warp array, say) runs
+inside a capture.
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import Tensor
@@ -77,9 +85,7 @@ def capture_graph(
         torch.cuda.current_stream().wait_stream(side)
         _restore(state, saved)
         torch.cuda.set_rng_state(rng)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=pool):
-            fn()
+        graph = record_graph(fn, pool=pool)
     except Exception:
         torch.cuda.synchronize()
         _restore(state, saved)
@@ -87,6 +93,44 @@ def capture_graph(
         raise
     torch.cuda.synchronize()
     _restore(state, saved)  # capture does not run kernels, but keep the contract explicit
+    return graph
+
+
+def record_graph(
+    fn: Callable[[], None],
+    *,
+    pool: object | None = None,
+    stream: torch.cuda.Stream | None = None,
+    generators: Sequence[torch.Generator] = (),
+    capture_error_mode: Literal["global", "thread_local", "relaxed"] = "global",
+) -> torch.cuda.CUDAGraph:
+    """Record one call of ``fn`` into a new graph; no warm-up, no state restore.
+
+    Args:
+        fn: the body, already warmed up by the caller (same contract as :func:`capture_graph`).
+        pool: optional memory pool handle shared with another graph (``graph.pool()``).
+        stream: the stream to capture on (None: a side stream of torch's choosing).
+        generators: CUDA generators besides the default one that ``fn`` draws from; each is
+            registered, so every replay advances its offset (fresh numbers per replay).
+        capture_error_mode: ``torch.cuda.graph``'s check for unsafe calls during capture
+            (``thread_local`` ignores other threads' CUDA calls).
+
+    Raises:
+        RuntimeError: capture failed.
+    """
+    graph = torch.cuda.CUDAGraph()
+    for generator in generators:
+        graph.register_generator_state(generator)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with torch.cuda.graph(
+            graph, pool=pool, stream=stream, capture_error_mode=capture_error_mode
+        ):
+            fn()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     return graph
 
 

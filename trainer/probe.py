@@ -15,51 +15,46 @@ makes) followed by a selected-row reset of the *scheduled* rows (``row % stride 
 stride``, stride 16 if N ≥ 16 else N) plus the rows at their clip end. Terminated rows are
 **not** reset (random actions would make the probe reset-bound), and an empty reset is a no-op.
 
-Two drivers, one set of phases; the iteration (the whole step) is bounded by
-``torch.cuda.synchronize()`` at both ends:
+One driver for every backend: :func:`probe_iteration` runs the env's own
+:meth:`~trainer.task.g1_tracking.G1TrackingEnv.step_phases` (docs/task.md "Step phases"), the
+phases training runs, one at a time; only ``select`` is the probe's own (scheduled | clip-end
+rows written into ``env.reset_mask``). The iteration (the whole step) is bounded by
+``torch.cuda.synchronize()`` at both ends.
 
-* staged backends (``mjwarp``): :func:`staged_probe_iteration` runs the env's own
-  :meth:`~trainer.task.g1_tracking.G1TrackingEnv.step_phases`, the CUDA graphs (and compiled
-  arithmetic) training replays, one phase at a time; only ``select`` is the probe's own
-  (scheduled | clip-end rows written into ``env.reset_mask``). The reset is then the masked
-  fixed-work update training runs, so it costs the same with any number of rows. Phase
-  boundaries are CUDA events on the step stream (``phase_timing: cuda_events``), so the phases
-  run back to back as in training.
-* ``mujoco``: :func:`probe_iteration` calls the eager step pieces and ``env.reset_rows``
-  (which skips an empty mask); every phase boundary is a synchronized host timestamp
-  (``phase_timing: host_synchronized``).
+* staged backends (``mjwarp``): the phases are the CUDA graphs (and compiled arithmetic)
+  training replays, and the reset is the masked fixed-work update, so it costs the same with
+  any number of rows. Phase boundaries are CUDA events on the step stream (``phase_timing:
+  cuda_events``), so the phases run back to back as in training.
+* ``mujoco``: the physics phases are the backend's host ``step`` and ``reset_rows`` (an empty
+  mask skips the reset: no draw, no backend call); every phase boundary is a synchronized host
+  timestamp (``phase_timing: host_synchronized``).
 
-The phases:
+The phases (``env phases`` in brackets):
 
-* ``backend_step_ms``: action history, position targets, ``backend.step`` (on ``mujoco`` this
-  includes the packed ctrl d2h copy, the CPU physics and the packed state h2d copy; staged:
-  the ``actions`` and ``physics_step`` phases);
-* ``state_exchange_ms``: reading the backend views into the tracked robot state and gathering
-  the reference frame (``robot_state``/``reference_state``);
-* ``update_state_ms``: terminations, rewards, sampler update, frame advance, observations
-  (staged: plus the episode clock);
-* ``reset_selection_ms``: the scheduled | clip-end device mask;
-* ``reset_done_ms``: ``env.reset_rows`` up to the backend call (start frames, reset targets;
-  staged: ``stage_reset``);
-* ``backend_reset_ms``: ``backend.reset_rows`` (``mujoco``: packed d2h commit, host reset,
-  packed h2d publication; staged: ``physics_reset``, the Warp reset graph);
-* ``reset_publish_ms``: after the backend call until ``env.reset_rows`` returns (task state and
-  observations of the reset rows; staged: ``finish``).
-
-On ``mujoco`` the split of ``reset_rows`` is observed by wrapping the backend instance's
-``reset_rows`` method; nothing else of the env is patched.
+* ``backend_step_ms``: action history, position targets, physics [``actions``,
+  ``physics_step``]; on ``mujoco`` this includes the packed ctrl d2h copy, the CPU physics and
+  the packed state h2d copy;
+* ``state_exchange_ms``: the backend views and the reference frame into the fixed robot and
+  reference buffers [``exchange``];
+* ``update_state_ms``: episode clock, terminations, rewards, sampler update, frame advance,
+  observations [``update``];
+* ``reset_selection_ms``: the scheduled | clip-end device mask [the probe's ``select``];
+* ``reset_done_ms``: start frames, reset targets, task state of the reset rows
+  [``stage_reset``];
+* ``backend_reset_ms``: the backend reset [``physics_reset``]; ``mujoco``: packed d2h commit,
+  host reset, packed h2d publication;
+* ``reset_publish_ms``: observations of the reset rows and the step's obs outputs
+  [``finish``].
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import sys
 import time
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -71,19 +66,25 @@ from contracts import gpu_snapshot
 from contracts.backend_probe import BACKENDS, PHASES
 from contracts.cli_app import error, run_app
 from contracts.jsonio import write_json_atomic
+from trainer.probe_workload import (
+    PhaseClock,
+    probe_iteration,
+    reset_stride,
+    scheduled_mask,
+    scheduled_reset_rows,
+    summarize_ms,
+    transfer_inventory,
+)
 
 __all__ = [
     "PHASES",
     "SEED",
     "PhaseClock",
-    "ResetMarks",
-    "control_step",
     "main",
     "probe_iteration",
     "reset_stride",
     "run_backend_probe",
     "scheduled_mask",
-    "staged_probe_iteration",
     "summarize_ms",
     "transfer_inventory",
 ]
@@ -95,13 +96,13 @@ ACTION_POOL_MAX = 64
 """At most this many distinct action batches are drawn; iterations cycle through them."""
 ALGO, TASK = "flashsac", "g1_motion_tracking"
 PHASE_BOUNDARIES = {
-    "backend_step_ms": "action history + position targets + backend.step (mujoco: ctrl d2h, CPU physics, state h2d)",
-    "state_exchange_ms": "env.robot_state() + env.reference_state(frame): backend views -> task state",
-    "update_state_ms": "terminations, rewards, sampler update, frame advance, observations",
-    "reset_selection_ms": "scheduled rows | clip-end rows as a device mask",
-    "reset_done_ms": "env.reset_rows up to backend.reset_rows (start frames, reset targets)",
-    "backend_reset_ms": "backend.reset_rows (mujoco: packed d2h commit, host reset, packed h2d publication)",
-    "reset_publish_ms": "after backend.reset_rows until env.reset_rows returns (task state, observations)",
+    "backend_step_ms": "env phases actions + physics_step: action history, position targets, physics (mujoco: ctrl d2h, CPU physics, state h2d)",
+    "state_exchange_ms": "env phase exchange: backend views + reference frame -> fixed task buffers",
+    "update_state_ms": "env phase update: episode clock, terminations, rewards, sampler update, frame advance, observations",
+    "reset_selection_ms": "scheduled rows | clip-end rows as a device mask (the probe's select phase)",
+    "reset_done_ms": "env phase stage_reset: start frames, reset targets, task state of the reset rows",
+    "backend_reset_ms": "env phase physics_reset: the backend reset (mujoco: packed d2h commit, host reset, packed h2d publication)",
+    "reset_publish_ms": "env phase finish: observations of the reset rows, step obs outputs",
     "iteration_ms": "the whole control step, synchronized at both ends",
 }
 MOTION_ALIASES = {
@@ -113,232 +114,6 @@ MOTION_ALIASES = {
 
 class ProbeFailure(Exception):
     """The probe of this backend cannot run or failed a check; the message is the reason."""
-
-
-# ----------------------------------------------------------------------------- workload pieces
-def reset_stride(num_envs: int) -> int:
-    """Scheduled-reset stride: 16 when ``num_envs >= 16``, else ``num_envs``."""
-    return min(16, num_envs)
-
-
-def scheduled_reset_rows(num_envs: int) -> int:
-    """Nominal rows reset per iteration by the schedule: ``max(1, num_envs // 16)``."""
-    return max(1, num_envs // 16)
-
-
-def scheduled_mask(num_envs: int, iteration: int) -> np.ndarray:
-    """Rows with ``row % stride == iteration % stride``. bool [N]"""
-    stride = reset_stride(num_envs)
-    return np.arange(num_envs) % stride == iteration % stride
-
-
-def summarize_ms(values_ms: np.ndarray | list[float]) -> dict[str, Any]:
-    """``{mean_ms, std_ms, p50_ms, min_ms, max_ms, iters}`` (population std)."""
-    arr = np.asarray(values_ms, dtype=np.float64)
-    return {
-        "mean_ms": float(arr.mean()),
-        "std_ms": float(arr.std()),
-        "p50_ms": float(np.median(arr)),
-        "min_ms": float(arr.min()),
-        "max_ms": float(arr.max()),
-        "iters": int(arr.size),
-    }
-
-
-def transfer_inventory() -> list[dict[str, Any]]:
-    """The CPU ``mujoco`` backend's packed transfers per control step (CONTRACTS §10)."""
-    rows = (
-        ("control", "d2h", 1, "MujocoCpuBackend.step: one packed copy of ctrl [N, nu] to the host"),
-        ("cpu_physics", "none", 0, "mj_step x substeps per world on host threads (no transfer)"),
-        (
-            "update_state_full_read",
-            "h2d",
-            1,
-            (
-                "MujocoCpuBackend.step: one packed copy of the state rows (qpos, qvel, xpos, "
-                "xquat, cvel, subtree_com, sensordata) to the device"
-            ),
-        ),
-        (
-            "update_state_manager_compute",
-            "none",
-            0,
-            "terminations, rewards, sampler, observations as torch ops on the device",
-        ),
-        ("reset_done_selection", "none", 0, "scheduled | clip-end rows as a device mask"),
-        (
-            "reset_commit",
-            "d2h",
-            1,
-            "MujocoCpuBackend.reset_rows: one packed [mask, qpos, qvel, ctrl] copy to the host",
-        ),
-        (
-            "reset_publication",
-            "h2d",
-            1,
-            "MujocoCpuBackend.reset_rows: one packed state copy to the device (none on an empty mask)",
-        ),
-        ("replay_publication", "excluded", None, "replay ingestion is excluded from the probe"),
-    )
-    return [
-        {
-            "phase": phase,
-            "direction": direction,
-            "semantic_limit_per_control_step": limit,
-            "implementation": implementation,
-        }
-        for phase, direction, limit, implementation in rows
-    ]
-
-
-class PhaseClock:
-    """``now()`` = host time after all queued device work finished (CUDA synchronize)."""
-
-    def __init__(self, device: Any) -> None:
-        import torch
-
-        self.cuda = getattr(device, "type", str(device)) == "cuda"
-        self._sync: Callable[[], None] = torch.cuda.synchronize if self.cuda else (lambda: None)
-
-    def now(self) -> float:
-        self._sync()
-        return time.perf_counter()
-
-
-@dataclass
-class ResetMarks:
-    """Timestamps taken around ``backend.reset_rows`` by the instance wrapper."""
-
-    clock: PhaseClock
-    marks: list[float] = field(default_factory=list)
-
-    def wrap(self, backend: Any) -> None:
-        inner = backend.reset_rows
-
-        def timed_reset_rows(mask, qpos, qvel, ctrl=None):
-            self.marks.append(self.clock.now())
-            inner(mask, qpos, qvel, ctrl)
-            self.marks.append(self.clock.now())
-
-        backend.reset_rows = timed_reset_rows
-
-
-def control_step(env: Any, actions: Any, clock: PhaseClock) -> tuple[dict[str, Any], list[float]]:
-    """TASK.md §1 steps 1–7 on ``env`` without the done reset (step 8); returns the termination
-    conditions and the timestamps ``[t_step_end, t_exchange_end, t_update_end]``.
-
-    It calls the env's own step pieces (``apply_actions``, ``backend.step``, the episode clock,
-    ``robot_state``/``reference_state``, ``update_state``), so the probe's task work equals
-    training's except for which rows get reset (a test checks it against ``env.step``).
-    """
-    # 1.-3. action history, position targets, physics, episode clock.
-    env.backend.step(env.apply_actions(actions))
-    env.episode_step += 1
-    t_step = clock.now()
-    # state exchange: backend views -> tracked state, reference at frame k.
-    robot = env.robot_state()
-    ref = env.reference_state(env.frame)
-    t_exchange = clock.now()
-    # 4.-7. terminations, rewards, sampler, frame advance, observations.
-    conds = env.update_state(robot, ref)
-    t_update = clock.now()
-    return conds, [t_step, t_exchange, t_update]
-
-
-def probe_iteration(
-    env: Any, actions: Any, scheduled: Any, clock: PhaseClock, reset_marks: ResetMarks
-) -> tuple[dict[str, float], Any, Any]:
-    """One measured iteration: control step, reset selection, selected-row reset.
-
-    Args:
-        env: the G1 env (its backend's ``reset_rows`` wrapped by ``reset_marks``).
-        actions: [N, 29] float32 on the env device.
-        scheduled: [N] bool, this iteration's scheduled rows.
-        clock: synchronizing clock.
-        reset_marks: collects the timestamps around ``backend.reset_rows``.
-
-    Returns:
-        ``(phase milliseconds, reset mask [N], clip-end rows [N])``. Terminated rows are not
-        in the mask unless scheduled; an empty mask makes ``env.reset_rows`` a no-op.
-    """
-    reset_marks.marks.clear()
-    t0 = clock.now()
-    conds, (t1, t2, t3) = control_step(env, actions, clock)
-    clip_end = conds["motion_clip_end"]  # [N] rows at their clip's last frame
-    mask = scheduled | clip_end
-    t4 = clock.now()
-    env.reset_rows(mask)
-    t5 = clock.now()
-    b0, b1 = reset_marks.marks if reset_marks.marks else (t5, t5)
-    seconds = {
-        "backend_step_ms": t1 - t0,
-        "state_exchange_ms": t2 - t1,
-        "update_state_ms": t3 - t2,
-        "reset_selection_ms": t4 - t3,
-        "reset_done_ms": b0 - t4,
-        "backend_reset_ms": b1 - b0,
-        "reset_publish_ms": t5 - b1,
-        "iteration_ms": t5 - t0,
-    }
-    return {name: value * 1000.0 for name, value in seconds.items()}, mask, clip_end
-
-
-_STAGED_GROUPS = (
-    ("backend_step_ms", ("actions", "physics_step")),
-    ("state_exchange_ms", ("exchange",)),
-    ("update_state_ms", ("update",)),
-    ("reset_selection_ms", ("select",)),
-    ("reset_done_ms", ("stage_reset",)),
-    ("backend_reset_ms", ("physics_reset",)),
-    ("reset_publish_ms", ("finish",)),
-)
-"""Probe phases as groups of the env's step phases (staged backends)."""
-
-
-def staged_probe_iteration(
-    env: Any, actions: Any, scheduled: Any, clock: PhaseClock
-) -> tuple[dict[str, float], Any, Any]:
-    """One measured iteration on a staged backend: the env's step phases in order, with the
-    probe's reset rows (``scheduled | clip_end``) in place of the done rows.
-
-    The iteration is synchronized at both ends (host clock). On CUDA the phase boundaries are
-    CUDA events on the step stream, not host syncs, so the phases run back to back as in
-    training (CONTRACTS §10: "total_iteration_synchronized; phase_boundaries_may_be_stream_
-    ordered"); elsewhere they are host timestamps.
-
-    Returns:
-        ``(phase milliseconds, reset mask [N], clip-end rows [N])``; both tensors are the env's
-        fixed buffers, valid until the next iteration.
-    """
-    import torch
-
-    runs = dict(env.step_phases())
-    runs["select"] = lambda: torch.bitwise_or(scheduled, env.clip_end, out=env.reset_mask)
-    mark = _event_mark if clock.cuda else time.perf_counter
-    t0 = clock.now()
-    env.stage_actions(actions)
-    with env.phase_stream():
-        marks = [mark()]
-        for _, group in _STAGED_GROUPS:
-            for phase in group:
-                runs[phase]()
-            marks.append(mark())
-    t1 = clock.now()
-    if clock.cuda:
-        spans = [a.elapsed_time(b) for a, b in itertools.pairwise(marks)]
-    else:
-        spans = [1000.0 * (b - a) for a, b in itertools.pairwise(marks)]
-    ms = {name: span for (name, _), span in zip(_STAGED_GROUPS, spans, strict=True)}
-    ms["iteration_ms"] = 1000.0 * (t1 - t0)
-    return ms, env.reset_mask, env.clip_end
-
-
-def _event_mark() -> Any:
-    import torch
-
-    event = torch.cuda.Event(enable_timing=True)
-    event.record()  # on the current (step) stream
-    return event
 
 
 # ----------------------------------------------------------------------------- the probe
@@ -386,21 +161,32 @@ def _select_device(backend: str, training_device: str) -> Any:
     return torch.device(training_device)
 
 
-def run_backend_probe(
-    backend: str,
-    *,
-    num_envs: int,
-    warmup: int,
-    iters: int,
-    motion: str,
-    acceptance: bool,
-    child_snapshot: dict[str, Any] | None,
-) -> dict[str, Any]:
-    """Build the env, run warmup + measured iterations, return the per-backend result.
+@dataclass
+class _Setup:
+    """The probe's env and what its result reports about how it was built."""
 
-    Raises:
-        ProbeFailure: the backend cannot run here or an acceptance check failed.
-    """
+    env: Any
+    device: Any
+    task_cfg: Any
+    resolved: Any
+    torch_threads: int
+
+
+@dataclass
+class _Tally:
+    """Per-phase samples and reset counts of the measured iterations."""
+
+    samples: dict[str, np.ndarray]
+    scheduled_rows: int = 0
+    clip_end_rows: Any = None  # device scalar, read once at the end
+    reset_rows: Any = None
+    empty_resets: int = 0
+    measured_wall_s: float = 0.0
+    transfer_delta: dict[str, int] | None = None
+
+
+def _setup(backend: str, num_envs: int, motion: str) -> _Setup:
+    """Load the owner config, plan threads, seed, load the motion and build the env."""
     import torch
 
     from trainer.config.errors import ConfigError
@@ -439,76 +225,112 @@ def run_backend_probe(
         motion=clip,
         model=model,
     )
-    be = env.backend
-    clock = PhaseClock(device)
-    reset_marks = ResetMarks(clock)
-    reset_marks.wrap(be)
+    return _Setup(env, device, task_cfg, resolved, torch_threads)
 
+
+def _measure(env: Any, device: Any, *, warmup: int, iters: int) -> _Tally:
+    """Run ``warmup + iters`` iterations over a pool of seeded actions; tally the measured."""
+    import torch
+
+    num_envs, be = env.num_envs, env.backend
+    clock = PhaseClock(device)
     rng = np.random.default_rng(SEED)
     pool_size = min(warmup + iters, ACTION_POOL_MAX)
     pool = torch.as_tensor(
-        rng.uniform(-1.0, 1.0, size=(pool_size, num_envs, env.action_dim)).astype(np.float32)
-    ).to(device)  # [P, N, 29], uploaded once
-    schedule = torch.as_tensor(
-        np.stack([scheduled_mask(num_envs, k) for k in range(reset_stride(num_envs))]),
-        device=device,
-    )  # [stride, N] bool
+        rng.uniform(-1.0, 1.0, size=(pool_size, num_envs, env.spec.action_dim)).astype(np.float32)
+    ).to(device)  # [P, N, A], uploaded once
     stride = reset_stride(num_envs)
-    samples = {name: np.zeros(iters) for name in PHASES}
-    clip_end_rows = torch.zeros((), dtype=torch.long, device=device)
-    reset_rows_total = torch.zeros((), dtype=torch.long, device=device)
-    scheduled_total = 0
-    empty_resets = 0
-    stats_start = None
-    wall_start = 0.0
+    schedule = torch.as_tensor(
+        np.stack([scheduled_mask(num_envs, k) for k in range(stride)]), device=device
+    )  # [stride, N] bool
+    tally = _Tally(samples={name: np.zeros(iters) for name in PHASES})
+    tally.clip_end_rows = torch.zeros((), dtype=torch.long, device=device)
+    tally.reset_rows = torch.zeros((), dtype=torch.long, device=device)
+    stats_start, wall_start = None, 0.0
     for it in range(warmup + iters):
-        measured = it >= warmup
         if it == warmup:
-            stats_start = be.transfer_stats()
-            wall_start = time.perf_counter()
-        if env.staged:
-            ms, mask, clip_end = staged_probe_iteration(
-                env, pool[it % pool_size], schedule[it % stride], clock
-            )
-        else:
-            ms, mask, clip_end = probe_iteration(
-                env, pool[it % pool_size], schedule[it % stride], clock, reset_marks
-            )
-        if not measured:
+            stats_start, wall_start = be.transfer_stats(), time.perf_counter()
+        ms, mask, clip_end = probe_iteration(
+            env, pool[it % pool_size], schedule[it % stride], clock
+        )
+        if it < warmup:
             continue
-        j = it - warmup
-        if not env.staged and not reset_marks.marks:
-            empty_resets += 1
+        if not env.staged and not bool(mask.any()):
+            tally.empty_resets += 1  # the CPU backend skipped the reset
         for name, value in ms.items():
-            samples[name][j] = value
-        scheduled_total += int(np.count_nonzero(scheduled_mask(num_envs, it)))
-        clip_end_rows += clip_end.sum()
-        reset_rows_total += mask.sum()
-    measured_wall_s = time.perf_counter() - wall_start
+            tally.samples[name][it - warmup] = value
+        tally.scheduled_rows += int(np.count_nonzero(scheduled_mask(num_envs, it)))
+        tally.clip_end_rows += clip_end.sum()
+        tally.reset_rows += mask.sum()
+    tally.measured_wall_s = time.perf_counter() - wall_start
     stats_end = be.transfer_stats()
-    env.check_health()
-
-    phases = {name: summarize_ms(samples[name]) for name in PHASES}
-    steps_per_s = num_envs / (phases["iteration_ms"]["mean_ms"] / 1000.0)
-    host_bridge = None
     if stats_start is not None and stats_end is not None:
-        host_bridge = {key: int(stats_end[key] - stats_start[key]) for key in stats_end}
-    if acceptance and host_bridge is not None:
-        limit = 2 * iters
-        over = [f"{k}={v}" for k, v in host_bridge.items() if k.endswith("_count") and v > limit]
-        if over:
-            raise ProbeFailure(
-                f"host bridge transfer counts exceed 2 x iters = {limit}: {', '.join(over)}; "
-                "the CPU backend made extra host/device copies"
-            )
-    diagnostics = be.diagnostics()
+        tally.transfer_delta = {k: int(stats_end[k] - stats_start[k]) for k in stats_end}
+    return tally
+
+
+def _check_transfers(tally: _Tally, iters: int) -> None:
+    """Acceptance: at most 2 host/device copies of each kind per iteration (CPU backend)."""
+    if tally.transfer_delta is None:
+        return
+    limit = 2 * iters
+    over = [
+        f"{k}={v}" for k, v in tally.transfer_delta.items() if k.endswith("_count") and v > limit
+    ]
+    if over:
+        raise ProbeFailure(
+            f"host bridge transfer counts exceed 2 x iters = {limit}: {', '.join(over)}; "
+            "the CPU backend made extra host/device copies"
+        )
+
+
+def run_backend_probe(
+    backend: str,
+    *,
+    num_envs: int,
+    warmup: int,
+    iters: int,
+    motion: str,
+    acceptance: bool,
+    child_snapshot: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """Build the env, run warmup + measured iterations, return the per-backend result.
+
+    Raises:
+        ProbeFailure: the backend cannot run here or an acceptance check failed.
+    """
+    setup = _setup(backend, num_envs, motion)
+    tally = _measure(setup.env, setup.device, warmup=warmup, iters=iters)
+    setup.env.check_health()
+    if acceptance:
+        _check_transfers(tally, iters)
+    return _result(backend, setup, tally, warmup=warmup, iters=iters, snapshot=child_snapshot)
+
+
+def _result(
+    backend: str,
+    setup: _Setup,
+    tally: _Tally,
+    *,
+    warmup: int,
+    iters: int,
+    snapshot: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The per-backend result object (``schemas/backend_probe.0.3.0.json``)."""
+    env, device, be = setup.env, setup.device, setup.env.backend
+    num_envs = env.num_envs
+    phases = {name: summarize_ms(tally.samples[name]) for name in PHASES}
+    steps_per_s = num_envs / (phases["iteration_ms"]["mean_ms"] / 1000.0)
+    cpu = backend == "mujoco"
     return {
         "backend": backend,
         "status": "passed",
         "failure_reason": None,
-        "tensor_execution": "device_resident" if backend == "mjwarp" else "host_bridge",
-        "step_driver": "env_step_phases" if env.staged else "eager_step_pieces",
-        "phase_timing": "cuda_events" if env.staged and clock.cuda else "host_synchronized",
+        "tensor_execution": "host_bridge" if cpu else "device_resident",
+        "step_driver": "env_step_phases",
+        "phase_timing": "cuda_events"
+        if env.staged and device.type == "cuda"
+        else "host_synchronized",
         "device": str(device),
         "num_envs": num_envs,
         "physics_substeps_per_control_step": int(be.decimation),
@@ -517,38 +339,38 @@ def run_backend_probe(
         "scheduled_reset_rows": scheduled_reset_rows(num_envs),
         "reset_policy": {
             "scheduled_selected_rows": True,
-            "stride": stride,
+            "stride": reset_stride(num_envs),
             "selection": "row % stride == iteration % stride",
             "clip_end_overflow_reset": True,
             "terminated_reset": False,
             "empty_reset": "no-op",
         },
         "reset_counts": {
-            "scheduled_rows": scheduled_total,
-            "clip_end_rows": int(clip_end_rows),
-            "reset_rows": int(reset_rows_total),
-            "empty_reset_iterations": empty_resets,
+            "scheduled_rows": tally.scheduled_rows,
+            "clip_end_rows": int(tally.clip_end_rows),
+            "reset_rows": int(tally.reset_rows),
+            "empty_reset_iterations": tally.empty_resets,
         },
         "seeds": {"numpy_synthetic_workload": SEED, "torch_cuda": SEED, "env": SEED},
         "motion": {
-            "id": task_cfg.motion_file,
-            "sha256": resolved.sha256,
-            "source": resolved.source,
+            "id": setup.task_cfg.motion_file,
+            "sha256": setup.resolved.sha256,
+            "source": setup.resolved.source,
         },
         "throughput_env_control_steps_per_s": steps_per_s,
         "throughput_physics_substeps_per_s": steps_per_s * int(be.decimation),
         "phases": phases,
         "phase_boundaries": dict(PHASE_BOUNDARIES),
-        "backend_diagnostics": diagnostics,
-        "transfer_inventory": transfer_inventory() if backend == "mujoco" else None,
-        "host_bridge_transfer_stats": host_bridge if backend == "mujoco" else None,
-        "gpu_snapshots": {"before": None, "child_before_cuda_init": child_snapshot, "after": None},
+        "backend_diagnostics": be.diagnostics(),
+        "transfer_inventory": transfer_inventory() if cpu else None,
+        "host_bridge_transfer_stats": tally.transfer_delta if cpu else None,
+        "gpu_snapshots": {"before": None, "child_before_cuda_init": snapshot, "after": None},
         "child_runtime": {
             **_child_runtime(device),
-            "torch_threads": torch_threads,
+            "torch_threads": setup.torch_threads,
             "physics_threads": getattr(be, "num_threads", None),
         },
-        "measured_wall_s": measured_wall_s,
+        "measured_wall_s": tally.measured_wall_s,
     }
 
 

@@ -61,13 +61,11 @@ _PROBE_MUJOCO_COMPILE = textwrap.dedent(
                    backend_options={"num_threads": 1}, compile_backend="inductor")
     assert env.task_compile.enabled, env.task_compile
     clock = probe.PhaseClock(torch.device("cpu"))
-    marks = probe.ResetMarks(clock)
-    marks.wrap(env.backend)
     rng = np.random.default_rng(probe.SEED)
     for it in range(3):
         actions = torch.as_tensor(rng.uniform(-1, 1, size=(4, 29)).astype(np.float32))
         scheduled = torch.as_tensor(probe.scheduled_mask(4, it))
-        probe.probe_iteration(env, actions, scheduled, clock, marks)
+        probe.probe_iteration(env, actions, scheduled, clock)
     env.check_health()
     """
 )

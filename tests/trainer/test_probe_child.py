@@ -73,21 +73,21 @@ def test_transfer_inventory_is_the_contract_table() -> None:
     ]
 
 
-def test_control_step_equals_the_env_step_before_resets(make) -> None:
+def test_an_iteration_without_scheduled_rows_is_the_env_step_where_nothing_ended(make) -> None:
     ref_env, probe_env = make(), make()
     actions = _actions()
     result = ref_env.step(actions)
-    conds, stamps = probe.control_step(probe_env, actions, probe.PhaseClock(torch.device("cpu")))
-    assert stamps == sorted(stamps)
-    keep = ~result.done  # rows the env did not reset
-    assert keep.any()
-    torch.testing.assert_close(probe_env.obs[keep], result.terminal_obs[keep])
-    torch.testing.assert_close(probe_env.critic_obs[keep], result.terminal_critic_obs[keep])
-    torch.testing.assert_close(probe_env.backend.qpos[keep], ref_env.backend.qpos[keep])
-    assert torch.equal(probe_env.frame[keep], ref_env.frame[keep])
-    assert torch.equal(
-        conds["anchor_pos"] | conds["anchor_ori"] | conds["ee_body_pos"], result.terminated
+    clock = probe.PhaseClock(torch.device("cpu"))
+    _, mask, clip_end = probe.probe_iteration(
+        probe_env, actions, torch.zeros(NUM_ENVS, dtype=torch.bool), clock
     )
+    assert torch.equal(mask, clip_end)  # only clip-end rows would reset
+    keep = ~result.done & ~mask  # rows neither run reset
+    assert keep.any()
+    torch.testing.assert_close(probe_env.obs[keep], result.obs[keep], rtol=0, atol=0)
+    torch.testing.assert_close(probe_env.critic_obs[keep], result.critic_obs[keep], rtol=0, atol=0)
+    assert torch.equal(probe_env.backend.qpos[keep], ref_env.backend.qpos[keep])
+    assert torch.equal(probe_env.frame[keep], ref_env.frame[keep])
 
 
 def test_probe_iteration_resets_scheduled_and_clip_end_rows_but_not_terminated_rows(
@@ -95,8 +95,6 @@ def test_probe_iteration_resets_scheduled_and_clip_end_rows_but_not_terminated_r
 ) -> None:
     env = make()
     clock = probe.PhaseClock(torch.device("cpu"))
-    marks = probe.ResetMarks(clock)
-    marks.wrap(env.backend)
     last = int(g1_clip.clip_ends[0]) - 1
     env.frame[1] = last  # row 1 sits on its clip's last frame -> clip end
     before_steps = env.episode_step.clone()
@@ -109,13 +107,15 @@ def test_probe_iteration_resets_scheduled_and_clip_end_rows_but_not_terminated_r
         return out
 
     monkeypatch.setattr(env, "termination_terms", forced)
+    counts = env.backend.transfer_stats()
     scheduled = torch.as_tensor(probe.scheduled_mask(NUM_ENVS, 0))  # row 0
-    ms, mask, clip_end = probe.probe_iteration(env, _actions(), scheduled, clock, marks)
+    ms, mask, clip_end = probe.probe_iteration(env, _actions(), scheduled, clock)
     assert mask.tolist() == [True, True, False, False]
     assert clip_end[1] and not clip_end[3]
     assert env.episode_step[0] == 0 and env.episode_step[1] == 0  # reset
     assert env.episode_step[3] == before_steps[3] + 1  # terminated, not reset
-    assert len(marks.marks) == 2
+    after = env.backend.transfer_stats()
+    assert after["d2h_count"] - counts["d2h_count"] == 2  # ctrl copy + one reset commit
     assert set(ms) == set(probe.PHASES) and all(v >= 0.0 for v in ms.values())
     assert ms["iteration_ms"] >= max(v for k, v in ms.items() if k != "iteration_ms")
 
@@ -123,16 +123,15 @@ def test_probe_iteration_resets_scheduled_and_clip_end_rows_but_not_terminated_r
 def test_empty_reset_is_a_no_op_without_backend_call(make) -> None:
     env = make()
     clock = probe.PhaseClock(torch.device("cpu"))
-    marks = probe.ResetMarks(clock)
-    marks.wrap(env.backend)
     counts = env.backend.transfer_stats()
-    ms, mask, _ = probe.probe_iteration(
-        env, _actions(), torch.zeros(NUM_ENVS, dtype=torch.bool), clock, marks
+    state = env.reset_generator.get_state()
+    _, mask, _ = probe.probe_iteration(
+        env, _actions(), torch.zeros(NUM_ENVS, dtype=torch.bool), clock
     )
-    assert not mask.any() and marks.marks == []
-    assert ms["backend_reset_ms"] == 0.0 and ms["reset_publish_ms"] == 0.0
+    assert not mask.any()
     after = env.backend.transfer_stats()
     assert after["d2h_count"] - counts["d2h_count"] == 1  # the step's ctrl copy only
+    assert torch.equal(env.reset_generator.get_state(), state)  # nothing drawn
 
 
 @pytest.mark.slow
@@ -218,7 +217,7 @@ def test_staged_probe_iteration_runs_the_env_phases_with_the_probe_reset_rows(
     before = env.episode_step.clone()
     scheduled = torch.as_tensor(probe.scheduled_mask(NUM_ENVS, 0))  # row 0
     clock = probe.PhaseClock(torch.device("cpu"))
-    ms, mask, clip_end = probe.staged_probe_iteration(env, _actions(), scheduled, clock)
+    ms, mask, clip_end = probe.probe_iteration(env, _actions(), scheduled, clock)
     assert mask.tolist() == [True, True, False, False]
     assert clip_end.tolist() == [False, True, False, False]
     assert env.episode_step.tolist() == [0, 0, before[2] + 1, before[3] + 1]

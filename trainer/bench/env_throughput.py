@@ -34,6 +34,7 @@ import torch
 import typer
 from tabulate import tabulate
 
+from contracts.cli_app import run_app
 from contracts.jsonio import write_json_atomic
 from trainer.sim.backend import BACKEND_NAMES, BackendFailure
 from trainer.sim.scene import build_g1_model
@@ -63,7 +64,7 @@ def measure(env: G1TrackingEnv, iters: int, warmup: int, seed: int) -> dict[str,
     device, n = env.device, env.num_envs
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
-    actions = torch.empty(n, env.action_dim, device=device)
+    actions = torch.empty(n, env.spec.action_dim, device=device)
     start_qpos = env.backend.qpos.clone()
     start_qvel = env.backend.qvel.clone()
 
@@ -105,6 +106,96 @@ def measure(env: G1TrackingEnv, iters: int, warmup: int, seed: int) -> dict[str,
     }
 
 
+_HEADERS = (
+    "num_envs",
+    "full task steps/s",
+    "physics steps/s",
+    "ratio",
+    "task ms",
+    "physics ms",
+    "task graph",
+    "compile",
+)
+
+
+def _parse_sizes(num_envs: str) -> list[int]:
+    try:
+        sizes = [int(x) for x in num_envs.split(",") if x.strip()]
+    except ValueError as err:
+        raise typer.BadParameter(f"--num-envs {num_envs!r} must be a comma list of ints") from err
+    if not sizes or min(sizes) < 1:
+        raise typer.BadParameter(f"--num-envs {num_envs!r} must list ints >= 1")
+    return sizes
+
+
+def _measure_size(env: G1TrackingEnv, setup_s: float, iters: int, warmup: int, seed: int) -> dict:
+    """:func:`measure` plus the env's setup time, graph/compile entries and diagnostics."""
+    n = env.num_envs
+    res = measure(env, iters, warmup, seed)
+    res.update(
+        num_envs=n,
+        setup_s=setup_s,
+        task_cuda_graph=env.task_cuda_graph.to_json(),
+        task_compile=env.task_compile.to_json(),
+        backend_diagnostics=env.diagnostics(),
+    )
+    for label, entry in (
+        ("task CUDA graph", env.task_cuda_graph),
+        ("task compile", env.task_compile),
+    ):
+        if entry.requested and not entry.enabled:
+            print(f"num_envs={n}: {label} off: {entry.disable_reason}", file=sys.stderr)
+    stats = env.backend.transfer_stats()
+    if stats is not None:
+        res["transfer_stats"] = stats
+    health = env.backend.health()
+    if health is not None:
+        res["backend_health"] = health
+    return res
+
+
+def _row(res: dict) -> list:
+    """One table row of a :func:`_measure_size` result."""
+    return [
+        res["num_envs"],
+        f"{res['full_task_steps_per_s']:,.0f}",
+        f"{res['physics_only_steps_per_s']:,.0f}",
+        f"{res['ratio']:.2f}",
+        f"{res['full_task_step_ms']:.3f}",
+        f"{res['physics_step_ms']:.3f}",
+        "on" if res["task_cuda_graph"]["enabled"] else "off",
+        "on" if res["task_compile"]["enabled"] else "off",
+    ]
+
+
+def _document(
+    sim: str,
+    device: torch.device,
+    cfg: G1TrackingCfg,
+    motion_source: str,
+    iters: int,
+    warmup: int,
+    results: list[dict],
+) -> dict:
+    """The ``--output`` JSON document."""
+    return {
+        "benchmark": "env_throughput",
+        "time_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "sim_backend": sim,
+        "device": str(device),
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "physics_substeps_per_control_step": cfg.scene.decimation,
+        "sim_dt": cfg.scene.sim_dt,
+        "iters": iters,
+        "warmup": warmup,
+        "motion": motion_source,
+        "targets": {"full_task_steps_per_s_at_2048": TARGET_STEPS_PER_S, "ratio": TARGET_RATIO},
+        "versions": {k: _version(k) for k in ("torch", "mujoco", "mujoco-warp", "warp-lang")},
+        "python": platform.python_version(),
+        "results": results,
+    }
+
+
 @app.command()
 def run(
     num_envs: Annotated[str, typer.Option(help="Comma list of env counts.")] = "1024,2048,4096",
@@ -129,19 +220,14 @@ def run(
     """Measure full-task and physics-only env control steps/s for each size."""
     if sim not in BACKEND_NAMES:
         raise typer.BadParameter(f"--sim {sim!r} must be one of {list(BACKEND_NAMES)}")
-    try:
-        sizes = [int(x) for x in num_envs.split(",") if x.strip()]
-    except ValueError as err:
-        raise typer.BadParameter(f"--num-envs {num_envs!r} must be a comma list of ints") from err
-    if not sizes or min(sizes) < 1:
-        raise typer.BadParameter(f"--num-envs {num_envs!r} must list ints >= 1")
+    sizes = _parse_sizes(num_envs)
     from trainer.task.motion import load_motion, resolve_motion
 
     cfg = G1TrackingCfg(motion_file=motion_file)
     model = build_g1_model(cfg.scene)
     motion = load_motion(resolve_motion(motion_file, hub_repo=cfg.hub_repo).path, model)
     torch_device = torch.device(device)
-    rows, results = [], []
+    results = []
     for n in sizes:
         t0 = time.perf_counter()
         env = make_env(
@@ -155,86 +241,22 @@ def run(
             compile_backend=True if compile_task else None,
         )
         setup_s = time.perf_counter() - t0
-        res = measure(env, iters, warmup, seed)
-        graph = env.task_cuda_graph
-        res.update(
-            num_envs=n,
-            setup_s=setup_s,
-            task_cuda_graph=graph.to_json(),
-            task_compile=env.task_compile.to_json(),
-            backend_diagnostics=env.diagnostics(),
-        )
-        for label, entry in (("task CUDA graph", graph), ("task compile", env.task_compile)):
-            if entry.requested and not entry.enabled:
-                print(f"num_envs={n}: {label} off: {entry.disable_reason}", file=sys.stderr)
-        stats = env.backend.transfer_stats()
-        if stats is not None:
-            res["transfer_stats"] = stats
-        health = env.backend.health()
-        if health is not None:
-            res["backend_health"] = health
-        results.append(res)
-        rows.append(
-            [
-                n,
-                f"{res['full_task_steps_per_s']:,.0f}",
-                f"{res['physics_only_steps_per_s']:,.0f}",
-                f"{res['ratio']:.2f}",
-                f"{res['full_task_step_ms']:.3f}",
-                f"{res['physics_step_ms']:.3f}",
-                "on" if graph.enabled else "off",
-                "on" if env.task_compile.enabled else "off",
-            ]
-        )
+        results.append(_measure_size(env, setup_s, iters, warmup, seed))
         print(f"num_envs={n} done ({setup_s:.1f} s setup)", file=sys.stderr)
         del env
-    doc = {
-        "benchmark": "env_throughput",
-        "time_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "sim_backend": sim,
-        "device": str(torch_device),
-        "gpu": torch.cuda.get_device_name(torch_device) if torch_device.type == "cuda" else None,
-        "physics_substeps_per_control_step": cfg.scene.decimation,
-        "sim_dt": cfg.scene.sim_dt,
-        "iters": iters,
-        "warmup": warmup,
-        "motion": str(motion.source),
-        "targets": {"full_task_steps_per_s_at_2048": TARGET_STEPS_PER_S, "ratio": TARGET_RATIO},
-        "versions": {k: _version(k) for k in ("torch", "mujoco", "mujoco-warp", "warp-lang")},
-        "python": platform.python_version(),
-        "results": results,
-    }
+    doc = _document(sim, torch_device, cfg, str(motion.source), iters, warmup, results)
     write_json_atomic(output, doc)
-    print(
-        tabulate(
-            rows,
-            headers=[
-                "num_envs",
-                "full task steps/s",
-                "physics steps/s",
-                "ratio",
-                "task ms",
-                "physics ms",
-                "task graph",
-                "compile",
-            ],
-        )
-    )
+    print(tabulate([_row(res) for res in results], headers=list(_HEADERS)))
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     """Entry point: usage errors exit 2, backend failures exit 1."""
-    import click
-
-    try:
-        app(standalone_mode=False)
-    except click.UsageError as err:
-        print(f"error: {err.format_message()}", file=sys.stderr)
-        return 2
-    except BackendFailure as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    return 0
+    return run_app(
+        app,
+        sys.argv[1:] if argv is None else argv,
+        prog="python -m trainer.bench.env_throughput",
+        failures={BackendFailure: str},
+    )
 
 
 if __name__ == "__main__":

@@ -84,13 +84,17 @@ def main(
         ),
         num_envs=num_envs,
         device=torch.device(device),
+        obs_dim=env.spec.obs_dim,
+        critic_obs_dim=env.spec.critic_obs_dim,
+        action_dim=env.spec.action_dim,
     )
+    actions = env.spec.action_dim
     generator = torch.Generator(device=device).manual_seed(seed)
     policies: dict[str, Policy] = {
         "untrained_flashsac": learner.act,
-        "zero_action": lambda obs, done: torch.zeros(num_envs, 29, device=device),
+        "zero_action": lambda obs, done: torch.zeros(num_envs, actions, device=device),
         "uniform_random": lambda obs, done: (
-            torch.rand(num_envs, 29, device=device, generator=generator) * 2 - 1
+            torch.rand(num_envs, actions, device=device, generator=generator) * 2 - 1
         ),
     }
     rows = {name: rollout(env, policy, steps) for name, policy in policies.items()}

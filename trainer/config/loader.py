@@ -59,10 +59,8 @@ __all__ = [
     "active_aliases",
     "active_loader_keys",
     "annotation_at",
-    "build_dataclass",
     "cli_owned_message",
     "coerce",
-    "describe_type",
     "list_owners",
     "load_config",
     "owner_chain",
@@ -77,10 +75,25 @@ __all__ = [
 DEFAULT_CONF_ROOT = Path(__file__).resolve().parent.parent / "conf"
 """Package conf root; tests pass ``conf_root=`` (or patch this) to use a temporary tree."""
 
+MOVED_KEY_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("env.weight_", "env.rewards.{}.weight"),
+    ("env.sigma_", "env.rewards.{}.sigma"),
+)
+"""Flat keys that became nested ones: (old prefix, new key with ``{}`` = the rest)."""
+
 CLI_OWNED_KEYS: tuple[str, ...] = ("algo", "task", "training.sim_backend", "training.play_only")
 """Keys selected by ``--algo/--task/--sim`` and declared by the owner (CONTRACTS §1.1 step 4)."""
 
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def moved_key_message(key: str) -> str | None:
+    """``<key> was moved to <new key>; ...`` when ``key`` matches :data:`MOVED_KEY_PREFIXES`."""
+    for prefix, new in MOVED_KEY_PREFIXES:
+        rest = key[len(prefix) :]
+        if key.startswith(prefix) and rest and "." not in rest:
+            return f"{key} was moved to {new.format(rest)}; rename the key (docs/configuration.md)"
+    return None
 
 
 def cli_owned_message(key: str) -> str:
@@ -220,6 +233,9 @@ def _check_override_key(
     removed = _removed_key_in([key])
     if removed:
         raise ConfigError(f"{removed_key_message(removed)} (override {override.text!r})")
+    moved = moved_key_message(key)
+    if moved:
+        raise ConfigError(f"{moved} (override {override.text!r})")
     parts = key.split(".")
     node: Any = OmegaConf.to_container(merged, resolve=False)
     for depth, part in enumerate(parts):

@@ -9,25 +9,83 @@ TASK.md so a test or benchmark can build the task without a config file. Names c
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from trainer.config.defaults import default_scene_cfg
 from trainer.sim.scene import SceneCfg
 
-__all__ = ["REWARD_TERM_NAMES", "G1TrackingCfg"]
+__all__ = [
+    "KERNEL_TERM_NAMES",
+    "PENALTY_TERM_NAMES",
+    "REWARD_TERM_NAMES",
+    "G1TrackingCfg",
+    "RewardTerm",
+    "check_rewards",
+]
 
-REWARD_TERM_NAMES: tuple[str, ...] = (
+KERNEL_TERM_NAMES: tuple[str, ...] = (
     "motion_global_root_pos",
     "motion_global_root_ori",
     "motion_body_pos",
     "motion_body_ori",
     "motion_body_lin_vel",
     "motion_body_ang_vel",
-    "action_rate_l2",
-    "joint_limit",
-    "undesired_contacts",
 )
-"""Reward terms in logging order (``reward/<term>``, TASK.md §6)."""
+"""Tracking terms ``exp(−e/σ²)``: each needs a ``sigma``."""
+PENALTY_TERM_NAMES: tuple[str, ...] = ("action_rate_l2", "joint_limit", "undesired_contacts")
+"""Penalty terms (a raw error times a negative weight): ``sigma`` is null."""
+REWARD_TERM_NAMES: tuple[str, ...] = KERNEL_TERM_NAMES + PENALTY_TERM_NAMES
+"""Reward terms in logging and summation order (``reward/<term>``, docs/task.md)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RewardTerm:
+    """One reward term: its weight w and, for a tracking term, the σ of ``exp(−e/σ²)``."""
+
+    weight: float
+    sigma: float | None
+
+
+_DEFAULT_REWARDS: dict[str, RewardTerm] = {
+    "motion_global_root_pos": RewardTerm(weight=1.0, sigma=0.3),
+    "motion_global_root_ori": RewardTerm(weight=0.5, sigma=0.4),
+    "motion_body_pos": RewardTerm(weight=2.0, sigma=0.3),
+    "motion_body_ori": RewardTerm(weight=1.0, sigma=0.4),
+    "motion_body_lin_vel": RewardTerm(weight=1.0, sigma=1.0),
+    "motion_body_ang_vel": RewardTerm(weight=1.0, sigma=3.14),
+    "action_rate_l2": RewardTerm(weight=-0.1, sigma=None),
+    "joint_limit": RewardTerm(weight=-2.0, sigma=None),
+    "undesired_contacts": RewardTerm(weight=-0.1, sigma=None),
+}
+
+
+def check_rewards(rewards: Mapping[str, RewardTerm]) -> None:
+    """Raise ``ValueError`` unless ``rewards`` has exactly the terms of
+    :data:`REWARD_TERM_NAMES`, finite weights, a finite σ > 0 for each tracking term and a
+    null σ for each penalty term."""
+    unknown = [name for name in rewards if name not in REWARD_TERM_NAMES]
+    if unknown:
+        msg = (
+            f"env.rewards.{unknown[0]} is no reward term; the terms are "
+            f"{', '.join(REWARD_TERM_NAMES)}"
+        )
+        raise ValueError(msg)
+    missing = [name for name in REWARD_TERM_NAMES if name not in rewards]
+    if missing:
+        msg = f"env.rewards.{missing[0]} is missing; add {{weight: ..., sigma: ...}} for it"
+        raise ValueError(msg)
+    for name, term in rewards.items():
+        if not math.isfinite(term.weight):
+            msg = f"env.rewards.{name}.weight={term.weight!r} must be a finite number"
+            raise ValueError(msg)
+        kernel = name in KERNEL_TERM_NAMES
+        if kernel and (term.sigma is None or not math.isfinite(term.sigma) or term.sigma <= 0):
+            msg = f"env.rewards.{name}.sigma={term.sigma!r} must be a finite number > 0"
+            raise ValueError(msg)
+        if not kernel and term.sigma is not None:
+            msg = f"env.rewards.{name}.sigma={term.sigma!r} must be null: {name} has no kernel"
+            raise ValueError(msg)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,24 +132,9 @@ class G1TrackingCfg:
     """Noise on ``joint_vel``, rad/s."""
 
     # --- rewards (TASK.md §6): weights w and sigmas σ of exp(−e/σ²) ---------------------------
-    weight_motion_global_root_pos: float = 1.0
-    sigma_motion_global_root_pos: float = 0.3
-    weight_motion_global_root_ori: float = 0.5
-    sigma_motion_global_root_ori: float = 0.4
-    weight_motion_body_pos: float = 2.0
-    sigma_motion_body_pos: float = 0.3
-    weight_motion_body_ori: float = 1.0
-    sigma_motion_body_ori: float = 0.4
-    weight_motion_body_lin_vel: float = 1.0
-    sigma_motion_body_lin_vel: float = 1.0
-    weight_motion_body_ang_vel: float = 1.0
-    sigma_motion_body_ang_vel: float = 3.14
-    weight_action_rate_l2: float = -0.1
-    """Σ(a_t − a_{t−1})² of raw actions."""
-    weight_joint_limit: float = -2.0
-    """Σ squared violation of the XML joint range."""
-    weight_undesired_contacts: float = -0.1
-    """Count of U bodies whose origin is below ``undesired_contact_height_m``."""
+    rewards: dict[str, RewardTerm] = field(default_factory=lambda: dict(_DEFAULT_REWARDS))
+    """``env.rewards.<term>: {weight, sigma}`` for every term of :data:`REWARD_TERM_NAMES`;
+    ``sigma`` is null for the penalty terms."""
     undesired_contact_height_m: float = 0.05
     """Height test of ``undesired_contacts`` (no contact forces are read)."""
 
@@ -135,6 +178,7 @@ class G1TrackingCfg:
             if not math.isfinite(value) or value <= 0:
                 msg = f"task.{name}={value!r} must be a finite number > 0"
                 raise ValueError(msg)
+        check_rewards(self.rewards)
         if self.sampler_bin_frames < 1 or self.sampler_kernel_size < 1:
             msg = (
                 f"task.sampler_bin_frames={self.sampler_bin_frames} and "
@@ -158,7 +202,3 @@ class G1TrackingCfg:
         """Episode length in control steps: ceil(episode_length_s / ctrl_dt) (500)."""
         # Round before ceil so 10 / 0.02 = 500.00000000000006 stays 500.
         return math.ceil(round(self.episode_length_s / self.ctrl_dt, 9))
-
-    def reward_weights(self) -> dict[str, float]:
-        """Weight per reward term, in :data:`REWARD_TERM_NAMES` order."""
-        return {name: float(getattr(self, f"weight_{name}")) for name in REWARD_TERM_NAMES}

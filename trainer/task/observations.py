@@ -13,6 +13,13 @@ from torch import Tensor
 
 from trainer.task.config import G1TrackingCfg
 from trainer.task.math import quat_apply_inverse, quat_conjugate, quat_mul, rot6_from_quat
+from trainer.task.spec import (
+    ACTOR_OBS_DIM,
+    ACTOR_OBS_LAYOUT,
+    CRITIC_OBS_DIM,
+    CRITIC_OBS_LAYOUT,
+    NUM_TRACKED,
+)
 from trainer.task.state import TrackedState
 
 __all__ = [
@@ -28,31 +35,6 @@ __all__ = [
     "motion_anchor_ori_b",
     "motion_anchor_pos_b",
 ]
-
-NUM_JOINTS = 29
-NUM_TRACKED = 14
-
-ACTOR_OBS_LAYOUT: tuple[tuple[str, int, int], ...] = (
-    ("command", 0, 58),
-    ("motion_anchor_pos_b", 58, 3),
-    ("motion_anchor_ori_b", 61, 6),
-    ("base_lin_vel", 67, 3),
-    ("base_ang_vel", 70, 3),
-    ("joint_pos", 73, 29),
-    ("joint_vel", 102, 29),
-    ("actions", 131, 29),
-)
-"""(term, offset, width) of the actor observation."""
-ACTOR_OBS_DIM = 160
-
-CRITIC_OBS_LAYOUT: tuple[tuple[str, int, int], ...] = (
-    *ACTOR_OBS_LAYOUT,
-    ("body_pos", 160, 42),
-    ("body_ori", 202, 84),
-    ("sac_base_lin_vel", 286, 3),
-)
-"""(term, offset, width) of the critic observation: the actor terms, then the body terms."""
-CRITIC_OBS_DIM = 289
 
 
 def motion_anchor_pos_b(ref: TrackedState, robot: TrackedState, anchor: int) -> Tensor:

@@ -2,9 +2,10 @@
 
 Each term is a pure function returning ``[num_envs]``. The six tracking terms are
 ``exp(−e/σ²)`` of an error e against the reference at frame k; body position/orientation
-terms compare against the *relative* reference (:func:`relative_reference`), which re-poses
-the reference around the robot's anchor with a yaw-only rotation. The env multiplies each
-term by its weight; the step reward is ``ctrl_dt · Σ wᵢ·termᵢ``.
+terms compare against the *relative* reference
+(:func:`trainer.task.motion.reference.relative_reference`), which re-poses the reference around
+the robot's anchor with a yaw-only rotation. :mod:`trainer.task.terms` binds each term to its
+``env.rewards`` entry; the step reward is ``ctrl_dt · Σ wᵢ·termᵢ``.
 """
 
 from __future__ import annotations
@@ -13,12 +14,7 @@ import torch
 from torch import Tensor
 
 from trainer.task.math import (
-    quat_apply,
-    quat_conjugate,
     quat_error_angle,
-    quat_from_yaw,
-    quat_mul,
-    yaw_from_quat,
 )
 from trainer.task.state import TrackedState
 
@@ -31,35 +27,8 @@ __all__ = [
     "motion_body_pos",
     "motion_global_root_ori",
     "motion_global_root_pos",
-    "relative_reference",
     "undesired_contacts",
 ]
-
-
-def relative_reference(
-    ref: TrackedState, robot_anchor_pos_w: Tensor, robot_anchor_quat_w: Tensor, anchor: int
-) -> tuple[Tensor, Tensor]:
-    """Reference body poses re-posed around the robot anchor (yaw only, z kept).
-
-    Args:
-        ref: reference at frame k.
-        robot_anchor_pos_w: [N, 3] robot anchor position at the moment the reference is built.
-        robot_anchor_quat_w: [N, 4] robot anchor orientation at that moment.
-        anchor: tracked-body column of the anchor.
-
-    Returns:
-        ``(p̂_b [N, 14, 3], q̂_b [N, 14, 4])``.
-    """
-    ref_anchor_pos = ref.body_pos_w[:, anchor : anchor + 1]  # [N, 1, 3]
-    ref_anchor_quat = ref.body_quat_w[:, anchor]  # [N, 4]
-    delta_yaw = yaw_from_quat(quat_mul(robot_anchor_quat_w, quat_conjugate(ref_anchor_quat)))
-    delta_q = quat_from_yaw(delta_yaw).unsqueeze(1)  # [N, 1, 4]
-    delta_q_b = delta_q.expand_as(ref.body_quat_w)
-    rotated = quat_apply(delta_q_b, ref.body_pos_w - ref_anchor_pos)  # [N, 14, 3]
-    pos_xy = robot_anchor_pos_w[:, None, :2] + rotated[..., :2]
-    pos = torch.cat((pos_xy, ref.body_pos_w[..., 2:3]), dim=-1)
-    quat = quat_mul(delta_q_b, ref.body_quat_w)
-    return pos, quat
 
 
 def motion_global_root_pos(ref: TrackedState, robot: TrackedState, anchor: int, sigma: float):

@@ -316,7 +316,9 @@ def test_platform_facts_agree_with_the_backends() -> None:
 
     facts = {f["backend"]: f for f in build_matrix(REPO_ROOT).platform_facts}
     assert set(facts) == set(BACKEND_NAMES)
-    assert BACKEND_NAMES == tuple(b.value for b in Backend)  # the matrix's registry is the trainer's
+    assert BACKEND_NAMES == tuple(
+        b.value for b in Backend
+    )  # the matrix's registry is the trainer's
     scene = default_scene_cfg()
     backend = make_backend("mujoco", build_g1_model(scene), 1, "cpu", scene, num_threads=1)
     try:

@@ -110,6 +110,7 @@ def test_noise_free_reset_needs_explicit_frames(make_g1_env):
 
 @pytest.mark.slow
 def test_explicit_start_frames_do_not_recompile_a_compiled_env(make_g1_env):
+    torch._dynamo.reset()  # other tests' compiles of the same phase functions do not count
     env = make_g1_env(num_envs=3, num_threads=1, compile_backend="aot_eager")
     assert env.task_compile.enabled, env.task_compile.disable_reason
     with torch._dynamo.config.patch(error_on_recompile=True), env.evaluation() as ev:

@@ -14,7 +14,7 @@ import numpy as np
 
 from trainer.motion_import.model import g1_model
 from trainer.sim.scene import FOOT_BODY_NAMES, JOINT_NAMES, body_kinematics
-from trainer.task import motion
+from trainer.task.motion import synthetic
 
 BODY_KEYS = ("body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
 EXTRA_BODIES = (
@@ -42,7 +42,7 @@ def synthetic_at(fps: int, num_frames: int) -> dict[str, np.ndarray]:
     velocities by central differences), so each frame is the 50 fps clip's motion at k / fps."""
     model = g1_model()
     dt = 1.0 / fps
-    joint_pos = motion._synthetic_joint_pos(num_frames, fps)
+    joint_pos = synthetic._synthetic_joint_pos(num_frames, fps)
     qpos = np.zeros((num_frames, model.nq))
     qpos[:, 3] = 1.0
     qpos[:, 7:] = joint_pos

@@ -196,7 +196,10 @@ def test_locate_prefers_explicit_then_asset_root_then_bundled(tmp_path: Path) ->
     assert locate_g1_mjcf(default_scene_cfg(), asset_roots=(tmp_path / "none", tmp_path)) == copied
     explicit = tmp_path / "mine.xml"
     shutil.copyfile(bundled, explicit)
-    assert locate_g1_mjcf(default_scene_cfg(robot_mjcf=str(explicit)), asset_roots=(tmp_path,)) == explicit
+    assert (
+        locate_g1_mjcf(default_scene_cfg(robot_mjcf=str(explicit)), asset_roots=(tmp_path,))
+        == explicit
+    )
     with pytest.raises(AssetError, match="robot_mjcf"):
         locate_g1_mjcf(default_scene_cfg(robot_mjcf=str(tmp_path / "missing.xml")))
 

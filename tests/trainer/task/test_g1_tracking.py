@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from contracts.env_spec import EnvSpec
 from trainer.task.config import REWARD_TERM_NAMES
 from trainer.task.math import quat_apply_inverse
 
@@ -29,6 +30,8 @@ def test_reset_and_step_return_160_289_29_shapes(make_g1_env):
     obs, critic = env.reset_all()
     assert obs.shape == (NUM_ENVS, 160) and critic.shape == (NUM_ENVS, 289)
     assert env.action_dim == 29
+    assert env.spec == EnvSpec(obs_dim=160, critic_obs_dim=289, action_dim=29)
+    assert env.spec.row_width == 930  # the replay row the runtime packs from these
     res = env.step(torch.zeros(NUM_ENVS, 29))
     for t in (res.obs, res.terminal_obs):
         assert t.shape == (NUM_ENVS, 160)

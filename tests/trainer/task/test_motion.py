@@ -15,7 +15,7 @@ import pytest
 
 from trainer import hub
 from trainer.config.defaults import default_scene_cfg
-from trainer.sim.scene import FOOT_BODY_NAMES, body_ids, build_g1_model
+from trainer.sim.scene import DEFAULT_JOINT_POS, FOOT_BODY_NAMES, body_ids, build_g1_model
 from trainer.task import motion
 from trainer.task.motion import (
     DANCE_MOTION_ID,
@@ -153,7 +153,7 @@ def test_synthetic_clip_is_smooth_and_velocities_match_positions(
     pos = synthetic["body_pos_w"].astype(np.float64)
     lin = synthetic["body_lin_vel_w"].astype(np.float64)
     np.testing.assert_allclose(lin[1:-1], (pos[2:] - pos[:-2]) / (2 * dt), atol=5e-3)
-    np.testing.assert_allclose(synthetic["joint_pos"][0], motion.DEFAULT_JOINT_POS, atol=1e-6)
+    np.testing.assert_allclose(synthetic["joint_pos"][0], DEFAULT_JOINT_POS, atol=1e-6)
 
 
 def test_ensure_synthetic_clip_generates_then_reports_present(

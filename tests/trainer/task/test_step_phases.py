@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainer.sim.backend import BackendFailure
 from trainer.task.g1_tracking import STEP_PHASES, G1TrackingEnv
 
 FIELDS = ("obs", "critic_obs", "terminal_obs", "reward", "done", "terminated", "truncated")
@@ -69,10 +68,23 @@ def test_a_failing_compile_reverts_to_eager_and_says_why(make_g1_env):
     env.step(torch.zeros(2, 29))
 
 
-def test_step_phases_need_a_staged_backend(make_g1_env):
-    env = _cpu_env(make_g1_env, None, num_envs=2)
-    with pytest.raises(BackendFailure, match="no staged launches"):
-        env.step_phases()
+def test_cpu_step_phases_run_one_by_one_equal_step(make_g1_env):
+    """The CPU backend hands out the same eight phases (host physics and reset) as a staged
+    one: running them in order is ``step``, and an empty reset mask draws nothing."""
+    a, b = _cpu_env(make_g1_env, None, num_envs=4), _cpu_env(make_g1_env, None, num_envs=4)
+    assert [name for name, _ in b.step_phases()] == list(STEP_PHASES)
+    for env in (a, b):
+        env.episode_step[:2] = env.max_episode_steps - 1  # rows 0, 1 time out: resets run
+    for act in _actions(4, 2):
+        ra = a.step(act)
+        b.stage_actions(act)
+        with b.phase_stream():
+            for _, run in b.step_phases():
+                run()
+        for name in FIELDS:
+            assert torch.equal(getattr(ra, name), b._out[name]), name
+    assert torch.equal(a.frame, b.frame)
+    assert torch.equal(a.reset_generator.get_state(), b.reset_generator.get_state())
 
 
 @pytest.mark.slow

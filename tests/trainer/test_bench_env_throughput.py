@@ -1,0 +1,40 @@
+"""``python -m trainer.bench.env_throughput`` on the CPU backend: the table, the JSON, flags."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trainer.bench import env_throughput
+
+
+def _main(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
+    return env_throughput.main(list(args))
+
+
+def test_cpu_run_writes_one_result_per_size(isolated_cache, tmp_path, monkeypatch, capsys) -> None:
+    out = tmp_path / "et.json"
+    code = _main(
+        monkeypatch,
+        *("--sim", "mujoco", "--device", "cpu", "--num-envs", "2,3"),
+        *("--iters", "2", "--warmup", "1", "--output", str(out)),
+    )
+    assert code == 0
+    doc = json.loads(out.read_text())
+    assert [r["num_envs"] for r in doc["results"]] == [2, 3]
+    for res in doc["results"]:
+        assert res["full_task_steps_per_s"] > 0 and res["physics_only_steps_per_s"] > 0
+        assert res["task_cuda_graph"]["enabled"] is False
+        assert res["task_compile"]["requested"] is False  # compile is CUDA only
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:3] == ["num_envs", "full", "task"]
+    assert [line.split()[0] for line in table[2:]] == ["2", "3"]
+
+
+@pytest.mark.parametrize("sizes", ["", "2,x", "0"])
+def test_bad_sizes_are_a_usage_error(monkeypatch, capsys, tmp_path, sizes: str) -> None:
+    out = tmp_path / "et.json"
+    assert _main(monkeypatch, "--sim", "mujoco", "--num-envs", sizes, "--output", str(out)) == 2
+    assert "--num-envs" in capsys.readouterr().err
+    assert not out.exists()

@@ -1,0 +1,116 @@
+"""torch.compile and CUDA graphs for the env's step phases, set up at construction.
+
+With ``compile_backend`` (make_env: ``inductor`` when ``env.torch_compile`` and the device is
+CUDA) the arithmetic of each torch phase is compiled before capture, so a phase is a handful
+of fused kernels instead of hundreds of small ones. Random draws stay eager (dynamo does not
+trace ``generator=``) and are passed in, so the compiled and eager steps draw the same numbers.
+A compile failure reverts to the eager functions with the reason in ``task_compile``.
+
+On mjwarp with a CUDA device each torch phase is then captured as one CUDA graph by the phase
+runner (:meth:`trainer.task.phases.PhaseRunner.capture`) and replayed on Warp's stream
+between the backend's two Warp graphs; the reset and observation generators are registered
+with the graphs. Capture failure falls back to eager with the reason in ``task_cuda_graph``,
+never silently; if compiling worked but capturing the compiled phases failed, the capture is
+retried uncompiled. Both entries land in the backend diagnostics (docs/task.md "Step phases").
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import torch
+
+from trainer.compile_mode import compile_in_process
+from trainer.sim.backend import DiagnosticEntry
+
+if TYPE_CHECKING:
+    from trainer.task.g1_tracking import G1TrackingEnv
+
+__all__ = ["accelerate"]
+
+log = logging.getLogger(__name__)
+
+
+def accelerate(
+    env: G1TrackingEnv, *, compile_backend: str | None, cuda_graph: bool
+) -> tuple[DiagnosticEntry, DiagnosticEntry]:
+    """Compile, then capture, the phases of ``env``; returns ``(task_compile,
+    task_cuda_graph)`` and records both (and their wall seconds) on the env and backend."""
+    t0 = time.perf_counter()
+    compile_entry = _setup_compile(env, compile_backend)
+    t1 = time.perf_counter()
+    graph_entry, capture_failed = _setup_cuda_graphs(env, cuda_graph)
+    env.setup_seconds.update(task_compile=t1 - t0, task_graph_capture=time.perf_counter() - t1)
+    if compile_entry.enabled and capture_failed:
+        # Compiling was fine but capture failed: retry the capture without compile
+        # (an inductor kernel that cannot be captured must not cost the graphs).
+        reason = f"reverted after graph capture failed: {graph_entry.disable_reason}"
+        env._use_eager_functions()
+        compile_entry = DiagnosticEntry(True, False, reason[:300])
+        graph_entry, _ = _setup_cuda_graphs(env, cuda_graph)
+    set_diag = getattr(env.backend, "set_diagnostic", None)
+    if set_diag is not None:
+        set_diag("task_cuda_graph", graph_entry)
+        set_diag("task_compile", compile_entry)
+    return compile_entry, graph_entry
+
+
+def _setup_compile(env: G1TrackingEnv, backend: str | None) -> DiagnosticEntry:
+    """Compile the phase functions with ``backend`` and run them once (a full reset and,
+    on a staged backend, one step), so compile errors surface here and revert to eager."""
+    if backend is None:
+        return DiagnosticEntry(False, False, "compile_backend=None was requested")
+    failures = env.sampler.failures.clone()
+    if backend == "inductor":
+        compile_in_process()  # before the first compile: no inductor worker pool
+    try:
+        env._fns = {
+            name: torch.compile(core, backend=backend, dynamic=False)
+            for name, core in env._cores().items()
+        }
+        env.reset_all()
+        if env.staged:
+            env._act_in.zero_()
+            with env.phase_stream():
+                env._runner.run()
+        entry = DiagnosticEntry(True, True, None)
+    except Exception as err:  # noqa: BLE001 - recorded and logged, then eager
+        env._use_eager_functions()
+        reason = f"torch.compile({backend}) failed: {type(err).__name__}: {err}"[:300]
+        log.warning("task_compile disabled, running the phases eagerly: %s", reason)
+        entry = DiagnosticEntry(True, False, reason)
+    env._restart(failures)
+    return entry
+
+
+def _setup_cuda_graphs(env: G1TrackingEnv, requested: bool) -> tuple[DiagnosticEntry, bool]:
+    """Warm up, capture one graph per torch phase and restore the post-``reset_all`` state;
+    returns the entry and whether a capture was attempted and failed."""
+    if not requested:
+        return DiagnosticEntry(False, False, "cuda_graph=False was requested"), False
+    if env.device.type != "cuda":
+        reason = f"torch device is {env.device.type}; CUDA graphs need CUDA"
+        return DiagnosticEntry(True, False, reason), False
+    if not env.staged or env._runner.stream is None:
+        reason = (
+            f"sim backend {env.backend.name!r} has no staged device launches "
+            "(only mjwarp on CUDA can be interleaved with torch graphs)"
+        )
+        return DiagnosticEntry(True, False, reason), False
+    failures = env.sampler.failures.clone()
+    failed = False
+    try:
+        env._act_in.zero_()
+        env._runner.capture((env.reset_generator, env.obs_generator))
+        entry = DiagnosticEntry(True, True, None)
+    except Exception as err:  # noqa: BLE001 - recorded and logged, then eager
+        failed = True
+        reason = f"torch CUDA graph capture failed: {type(err).__name__}: {err}"
+        log.warning("task_cuda_graph disabled, stepping eagerly: %s", reason)
+        entry = DiagnosticEntry(True, False, reason)
+    # Warm-up steps moved the state and the generators: start over from the same seed, so
+    # a graphed env begins exactly where an eager one does.
+    env._restart(failures)
+    return entry, failed
