@@ -1,6 +1,6 @@
 """One runner for every typer console command: failures become one ``error:`` line + exit code.
 
-CONTRACTS §0: a command prints ``error: <msg>`` on stderr and exits ``0`` pass, ``1``
+docs/contracts.md §conventions: a command prints ``error: <msg>`` on stderr and exits ``0`` pass, ``1``
 run/check failed, ``2`` usage/config error. Each ``main()`` calls :func:`run_app` instead of
 repeating the mapping of typer's (vendored) click exceptions and the harness errors.
 

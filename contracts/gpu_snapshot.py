@@ -1,4 +1,4 @@
-"""GPU snapshots and the acceptance checks of the backend probe (CONTRACTS §10).
+"""GPU snapshots and the acceptance checks of the backend probe (docs/contracts.md §backend-probe).
 
 A snapshot is plain JSON: ``{time_utc, source, gpus[{index, uuid, name, driver_version,
 clocks, power, memory_total_mib, memory_used_mib}], compute_apps[{pid, process_name,

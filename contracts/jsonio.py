@@ -1,4 +1,4 @@
-"""Strict JSON in and out (CONTRACTS §0).
+"""Strict JSON in and out (docs/contracts.md §conventions).
 
 Reading rejects ``NaN``/``Infinity`` tokens and duplicate keys; writing never emits
 non-finite numbers (they become ``null``) and replaces the target atomically: temp file

@@ -1,13 +1,13 @@
-"""Validation of ``run_summary.json`` beyond what JSON Schema can say (CONTRACTS §4, §8, §9).
+"""Validation of ``run_summary.json`` beyond what JSON Schema can say (docs/contracts.md §run-summary, §verdict, §soak-artifact).
 
 ``validate_run_summary`` applies ``schemas/run_summary.v1.json`` (which pulls in
 ``runtime_manifest.v1.json``) and then the cross-field rules a schema cannot express: equal
 GPU UUIDs under MPS, a configured MPS mode that actually took effect in a completed run,
 collector exit code vs. signal in the shutdown snapshot, tail counters and timestamp order.
-``shutdown_problems`` is the shutdown contract of §8 on its own, because a shutdown breach is
+``shutdown_problems`` is the shutdown contract of docs/contracts.md §verdict on its own, because a shutdown breach is
 classified ``shutdown_contract_violation`` rather than ``schema_violation``.
 ``resource_summary_fields`` derives the summary-sourced keys of the soak artifact's
-``resource_summary`` (§9). Everything here is pure: no I/O, no torch. The trainer may import
+``resource_summary`` (docs/contracts.md §soak-artifact). Everything here is pure: no I/O, no torch. The trainer may import
 this module to check a summary before it renames it into place.
 """
 
@@ -30,7 +30,7 @@ _SHUTDOWN_SCHEMA = {"$ref": f"{MANIFEST_SCHEMA}#/$defs/shutdown"}
 
 
 def is_exact_int(value: Any) -> bool:
-    """True for a Python int that is not a bool (CONTRACTS §0 exact int)."""
+    """True for a Python int that is not a bool (docs/contracts.md §conventions exact int)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -53,7 +53,7 @@ def _prefixed(violations: list[SchemaViolation], prefix: str) -> list[SchemaViol
 
 
 def _collector_exit_problems(collector: Any) -> list[SchemaViolation]:
-    """exitcode -N means signal N (and its name); CONTRACTS §4.5."""
+    """exitcode -N means signal N (and its name); docs/contracts.md §shutdown."""
     if not isinstance(collector, dict):
         return []
     exitcode = collector.get("exitcode")
@@ -84,7 +84,7 @@ def _collector_exit_problems(collector: Any) -> list[SchemaViolation]:
 
 
 def shutdown_problems(shutdown: Any, *, completed: bool) -> list[SchemaViolation]:
-    """The shutdown contract of CONTRACTS §4.5/§8 for a present ``runtime_manifest.shutdown``.
+    """The shutdown contract of docs/contracts.md §shutdown/§verdict for a present ``runtime_manifest.shutdown``.
 
     Args:
         shutdown: the value of ``runtime_manifest.shutdown`` (must not be absent; the caller
@@ -235,7 +235,7 @@ RESOURCE_SUMMARY_KEYS: tuple[str, ...] = tuple(key for key, _, _ in _RESOURCE_SO
 
 
 def resource_summary_fields(run_summary: Any) -> dict[str, int | float | None]:
-    """The summary-derived keys of the artifact's ``resource_summary`` (CONTRACTS §9).
+    """The summary-derived keys of the artifact's ``resource_summary`` (docs/contracts.md §soak-artifact).
 
     Each value is the manifest number, or None when the summary, the section or the field
     is missing or not a finite number (bools count as missing).

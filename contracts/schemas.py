@@ -1,6 +1,6 @@
 """JSON Schema validation against the files in ``schemas/`` (the single source of truth).
 
-The validator is draft 2020-12 with two tightenings the contracts need (CONTRACTS §0):
+The validator is draft 2020-12 with two tightenings the contracts need (docs/contracts.md §conventions):
 ``integer`` means an exact Python ``int`` that is not a ``bool`` (``1.0`` is rejected), and
 ``format`` is checked. Both hold across every ``$ref``, also into another schema file. Every
 error carries the JSON path of the offending value.

@@ -1,6 +1,6 @@
 """``train``: validate the owner config, create the run dir, preflight, then train.
 
-CONTRACTS §1.1. ``train --algo A --task T --sim S [KEY=VALUE ...]`` runs these steps; the
+docs/contracts.md §train. ``train --algo A --task T --sim S [KEY=VALUE ...]`` runs these steps; the
 first failure stops:
 
 1–5. Flags, owner file, owner chain, overrides, semantics (``trainer.config``): a failure

@@ -1,4 +1,4 @@
-"""Preflight of ``train`` (CONTRACTS §1.1 step 7): can this machine run this config?
+"""Preflight of ``train`` (docs/contracts.md §train step 7): can this machine run this config?
 
 Runs after the run directory and ``run_config.json`` exist and before any env, learner or
 collector is built or spawned. Checks, in order: every schema the run writes against loads
@@ -45,7 +45,7 @@ MEMORY_BUDGET_FRACTION = 0.8
 """The estimate must fit in this fraction of the learner device's free memory."""
 
 REPLAY_ROW_FLOATS = 2 * 160 + 29 + 3 + 2 * 289
-"""fp32 columns of one replay row (FLASHSAC.md §7): 930."""
+"""fp32 columns of one replay row (docs/flashsac.md §replay): 930."""
 
 ACTOR_OBS_DIM, CRITIC_OBS_DIM, ACTION_DIM = 160, 289, 29
 CRITIC_ENSEMBLE = 2
@@ -60,7 +60,7 @@ class PreflightError(Exception):
     """This machine cannot run the config: ``learner_failure`` in ``phase``, exit 1.
 
     Attributes:
-        phase: the CONTRACTS §4.5 startup phase of the failed check.
+        phase: the docs/contracts.md §shutdown startup phase of the failed check.
         error_type: the type recorded in run_summary (the underlying error's type name).
     """
 
@@ -155,7 +155,7 @@ def _trunk_params(in_dim: int, hidden: int, blocks: int) -> int:
 
 
 def network_param_counts(algo: FlashSacCfg) -> tuple[int, int]:
-    """Trainable parameters of (actor, one critic member), FLASHSAC.md §1 (293,114 and
+    """Trainable parameters of (actor, one critic member), docs/flashsac.md §networks (293,114 and
     1,161,953 at the defaults)."""
     actor = _trunk_params(ACTOR_OBS_DIM, algo.actor_hidden_dim, algo.num_blocks)
     actor += 2 * (algo.actor_hidden_dim * ACTION_DIM + ACTION_DIM)
@@ -277,7 +277,8 @@ def _resolve_sharing(training: TrainingCfg, learner_device: str) -> dict[str, An
         return resolve_cuda_process_sharing(
             training, learner_device, collector_device=learner_device
         )
-    except Exception as err:  # any probe failure is a preflight failure (CONTRACTS §11 step 4)
+    # any probe failure is a preflight failure (docs/contracts.md §cumps step 4)
+    except Exception as err:
         raise PreflightError(
             str(err) or type(err).__name__, phase=PHASE_CUDA, error_type=type(err).__name__
         ) from err

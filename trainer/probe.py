@@ -1,4 +1,4 @@
-"""``python -m trainer.probe``: one backend of ``g1-backend-probe`` (CONTRACTS §10).
+"""``python -m trainer.probe``: one backend of ``g1-backend-probe`` (docs/contracts.md §backend-probe).
 
 The harness parent runs this module once per backend, in a fresh process, with
 ``--backends <X> ... --_single-result <tmp> --_quiet``; it writes that backend's result (the
@@ -208,7 +208,7 @@ def _setup(backend: str, num_envs: int, motion: str) -> _Setup:
     except ValueError as err:
         raise ProbeFailure(str(err)) from err
     torch.manual_seed(SEED)
-    torch.cuda.manual_seed(SEED)  # lazy without CUDA; CONTRACTS §10 seeds
+    torch.cuda.manual_seed(SEED)  # lazy without CUDA; docs/contracts.md §backend-probe seeds
     model = build_g1_model(task_cfg.scene)
     try:
         resolved = resolve_motion(task_cfg.motion_file, hub_repo=task_cfg.hub_repo)

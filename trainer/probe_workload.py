@@ -55,7 +55,7 @@ def summarize_ms(values_ms: np.ndarray | list[float]) -> dict[str, Any]:
 
 
 def transfer_inventory() -> list[dict[str, Any]]:
-    """The CPU ``mujoco`` backend's packed transfers per control step (CONTRACTS §10)."""
+    """The CPU ``mujoco`` backend's packed transfers per control step (docs/contracts.md §backend-probe)."""
     rows = (
         ("control", "d2h", 1, "MujocoCpuBackend.step: one packed copy of ctrl [N, nu] to the host"),
         ("cpu_physics", "none", 0, "mj_step x substeps per world on host threads (no transfer)"),
@@ -134,7 +134,7 @@ def probe_iteration(
 
     The iteration is synchronized at both ends (host clock). On a staged backend with CUDA the
     phase boundaries are CUDA events on the step stream, not host syncs, so the phases run
-    back to back as in training (CONTRACTS §10: "total_iteration_synchronized;
+    back to back as in training (docs/contracts.md §backend-probe: "total_iteration_synchronized;
     phase_boundaries_may_be_stream_ordered"); otherwise every boundary is a synchronized host
     timestamp. On the CPU backend an empty reset mask skips the reset (no backend call).
 

@@ -1,4 +1,4 @@
-"""Physical GPU discovery and ``--gpus`` selector parsing for cumps (CONTRACTS §11).
+"""Physical GPU discovery and ``--gpus`` selector parsing for cumps (docs/contracts.md §cumps).
 
 GPUs are listed through NVML (``pynvml``, from nvidia-ml-py) and, when NVML cannot be
 loaded, through ``nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader`` with a

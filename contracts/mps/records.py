@@ -2,7 +2,7 @@
 
 A record is the only evidence cumps (and the trainer) accept that a control daemon is
 ours: ``${XDG_CACHE_HOME:-~/.cache}/g1soak/cumps/<name>/daemon.json``, mode 0600, written
-once and never overwritten (CONTRACTS §11). It is live only if UID, host, control PID and
+once and never overwritten (docs/contracts.md §cumps). It is live only if UID, host, control PID and
 the PID's Linux start time (field 22 of ``/proc/<pid>/stat``) all still match; a PID alone is
 never enough. As an extra guard against a PID and start tick that repeat after a reboot, the
 process must also have started before the record was written (boot time + ticks).

@@ -102,7 +102,7 @@ def _listed(tags: Sequence[str]) -> str:
 
 
 def find_event_file(log_dir: Path) -> Path:
-    """The single ``events.out.tfevents.*`` file under ``log_dir`` (recursive; §6.1)."""
+    """The single ``events.out.tfevents.*`` file under ``log_dir`` (recursive; docs/contracts.md §extract-metrics)."""
     if not log_dir.is_dir():
         raise UsageError(f"LOG_DIR {log_dir} is not a directory; pass a run directory")
     found = sorted(p for p in log_dir.rglob(f"{EVENT_PREFIX}*") if p.is_file())
@@ -116,7 +116,7 @@ def find_event_file(log_dir: Path) -> Path:
 
 
 def load_summary(run_dir: Path) -> dict[str, Any] | None:
-    """The ``run_summary.json`` beside the event file, None if absent; it must be an object (§6.2)."""
+    """The ``run_summary.json`` beside the event file, None if absent; it must be an object (docs/contracts.md §extract-metrics)."""
     path = run_dir / SUMMARY_NAME
     if not path.exists():
         return None

@@ -1,7 +1,7 @@
 """A strict reader of TensorBoard event files (TFRecord framing + ``Event`` protos).
 
 TensorBoard's own loaders sample scalars (a reservoir) and stop silently at a bad record;
-``extract-metrics`` needs every scalar and must fail on a damaged file (CONTRACTS §6.5).
+``extract-metrics`` needs every scalar and must fail on a damaged file (docs/contracts.md §extract-metrics).
 Each record is ``uint64 length | uint32 masked_crc32c(length) | data | uint32
 masked_crc32c(data)`` (little endian); both checksums are verified and any short or corrupt
 record raises :class:`EventFileError` naming the byte offset where the record starts.

@@ -1,4 +1,4 @@
-"""The metric registry of schema v1 (CONTRACTS §5), loaded from ``schemas/metric_registry.v1.json``.
+"""The metric registry of schema v1 (docs/contracts.md §metric-schema), loaded from ``schemas/metric_registry.v1.json``.
 
 The JSON file is the single source of truth for every TensorBoard scalar tag: owner, unit,
 aggregation and description, plus the two open patterns ``reward/<term>`` (``<term>`` not

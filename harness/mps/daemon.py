@@ -1,4 +1,4 @@
-"""Start and stop user-owned CUDA MPS control daemons (CONTRACTS §11 start/stop steps).
+"""Start and stop user-owned CUDA MPS control daemons (docs/contracts.md §cumps start/stop steps).
 
 ``start_daemon`` prepares private (0700) pipe and log directories, refuses anything it
 cannot prove is inert, runs ``nvidia-cuda-mps-control -d`` with the GPU and both MPS

@@ -1,4 +1,4 @@
-"""The backend probe's 0.3.0 result document (CONTRACTS §10): assembly, validation, writing.
+"""The backend probe's 0.3.0 result document (docs/contracts.md §backend-probe): assembly, validation, writing.
 
 The parent knows the host (Python, platform, CPU, package versions from
 ``importlib.metadata``, the git source state, the GPU snapshots and the invocation); each

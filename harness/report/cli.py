@@ -1,4 +1,4 @@
-"""``soak-report ARTIFACT [--out DIR]`` (CONTRACTS §1.3).
+"""``soak-report ARTIFACT [--out DIR]`` (docs/contracts.md §other-commands).
 
 Reads a 0.3.0 soak artifact (strict JSON, validated against the schema) and the run
 directory beside it (harness.report.rundata), draws the training and resource curves

@@ -1,4 +1,4 @@
-"""The soak artifact, schema 0.3.0 plus additions (CONTRACTS §9).
+"""The soak artifact, schema 0.3.0 plus additions (docs/contracts.md §soak-artifact).
 
 The artifact is assembled from the monitor's observations and the verdict on the run
 directory, validated against ``schemas/soak_artifact.0.3.0.json`` and written atomically
@@ -72,7 +72,7 @@ def _max(values: Sequence[Any]) -> int | float | None:
 def resource_summary(
     samples: Sequence[Mapping[str, Any]], run_summary: Mapping[str, Any] | None, residual_count: int
 ) -> dict[str, Any]:
-    """CONTRACTS §9 ``resource_summary``: sample maxima plus the producer's final counters
+    """docs/contracts.md §soak-artifact ``resource_summary``: sample maxima plus the producer's final counters
     (null when the source is missing or not a number)."""
     gpu_values = [
         s["gpu"]["used_memory_mib_total"] for s in samples if s["gpu"].get("source") is not None
@@ -145,7 +145,7 @@ def judgement_record(inputs: ArtifactInputs, verdict: Verdict) -> dict[str, Any]
 
 
 def assemble_artifact(inputs: ArtifactInputs) -> dict[str, Any]:
-    """Judge the run directory (CONTRACTS §8) and build the artifact document."""
+    """Judge the run directory (docs/contracts.md §verdict) and build the artifact document."""
     verdict = judge_run_dir(
         inputs.log_dir,
         monitor_reasons=list(inputs.monitor_reasons),

@@ -1,4 +1,4 @@
-"""``g1-soak`` (the canonical preset) and ``soak-run`` (the generic runner), CONTRACTS §1.2/§1.3.
+"""``g1-soak`` (the canonical preset) and ``soak-run`` (the generic runner), docs/contracts.md §g1-soak/§other-commands.
 
 Both validate everything before launching (exit 2, nothing launched, no artifact), load
 the schemas the judgement needs (exit 1 when one is unusable), then run the monitor and

@@ -1,4 +1,4 @@
-"""The artifact's ``context`` (CONTRACTS §9): source tree, GPUs, software, environment,
+"""The artifact's ``context`` (docs/contracts.md §soak-artifact): source tree, GPUs, software, environment,
 motion clip.
 
 Package versions come from ``importlib.metadata`` of the monitor's environment; torch and

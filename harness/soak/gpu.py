@@ -1,4 +1,4 @@
-"""GPU memory of the trainer's processes (CONTRACTS §7.1 ``gpu``).
+"""GPU memory of the trainer's processes (docs/contracts.md §samples ``gpu``).
 
 NVML (``pynvml`` from nvidia-ml-py) first; where it cannot start, ``nvidia-smi`` with a
 2 s timeout. Every failure is recorded in ``errors`` with its reason, never silently an

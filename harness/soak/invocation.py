@@ -116,7 +116,7 @@ def override_key(text: str) -> str:
 
 
 def check_overrides(overrides: Sequence[str]) -> None:
-    """Syntax, then soak-owned keys, then removed keys (CONTRACTS §1.2 pre-launch order)."""
+    """Syntax, then soak-owned keys, then removed keys (docs/contracts.md §g1-soak pre-launch order)."""
     for text in overrides:
         key = override_key(text)
         if "=" not in text or not _KEY_RE.match(key):

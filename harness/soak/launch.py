@@ -1,4 +1,4 @@
-"""Launching the trainer and ending it (CONTRACTS §7 launch, §7.2 termination).
+"""Launching the trainer and ending it (docs/contracts.md §soak-monitor launch, §liveness-and-residuals termination).
 
 The monitor makes itself a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER, 1)``) so that
 orphaned descendants re-parent to it instead of init and stay visible in the tree; it

@@ -1,5 +1,5 @@
 """The soak monitor: launch, sample, judge liveness, end the trainer, look for residuals
-(CONTRACTS §7), then hand the run directory to the verdict and write the artifact.
+(docs/contracts.md §soak-monitor), then hand the run directory to the verdict and write the artifact.
 
 One sample at t≈0, then one every ``sample_interval_s`` on a monotonic schedule; each
 tick reads the tree, then progress, then the GPU, then checks liveness and appends. The

@@ -17,7 +17,7 @@ from harness.soak.trend import DEFAULT_THRESHOLDS, Threshold
 
 @dataclass(frozen=True, kw_only=True)
 class MonitorCfg:
-    """Monitor settings (CONTRACTS §1.2 flags)."""
+    """Monitor settings (docs/contracts.md §g1-soak flags)."""
 
     sample_interval_s: float = 5.0
     """Seconds between samples (> 0)."""

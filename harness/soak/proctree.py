@@ -1,4 +1,4 @@
-"""Process-tree sampling from /proc (CONTRACTS §7.1).
+"""Process-tree sampling from /proc (docs/contracts.md §samples).
 
 Membership is every descendant of the monitor, found by recursing through
 ``/proc/<pid>/task/*/children`` (so children of any thread count), plus every same-UID
@@ -30,7 +30,7 @@ FD_CLASSES: tuple[str, ...] = (
     "shared_memory",
     "other",
 )
-"""The eight FD classes; every key is always present (CONTRACTS §7.1)."""
+"""The eight FD classes; every key is always present (docs/contracts.md §samples)."""
 
 COMMAND_MAX_CHARS = 512
 MARKER_ENV = "G1SOAK_RUN_ID"
@@ -207,7 +207,7 @@ def _environ_has(environ: bytes, needle: bytes) -> bool:
 
 @dataclass(frozen=True)
 class ProcessSnapshot:
-    """One process at one sample (CONTRACTS §7.1 per-process record)."""
+    """One process at one sample (docs/contracts.md §samples per-process record)."""
 
     pid: int
     start_time_ticks: int

@@ -1,4 +1,4 @@
-"""Run-directory progress (CONTRACTS §3, §7.1).
+"""Run-directory progress (docs/contracts.md §run-directory, §samples).
 
 Progress is the summed byte size of every regular file under the run directory,
 recursively, excluding the harness's own ``soak-console.log``; mtime is reported but

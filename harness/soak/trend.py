@@ -1,4 +1,4 @@
-"""Resource trends over the post-startup window (CONTRACTS §7.3, an improvement).
+"""Resource trends over the post-startup window (docs/contracts.md §resource-trends, an improvement).
 
 Peaks alone are normal; sustained growth is the leak signal. For each series we take
 the samples with ``elapsed_s >= anchor + warmup_s`` (the anchor is the first sample whose

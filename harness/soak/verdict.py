@@ -1,7 +1,7 @@
-"""The soak's pass/fail judgement of a finished run directory (CONTRACTS §8).
+"""The soak's pass/fail judgement of a finished run directory (docs/contracts.md §verdict).
 
-``judge_run_dir`` takes the monitor's own reasons and classification (§7) and checks
-``<log-dir>/run_summary.json`` in exactly the §8 order: load, stamps, the failed-run path
+``judge_run_dir`` takes the monitor's own reasons and classification (docs/contracts.md §soak-monitor) and checks
+``<log-dir>/run_summary.json`` in exactly the docs/contracts.md §verdict order: load, stamps, the failed-run path
 (shutdown contract; the producer's classification replaces the monitor's), or the
 completed-run path (drained flight, replay-ingress invariants, full schema, run-dir
 artifacts, shutdown). Given a ``LearningCfg``, the learning verdict (harness.soak.learning)
@@ -46,7 +46,7 @@ MAX_MESSAGE = 240  # jsonschema quotes the whole offending value; a 16000-char e
 
 @dataclass(frozen=True)
 class Verdict:
-    """Outcome of the §8 checks on top of the monitor's findings.
+    """Outcome of the docs/contracts.md §verdict checks on top of the monitor's findings.
 
     Attributes:
         status: ``"passed"`` iff no reason was recorded.
@@ -79,7 +79,7 @@ class Verdict:
 
 
 class _Findings:
-    """Reasons plus first-set-wins classification ("set X" in §8)."""
+    """Reasons plus first-set-wins classification ("set X" in docs/contracts.md §verdict)."""
 
     def __init__(self, reasons: Sequence[str], classification: str | None) -> None:
         self.reasons = list(reasons)
@@ -119,7 +119,7 @@ def _pinpoint(violation: SchemaViolation) -> tuple[str, str]:
 
 
 def _load_summary(path: Path) -> tuple[dict[str, Any] | None, str | None, str | None]:
-    """Return (summary, reason, classification) per §8 step 1."""
+    """Return (summary, reason, classification) per docs/contracts.md §verdict step 1."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -159,7 +159,7 @@ def _load_summary(path: Path) -> tuple[dict[str, Any] | None, str | None, str | 
 
 
 def _stamp_problems(summary: dict[str, Any]) -> list[str]:
-    """§8 step 2: exact-int stamps and a manifest object (any status)."""
+    """docs/contracts.md §verdict step 2: exact-int stamps and a manifest object (any status)."""
     out: list[str] = []
     if "metric_schema_version" not in summary:
         out.append("run_summary stamp $.metric_schema_version is missing; expected the exact int 1")
@@ -193,7 +193,7 @@ def _outside(violations: list[SchemaViolation], *prefixes: str) -> list[SchemaVi
 
 
 def _check_failed_run(summary: dict[str, Any], findings: _Findings) -> None:
-    """§8 step 3: the run did not complete."""
+    """docs/contracts.md §verdict step 3: the run did not complete."""
     status = summary.get("status")
     if "status" not in summary:
         findings.add("run_summary status is missing ($.status), expected 'completed'")
@@ -231,13 +231,13 @@ def _check_failed_run(summary: dict[str, Any], findings: _Findings) -> None:
     if errors:
         text += f", cleanup_errors={len(errors)}"
     findings.add(text)
-    # The producer knows why it stopped: its classification replaces the monitor's (§8.3).
+    # The producer knows why it stopped: its classification replaces the monitor's (docs/contracts.md §verdict).
     findings.replaced = findings.classification
     findings.classification = findings.replaced_with = shutdown["classification"]
 
 
 def _check_flight(manifest: dict[str, Any], findings: _Findings) -> None:
-    """§8 step 4.1: the final inference flight is drained.
+    """docs/contracts.md §verdict step 4.1: the final inference flight is drained.
 
     Fails closed: a counter that is not an exact int >= 0 is a finding here, not a value to
     skip, so the gate never depends on the schema step to catch it (its schema violations at
@@ -285,7 +285,7 @@ def _expected_checkpoints(run_config: dict[str, Any], summary: dict[str, Any]) -
     if isinstance(training, dict) and training.get("duration_seconds") is not None:
         # A time budget ends the run where it was spent: the last checkpoint is there.
         max_iterations = _reached_iteration(summary)
-    # Only applies when run_config carries both as positive ints (CONTRACTS §1.3 soak-run).
+    # Only applies when run_config carries both as positive ints (docs/contracts.md §other-commands soak-run).
     if not (
         is_exact_int(interval)
         and is_exact_int(max_iterations)
@@ -298,7 +298,7 @@ def _expected_checkpoints(run_config: dict[str, Any], summary: dict[str, Any]) -
 
 
 def _missing_artifacts(log_dir: Path, summary: dict[str, Any]) -> list[str]:
-    """§8 step 4.4: run_config.json, exactly one event file, every implied checkpoint."""
+    """docs/contracts.md §verdict step 4.4: run_config.json, exactly one event file, every implied checkpoint."""
     missing: list[str] = []
     config_path = log_dir / "run_config.json"
     run_config: Any = None
@@ -327,7 +327,7 @@ def _missing_artifacts(log_dir: Path, summary: dict[str, Any]) -> list[str]:
 
 
 def _check_completed_run(summary: dict[str, Any], log_dir: Path, findings: _Findings) -> None:
-    """§8 step 4, most actionable first."""
+    """docs/contracts.md §verdict step 4, most actionable first."""
     manifest = summary["runtime_manifest"]
     _check_flight(manifest, findings)
     for path, message in replay_ingress_problems(summary, manifest.get("replay_ingress")):
@@ -374,7 +374,8 @@ def _finish(
     learning: dict[str, Any] | None,
 ) -> Verdict:
     if findings.reasons and findings.classification is None:
-        findings.classification = Classification.UNKNOWN_FAILURE  # §8 step 5
+        # docs/contracts.md §verdict step 5
+        findings.classification = Classification.UNKNOWN_FAILURE
     manifest = summary.get("runtime_manifest") if summary is not None else None
     shutdown = manifest.get("shutdown") if isinstance(manifest, dict) else None
     passed = not findings.reasons
@@ -400,12 +401,12 @@ def judge_run_dir(
     monitor_classification: str | None,
     learning: LearningCfg | None = None,
 ) -> Verdict:
-    """Judge a finished run directory after the monitor's checks (CONTRACTS §8).
+    """Judge a finished run directory after the monitor's checks (docs/contracts.md §verdict).
 
     Args:
         log_dir: the run directory (``run_summary.json``, ``run_config.json``, event file and
             checkpoints are read from it; nothing is written).
-        monitor_reasons: reasons the monitor already recorded (§7), kept first and in order.
+        monitor_reasons: reasons the monitor already recorded (docs/contracts.md §soak-monitor), kept first and in order.
         monitor_classification: the monitor's classification, or None.
         learning: judge learning too (its enforced findings become reasons), or None.
 
@@ -420,7 +421,7 @@ def judge_run_dir(
 
 
 def _judge_summary(log_dir: Path, findings: _Findings) -> tuple[dict[str, Any] | None, str | None]:
-    """§8 steps 1-4; returns (summary or None, why it was unusable or None)."""
+    """docs/contracts.md §verdict steps 1-4; returns (summary or None, why it was unusable or None)."""
     summary, reason, classification = _load_summary(log_dir / SUMMARY_NAME)
     if summary is None:
         assert reason is not None and classification is not None

@@ -1,4 +1,4 @@
-"""``support-matrix [--json] [--write] [--check]``: print or maintain the support matrix (§13).
+"""``support-matrix [--json] [--write] [--check]``: print or maintain the support matrix (docs/contracts.md §support-matrix).
 
 Without flags it prints the evidence level of every algo × task × sim owner, the platform
 facts per backend and the GPU topology modes as tables; ``--json`` prints the same as one strict-JSON object. ``--write``

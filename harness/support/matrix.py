@@ -1,4 +1,4 @@
-"""The support matrix: evidence level of every algo × task × sim owner (CONTRACTS §13).
+"""The support matrix: evidence level of every algo × task × sim owner (docs/contracts.md §support-matrix).
 
 Levels, each requiring every lower one (the generator reports the highest level whose whole
 chain holds): ``-`` 0 < Registered 1 < Configured 2 < Tested 3 < Benchmarked 4 < Recommended 5.

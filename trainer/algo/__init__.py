@@ -1,4 +1,4 @@
-"""FlashSAC learning algorithm as pure tensor code (FLASHSAC.md).
+"""FlashSAC learning algorithm as pure tensor code (docs/flashsac.md).
 
 Modules, one concept each: ``config`` (``FlashSacCfg``), ``networks`` (actor, twin
 distributional critic), ``losses`` (pure loss maths), ``norms`` (weight/BN/RMS

@@ -1,4 +1,4 @@
-"""``FlashSacCfg``: the typed ``algo.*`` section of a run (FLASHSAC.md §8).
+"""``FlashSacCfg``: the typed ``algo.*`` section of a run (docs/configuration.md §algo-flashsac).
 
 The owner YAML owns the values (``trainer/conf/flashsac/config.yaml`` and the task's
 ``base.yaml``); the fields declare no defaults, so a value cannot drift from the YAML. Code
@@ -17,7 +17,7 @@ from typing import Literal
 from trainer.config.errors import ConfigError
 
 AmpDtype = Literal["auto", "bf16", "fp32"]
-"""Accepted ``algo.amp_dtype`` values; ``fp16`` is rejected (its GradScaler syncs, §6)."""
+"""Accepted ``algo.amp_dtype`` values; ``fp16`` is rejected (its GradScaler syncs, docs/flashsac.md §update-schedule)."""
 
 
 class FlashSacConfigError(ConfigError, ValueError):
@@ -31,7 +31,7 @@ its peak (a time-budgeted run without a cap, until its first forecast)."""
 
 @dataclass(frozen=True, kw_only=True)
 class FlashSacCfg:
-    """``algo.*``: every FlashSAC hyper-parameter (FLASHSAC.md §8 names, no ``algo.`` prefix)."""
+    """``algo.*``: every FlashSAC hyper-parameter (docs/configuration.md §algo-flashsac names, no ``algo.`` prefix)."""
 
     num_envs: int
     """Parallel environments N (the soak passes 1024)."""
@@ -121,7 +121,7 @@ class FlashSacCfg:
     """Largest noise repeat count k of the truncated zeta distribution."""
 
     normalize_reward: bool
-    """Scale rewards by the running return statistics (FLASHSAC.md §4)."""
+    """Scale rewards by the running return statistics (docs/flashsac.md §reward-scaling)."""
 
     normalized_g_max: float
     """G_max divisor of the reward scale; keep equal to ``critic_max_v``."""
@@ -265,7 +265,7 @@ class FlashSacCfg:
 
     @property
     def warmup_ticks(self) -> int:
-        """W, the ticks before the first iteration (FLASHSAC.md §6)."""
+        """W, the ticks before the first iteration (docs/flashsac.md §update-schedule)."""
         return warmup_ticks(self.learning_starts, self.batch_size, self.num_envs)
 
     @property
@@ -294,7 +294,7 @@ def warmup_ticks(learning_starts: int, batch_size: int, num_envs: int) -> int:
 
 
 def target_entropy_for(action_dim: int, sigma: float) -> float:
-    """H-bar = |A| * 0.5 * ln(2 pi e sigma^2) (FLASHSAC.md §3; -13.867262 for 29, 0.15)."""
+    """H-bar = |A| * 0.5 * ln(2 pi e sigma^2) (docs/flashsac.md §losses; -13.867262 for 29, 0.15)."""
     return action_dim * 0.5 * math.log(2.0 * math.pi * math.e * sigma * sigma)
 
 

@@ -1,4 +1,4 @@
-"""Repeated-noise exploration (FLASHSAC.md §5), all state on device, no host syncs.
+"""Repeated-noise exploration (docs/flashsac.md §exploration), all state on device, no host syncs.
 
 Each env keeps a noise vector eps, a counter c and a target k. At every inference call,
 ``done | c <= 0 | c >= k`` redraws eps ~ N(0, I) and k ~ truncated zeta and resets c; the

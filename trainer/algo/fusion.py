@@ -4,7 +4,7 @@ The update cycle is bound by kernel count, not arithmetic (docs/runtime.md "Lear
 profile"). Two groups of small eager kernels are compiled here, each behind its own switch
 of :class:`CycleFusion`, on top of the compiled trunks and TD target:
 
-* ``renorm``: the §2 norm control after every optimizer step (a norm, a clamp or hypot and
+* ``renorm``: the docs/flashsac.md §norm-control norm control after every optimizer step (a norm, a clamp or hypot and
   one or two divisions per weight, ~45 launches per network) becomes one compiled function
   per network, in which inductor fuses each tensor's reduction with its division.
 * ``losses``: the pure loss maths around the networks (squashed-Gaussian sampling with its

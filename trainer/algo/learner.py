@@ -1,4 +1,4 @@
-"""``FlashSacLearner``: networks, optimizers, replay and the update cycle (FLASHSAC.md §3-§7).
+"""``FlashSacLearner``: networks, optimizers, replay and the update cycle (docs/flashsac.md §losses, §reward-scaling, §exploration, §update-schedule, §replay).
 
 The math lives in ``losses``; this module only orchestrates. One iteration is
 ``prepare_iteration()`` (fold reward statistics, fix D) then ``update_cycle()``: sample
@@ -273,7 +273,7 @@ class FlashSacLearner:
     def act(self, obs: Tensor, done: Tensor) -> Tensor:
         """Exploration actions ``[N, A]`` for ``obs [N, obs_dim]`` and the published ``done [N]``.
 
-        Eval-mode actor under no-grad with repeated noise (§5); a CUDA graph on CUDA.
+        Eval-mode actor under no-grad with repeated noise (docs/flashsac.md §exploration); a CUDA graph on CUDA.
         """
         if obs.shape != self._act_obs.shape or done.shape != self._act_done.shape:
             raise ValueError(
@@ -306,7 +306,7 @@ class FlashSacLearner:
 
     # ------------------------------------------------------------------------- iteration
     def prepare_iteration(self) -> None:
-        """Fold the reward statistics of complete ticks committed since the last call (§4).
+        """Fold the reward statistics of complete ticks committed since the last call (docs/flashsac.md §reward-scaling).
 
         D is then fixed for the next ``update_cycle()``. A partial tick (fewer than N rows)
         waits for the next call.
@@ -325,7 +325,7 @@ class FlashSacLearner:
         torch.reciprocal(self.reward_scaler.scale(), out=self._inv_scale)
 
     def update_cycle(self) -> dict[str, Tensor]:
-        """One iteration's updates (§6); returns device scalars keyed by ``METRIC_NAMES``."""
+        """One iteration's updates (docs/flashsac.md §update-schedule); returns device scalars keyed by ``METRIC_NAMES``."""
         self.replay.sample_into(self._batch)
         self._noise.normal_()
         self._ensure_cycle_graph()

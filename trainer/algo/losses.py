@@ -1,4 +1,4 @@
-"""Pure FlashSAC loss maths (FLASHSAC.md §1, §3): no modules, no optimizers, no host syncs.
+"""Pure FlashSAC loss maths (docs/flashsac.md §networks, §losses): no modules, no optimizers, no host syncs.
 
 Layouts: ``E`` ensemble members, ``B`` rows, ``K`` atoms, ``A`` action dims. Everything is
 computed in float32; callers cast network outputs up before calling.

@@ -1,4 +1,4 @@
-"""FlashSAC networks (FLASHSAC.md §1): actor, twin distributional critic, shared trunk.
+"""FlashSAC networks (docs/flashsac.md §networks): actor, twin distributional critic, shared trunk.
 
 Layout: activations are feature-major, ``[E, features, rows]`` (E ensemble members; the
 actor is an ensemble of one). That makes every linear one ``torch.bmm`` of stacked weights
@@ -73,7 +73,7 @@ class EnsembleBatchNorm(nn.Module):
     """Affine BN with per-member statistics over the row axis of ``[E, d, B]``.
 
     ``affine[0]`` is gamma and ``affine[1]`` beta, ``[E, d]`` each: one tensor so that the
-    §2 joint renormalisation of ``[gamma; beta]`` is a single reduction.
+    docs/flashsac.md §norm-control joint renormalisation of ``[gamma; beta]`` is a single reduction.
     """
 
     def __init__(self, members: int, dim: int) -> None:

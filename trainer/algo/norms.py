@@ -1,4 +1,4 @@
-"""Norm control of FlashSAC networks (FLASHSAC.md §2).
+"""Norm control of FlashSAC networks (docs/flashsac.md §norm-control).
 
 Applied under no-grad at construction and after every optimizer step of that network:
 linear weights get unit rows, every BN's ``[gamma; beta]`` gets norm sqrt(d) per member,
@@ -64,7 +64,7 @@ def renormalize_gain_(gain: Tensor) -> Tensor:
 
 @dataclass
 class RenormPlan:
-    """The tensors of one network that §2 renormalises, collected once.
+    """The tensors of one network that docs/flashsac.md §norm-control renormalises, collected once.
 
     Attributes:
         rows: linear weights ``[..., out, in]`` (trunk and heads).

@@ -1,4 +1,4 @@
-"""Device replay ring of packed transition rows (FLASHSAC.md §7).
+"""Device replay ring of packed transition rows (docs/flashsac.md §replay).
 
 One fp32 tensor ``[C, width]`` on the learner device (width 930 for 160/289/29) written in
 commit order with a host-int pointer, so committing and sampling never sync. Rows hold raw
@@ -82,7 +82,7 @@ def pack_transitions(
     *,
     out: Tensor | None = None,
 ) -> Tensor:
-    """Build ``[n, width]`` fp32 rows in the §7 column order.
+    """Build ``[n, width]`` fp32 rows in the docs/flashsac.md §replay column order.
 
     ``next_obs``/``next_cobs`` must already be the final (pre-reset) observations where an
     episode ended (the env's ``terminal_obs``).

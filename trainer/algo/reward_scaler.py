@@ -1,4 +1,4 @@
-"""Return-based reward scaling (FLASHSAC.md §4), on device, fp32.
+"""Return-based reward scaling (docs/flashsac.md §reward-scaling), on device, fp32.
 
 Per env a discounted return ``G <- gamma (1 - done) G + r`` runs over committed ticks in
 commit order; its running mean/variance (Chan's merge of the N values of each tick) and the

@@ -1,4 +1,4 @@
-"""Cosine learning-rate schedule (FLASHSAC.md §6), as host maths and as device tensors.
+"""Cosine learning-rate schedule (docs/flashsac.md §update-schedule), as host maths and as device tensors.
 
 ``lr(k) = lr_end + (peak - lr_end) * 0.5 * (1 + cos(pi * min(k / T, 1)))`` for the k-th
 update of one optimizer (k starts at 0, no warm-up by default). The device form lets the

@@ -16,7 +16,7 @@ For each size the same backend instance is measured twice:
 
 Each phase is warmed up (kernel compile and graph capture stay out of the numbers) and timed
 between two device synchronizations. The table goes to stdout and the numbers to ``--output``
-(strict JSON). The DESIGN.md target on an H200 is >= 350k full-task steps/s at 2048 envs on
+(strict JSON). The target (docs/task.md §throughput-benchmark) on an H200 is >= 350k full-task steps/s at 2048 envs on
 mjwarp and a full-task/physics ratio >= 0.70.
 """
 

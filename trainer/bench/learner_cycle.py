@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         "--compile",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="algo.use_compile (default true, as in FLASHSAC.md §8); --no-compile for the plain graph",
+        help="algo.use_compile (default true, as in docs/configuration.md §algo-flashsac); --no-compile for the plain graph",
     )
     parser.add_argument("--modes", default="eager,graph")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

@@ -6,8 +6,8 @@ A trained policy only "learns" relative to this. Three policies run on the real 
 owner defaults, the offline synthetic clip) for a fixed number of control steps:
 
 * ``untrained_flashsac``: a freshly initialised FlashSAC actor with its repeated-noise
-  exploration, i.e. exactly the warm-up policy of a run (FLASHSAC.md §5-§6);
-* ``zero_action``: hold the default pose (TASK.md §9 item 8);
+  exploration, i.e. exactly the warm-up policy of a run (docs/flashsac.md §exploration, §update-schedule);
+* ``zero_action``: hold the default pose (docs/task.md §sanity-checks item 8);
 * ``uniform_random``: a ~ U(-1, 1) every step.
 
 Episode statistics are taken over every episode that ended (terminated or truncated), the

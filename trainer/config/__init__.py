@@ -1,7 +1,7 @@
 """Run configuration: owner files, dotted overrides, typed dataclasses and their checks.
 
-``loader.load_config`` merges the owner chain (CONTRACTS §2) and the CLI overrides into
-frozen dataclasses; ``checks.check_semantics`` applies the §1.1 step-5 rules; ``schema``
+``loader.load_config`` merges the owner chain (docs/contracts.md §owner-routing) and the CLI overrides into
+frozen dataclasses; ``checks.check_semantics`` applies the docs/contracts.md §train step-5 rules; ``schema``
 holds ``TrainingCfg`` and the fully resolved ``RunContext``. Errors are ``ConfigError``
 (exit 2, nothing written).
 """

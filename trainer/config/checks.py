@@ -1,4 +1,4 @@
-"""Semantic checks of a loaded config (CONTRACTS §1.1 step 5) and the run-dir choice.
+"""Semantic checks of a loaded config (docs/contracts.md §train step 5) and the run-dir choice.
 
 The loader guarantees keys and types; this module checks what the values mean together:
 ranges of the runtime knobs, the replay-ingress slot size against ``algo.num_envs``, the
@@ -27,10 +27,10 @@ METRICS_INTERVAL_LIMIT = 10000
 """Upper bound of ``training.collector_metrics_interval``."""
 
 SOAK_CONSOLE_LOG = "soak-console.log"
-"""The only file a harness may put in the run dir before ``train`` starts (CONTRACTS §7)."""
+"""The only file a harness may put in the run dir before ``train`` starts (docs/contracts.md §soak-monitor)."""
 
 SCENE_MODEL_ID = "robots/g1/scene_flat.xml"
-"""The scene asset id ``train`` materialises (CONTRACTS §12); the only supported model_file."""
+"""The scene asset id ``train`` materialises (docs/contracts.md §assets-and-motion); the only supported model_file."""
 
 LOG_DIR_ENV = "G1SOAK_LOG_DIR"
 """Set by ``soak-run`` for the trainer; used when ``training.log_dir`` is null."""
@@ -216,7 +216,7 @@ def default_log_dir(algo: str, task: str, sim: str, now: dt.datetime, cwd: Path)
 
 
 def check_fresh_log_dir(path: Path, key: str) -> None:
-    """A run dir must be missing or hold nothing but ``soak-console.log`` (CONTRACTS §1.1).
+    """A run dir must be missing or hold nothing but ``soak-console.log`` (docs/contracts.md §train).
 
     Raises:
         ConfigError: the path is a file, unreadable, or holds other entries.

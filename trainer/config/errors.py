@@ -1,4 +1,4 @@
-"""The one exception type of configuration problems (CONTRACTS §1.1 steps 1–5).
+"""The one exception type of configuration problems (docs/contracts.md §train steps 1–5).
 
 A ``ConfigError`` means the command line or an owner file is wrong: it is found before
 anything is written or launched, ``train`` prints its message as one ``error: ...`` line

@@ -1,6 +1,6 @@
 """Owner-file loading: the OmegaConf owner chain, dotted CLI overrides, removed keys.
 
-``--algo/--task/--sim`` select ``conf/<algo>/task/<task>/<sim>.yaml`` (CONTRACTS §2).
+``--algo/--task/--sim`` select ``conf/<algo>/task/<task>/<sim>.yaml`` (docs/contracts.md §owner-routing).
 Layers, later wins: ``conf/<algo>/config.yaml`` → ``task/<task>/base.yaml`` → the owner's
 ``inherits`` chain (oldest first) → CLI overrides. Mappings merge deeply; scalars and lists
 are replaced. The owner chain itself is ``contracts.owners`` (shared with the support
@@ -82,7 +82,7 @@ MOVED_KEY_PREFIXES: tuple[tuple[str, str], ...] = (
 """Flat keys that became nested ones: (old prefix, new key with ``{}`` = the rest)."""
 
 CLI_OWNED_KEYS: tuple[str, ...] = ("algo", "task", "training.sim_backend", "training.play_only")
-"""Keys selected by ``--algo/--task/--sim`` and declared by the owner (CONTRACTS §1.1 step 4)."""
+"""Keys selected by ``--algo/--task/--sim`` and declared by the owner (docs/contracts.md §train step 4)."""
 
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
@@ -97,7 +97,7 @@ def moved_key_message(key: str) -> str | None:
 
 
 def cli_owned_message(key: str) -> str:
-    """The exact CONTRACTS §1.1 message for an override of a CLI-owned key."""
+    """The exact docs/contracts.md §train message for an override of a CLI-owned key."""
     return (
         f"'{key}' is selected by --algo/--task/--sim and declared by the owner; "
         "it cannot be overridden"
@@ -110,7 +110,7 @@ KEY_ALIASES: dict[str, dict[tuple[str, ...], tuple[str, ...]]] = {
         ("commands", "motion", "hub_repo"): ("hub_repo",),
     }
 }
-"""Contract key paths (CONTRACTS §2/§12 spelling) → dataclass field paths, per section.
+"""Contract key paths (docs/contracts.md §owner-routing/§assets-and-motion spelling) → dataclass field paths, per section.
 
 The YAML and the command line use the contract spelling (``env.commands.motion.motion_file``);
 ``G1TrackingCfg`` keeps the motion fields flat. An alias applies only while the dataclass
@@ -145,7 +145,7 @@ class Override:
 
 @dataclass(frozen=True, kw_only=True)
 class LoadedConfig:
-    """The validated result of the owner chain plus overrides (CONTRACTS §1.1 steps 2–4)."""
+    """The validated result of the owner chain plus overrides (docs/contracts.md §train steps 2–4)."""
 
     algo: str
     task: str
@@ -193,7 +193,7 @@ def parse_value(text: str) -> Any:
 
 
 def parse_override(text: str) -> Override:
-    """Parse one ``KEY=VALUE`` argument (syntax only; CONTRACTS §1.1 step 4)."""
+    """Parse one ``KEY=VALUE`` argument (syntax only; docs/contracts.md §train step 4)."""
     stripped = text.strip()
     if stripped[:1] in ("+", "~"):
         raise ConfigError(
@@ -427,7 +427,7 @@ def load_config(
     conf_root: Path | None = None,
     sections: Mapping[str, type] | None = None,
 ) -> LoadedConfig:
-    """Resolve an owner plus CLI overrides into typed configs (CONTRACTS §1.1 steps 2–4).
+    """Resolve an owner plus CLI overrides into typed configs (docs/contracts.md §train steps 2–4).
 
     Args:
         algo, task, sim: the ``--algo/--task/--sim`` selection.

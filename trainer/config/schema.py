@@ -27,7 +27,7 @@ DeviceRequest = Literal["auto", "cpu", "cuda"]
 """Accepted ``training.device`` values (``auto`` = CUDA when available, else CPU)."""
 
 CudaProcessSharing = Literal["mps"]
-"""The one ``training.cuda_process_sharing`` mode besides null (CONTRACTS §11)."""
+"""The one ``training.cuda_process_sharing`` mode besides null (docs/contracts.md §cumps)."""
 
 MotionHubMode = Literal["auto", "skip", "require"]
 """Accepted ``training.motion_hub`` values (as ``g1-pull-assets --hub``)."""
@@ -39,7 +39,7 @@ MOTION_HUB_MODES: tuple[str, ...] = typing.get_args(MotionHubMode)
 
 @dataclass(frozen=True, kw_only=True)
 class TrainingCfg:
-    """``training.*``: how the run is executed (CONTRACTS §2), not what is learned."""
+    """``training.*``: how the run is executed (docs/contracts.md §owner-routing), not what is learned."""
 
     task_name: str
     """Semantic task name recorded in the run (``G1MotionTracking``)."""
@@ -72,7 +72,7 @@ class TrainingCfg:
     """Collector ticks between collector metric reports, 1..10000 (mjwarp 100, mujoco 1)."""
 
     cuda_process_sharing: CudaProcessSharing | None
-    """null (separate CUDA contexts) or ``"mps"`` (CUDA MPS execution sharing, CONTRACTS §11)."""
+    """null (separate CUDA contexts) or ``"mps"`` (CUDA MPS execution sharing, docs/contracts.md §cumps)."""
 
     env_steps_per_sync: int
     """Env steps per collector/learner synchronisation; the lock-step runtime supports 1."""
@@ -167,7 +167,7 @@ class RunContext:
     motion_path: Path
     motion_source: str
     motion_sha256: str
-    """The resolved motion clip (CONTRACTS §12): local file, its origin and content hash."""
+    """The resolved motion clip (docs/contracts.md §assets-and-motion): local file, its origin and content hash."""
 
     scene_xml: Path
     """The materialised scene (``robots/g1/scene_flat.xml``) the backends load."""
@@ -179,7 +179,7 @@ class RunContext:
     """The CLI overrides as given, in order."""
 
     cuda_process_sharing: dict[str, Any]
-    """The §4.4 diagnostic from the MPS probe; attached to every runtime manifest."""
+    """The docs/contracts.md §cuda-process-sharing diagnostic from the MPS probe; attached to every runtime manifest."""
 
     memory_estimate_bytes: int
     """Preflight's estimate of replay + network memory on the learner device."""

@@ -1,4 +1,4 @@
-"""Checkpoints ``model_<iter>.pt`` (CONTRACTS §3, FLASHSAC.md §6) and resuming from one.
+"""Checkpoints ``model_<iter>.pt`` (docs/contracts.md §run-directory, docs/flashsac.md §update-schedule) and resuming from one.
 
 Written at every multiple of ``algo.save_interval`` and at the final iteration: the
 learner's resumable state (networks, log α, optimizers, schedulers, reward scaler,
@@ -215,7 +215,7 @@ def carry_prior_checkpoints(
 ) -> tuple[list[str], list[str]]:
     """Put the lineage's checkpoints up to ``iteration`` into the new run directory.
 
-    CONTRACTS §3 asks a run directory for ``model_<k>.pt`` at every multiple of
+    docs/contracts.md §run-directory asks a run directory for ``model_<k>.pt`` at every multiple of
     ``save_interval`` up to ``max_iterations``; the ones up to the resume point belong to
     the earlier run. Each is hard-linked (copied across file systems) from the resumed
     checkpoint's directory, the resumed file itself standing for ``model_<iteration>.pt``.

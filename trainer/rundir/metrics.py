@@ -1,4 +1,4 @@
-"""TensorBoard writer for metric schema v1 (CONTRACTS §5).
+"""TensorBoard writer for metric schema v1 (docs/contracts.md §metric-schema).
 
 Only tags registered in ``schemas/metric_registry.v1.json`` are accepted: fixed tags and
 the two open patterns (``reward/<term>``, ``Loss/aux_<name>``). An unknown tag raises
@@ -66,7 +66,7 @@ def check_tags(tags: Mapping[str, Any] | list[str]) -> None:
 
 
 def check_learner_tags(tags: Mapping[str, Any] | list[str]) -> None:
-    """The learner metric map may only carry learner-owned tags (CONTRACTS §5)."""
+    """The learner metric map may only carry learner-owned tags (docs/contracts.md §metric-schema)."""
     for tag in tags:
         owner = tag_entry(tag)["owner"]
         if owner != "learner":
@@ -88,7 +88,9 @@ class MetricsWriter:
 
     def __init__(self, run_dir: str | Path, *, flush_secs: int = FLUSH_SECS) -> None:
         if not 0 < flush_secs <= 30:
-            raise ValueError(f"flush_secs={flush_secs} must be in 1..30 (CONTRACTS §3)")
+            raise ValueError(
+                f"flush_secs={flush_secs} must be in 1..30 (docs/contracts.md §run-directory)"
+            )
         from torch.utils.tensorboard import SummaryWriter
 
         self._writer = SummaryWriter(log_dir=str(run_dir), flush_secs=flush_secs)

@@ -1,4 +1,4 @@
-"""progress.jsonl: the trainer's liveness lines (CONTRACTS §3, improvement).
+"""progress.jsonl: the trainer's liveness lines (docs/contracts.md §run-directory, improvement).
 
 One strict-JSON line per shutdown-phase transition and one at least every 10 s of training:
 ``{time_utc, phase, iteration, total_env_steps, env_steps_per_sec, iterations_per_sec,
@@ -30,7 +30,7 @@ RATE_WINDOW_S = 10.0
 
 
 def utc_now() -> str:
-    """CONTRACTS §0 timestamp ``YYYY-MM-DDTHH:MM:SSZ``."""
+    """docs/contracts.md §conventions timestamp ``YYYY-MM-DDTHH:MM:SSZ``."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 

@@ -1,6 +1,6 @@
 """run_config.json: what a run was asked to do, written when its directory is created.
 
-CONTRACTS §3: ``{run: {algo, task, sim_backend, log_dir, start_time_utc, hostname, git,
+docs/contracts.md §run-directory: ``{run: {algo, task, sim_backend, log_dir, start_time_utc, hostname, git,
 devices}, config: <resolved>, overrides: [str]}``. ``train`` writes it in step 6, before
 preflight, so even a run that fails preflight says what it was. The document is validated
 against ``schemas/run_config.v1.json`` before the atomic rename; readers (the soak judge,

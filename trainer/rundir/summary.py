@@ -1,6 +1,6 @@
 """run_summary.json: build, validate against schemas/run_summary.v1.json, write atomically.
 
-CONTRACTS §4.1. ``build_summary`` assembles the document from the always-fields, the
+docs/contracts.md §run-summary. ``build_summary`` assembles the document from the always-fields, the
 completed-only fields and the runtime manifest; ``write_summary`` validates it before the
 rename, so a reader never sees an invalid or half-written summary. When a failed run's
 full document does not validate (a broken snapshot, say), ``write_summary`` falls back to
@@ -40,7 +40,7 @@ def utc_stamp(epoch_s: float | None = None) -> str:
 def null_cuda_process_sharing(
     learner_device: str, collector_device: str | None = None
 ) -> dict[str, Any]:
-    """A §4.4 record for ``training.cuda_process_sharing = null`` when the caller has none."""
+    """A docs/contracts.md §cuda-process-sharing record for ``training.cuda_process_sharing = null`` when the caller has none."""
     return {
         "configured": None,
         "effective": None,
@@ -111,7 +111,7 @@ def build_summary(
 def minimal_failed_summary(
     shutdown: dict[str, Any], *, error_type: str, error: str
 ) -> dict[str, Any]:
-    """The contract's minimal failed form (CONTRACTS §4.1)."""
+    """The contract's minimal failed form (docs/contracts.md §run-summary)."""
     return {
         "status": "failed",
         "metric_schema_version": METRIC_SCHEMA_VERSION,
@@ -197,9 +197,9 @@ def write_failed_summary(
     """Write the summary of a failed run (preflight or runtime) and return it.
 
     Args:
-        classification, owner, phase: ``runtime_manifest.shutdown`` (CONTRACTS §4.5).
+        classification, owner, phase: ``runtime_manifest.shutdown`` (docs/contracts.md §shutdown).
         exception: the failure, or an already built ``{type, message}``.
-        cuda_process_sharing: the §4.4 record; a null-mode record is attached when None.
+        cuda_process_sharing: the docs/contracts.md §cuda-process-sharing record; a null-mode record is attached when None.
         manifest_extra: more runtime-manifest keys (snapshots, diagnostics).
         shutdown_extra: more shutdown keys (iteration, collector, snapshots, cleanup).
         evaluation: ``run_summary.evaluation``; default: skipped, the run failed before it.

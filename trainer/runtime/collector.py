@@ -163,7 +163,7 @@ class ResourceMailbox:
 
 
 def is_backend_error(err: BaseException) -> bool:
-    """True when the simulator backend raised (CONTRACTS §4.5 ``backend_worker_failure``).
+    """True when the simulator backend raised (docs/contracts.md §shutdown ``backend_worker_failure``).
 
     Typed backend errors (a class from ``trainer.sim``, mujoco or warp) count, and so does
     any exception whose innermost frames run inside those packages.
@@ -368,7 +368,7 @@ class Collector:
 
 
 def _backend_diagnostics(backend: EnvBackend) -> dict[str, Any]:
-    """CONTRACTS §4.3 snapshot from the env's backend; never a bare null."""
+    """docs/contracts.md §backend-diagnostics snapshot from the env's backend; never a bare null."""
     try:
         diag = backend.diagnostics()
     except Exception as err:  # noqa: BLE001 - the probe's failure is itself the diagnostic

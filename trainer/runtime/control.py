@@ -69,7 +69,7 @@ class State(IntEnum):
 
 
 class FailureKind(IntEnum):
-    """Exception class caught in the collector (CONTRACTS §4.5)."""
+    """Exception class caught in the collector (docs/contracts.md §shutdown)."""
 
     NONE = 0
     COLLECTOR = 1  # collector_failure

@@ -21,7 +21,7 @@ So a device ring uses 3 interprocess CUDA events per slot (``ipc_event_count``).
 counters say *that* a step was enqueued; the events order the GPU work behind it, so no
 side ever synchronises its stream with the host inside the loop.
 
-Flight (CONTRACTS §4.2): ``queue_depth = published - observed``, ``publication_lag =
+Flight (docs/contracts.md §runtime-manifest): ``queue_depth = published - observed``, ``publication_lag =
 published - consumed``, ``in_flight = published - consumed``, ``action_backlog = action -
 consumed``. With ``env_steps_per_sync = 1`` the loop is lock-step, so at most one tick is in
 flight; after the collector stopped, all four counters are equal (drained).
@@ -197,7 +197,7 @@ class InferenceRing:
         )
 
     def snapshot(self, block: ControlBlock) -> dict[str, Any]:
-        """``shutdown.inference_ring`` (CONTRACTS §4.5)."""
+        """``shutdown.inference_ring`` (docs/contracts.md §shutdown)."""
         flight = self.flight(block)
         return {
             "capacity": self.capacity,

@@ -4,9 +4,9 @@ The ``train`` process owns the learner (networks, device replay), the logger and
 directory writers. Right after its CUDA preflight it spawns ONE collector, which builds the
 env while the learner builds its networks, replay, inference ring and replay ingress; the
 ring, the ingress and the tick count reach the collector at ``startup/collector_start``
-(docs/runtime.md, "Startup overlap"). Then it runs the tick schedule of FLASHSAC.md §6
+(docs/runtime.md, "Startup overlap"). Then it runs the tick schedule of docs/flashsac.md §update-schedule
 (``tick_loop.py``). An update at tick t samples every row of ticks < t (a one-tick
-prefetch, FLASHSAC.md §7), so tick t is an iteration iff ``t * N >= max(B,
+prefetch, docs/flashsac.md §replay), so tick t is an iteration iff ``t * N >= max(B,
 learning_starts * N)``, i.e. ``t >= W``. The run has ``W + max_iterations`` ticks, or
 fewer under a time budget (``training.duration_seconds``, trainer/runtime/budget.py).
 
@@ -16,7 +16,7 @@ it against the config and restores the learner before the collector gets its res
 covers iterations ``k+1 .. max_iterations`` of the global count with its own warm-up
 (docs/runtime.md, "Resuming").
 
-Shutdown (CONTRACTS §4.5) is tracked in ``ShutdownTracker``; on success the collector is
+Shutdown (docs/contracts.md §shutdown) is tracked in ``ShutdownTracker``; on success the collector is
 quiesced *before* the final flight snapshot, so the manifest shows a drained flight
 (queue_depth = publication_lag = 0). Any failure stops the collector, records who failed
 in which phase and writes a failed summary; the exit code is 0 iff the run completed.

@@ -8,7 +8,7 @@ must cost far less than that), then sleeps in growing steps up to 250 µs. Every
 - its own stop/cancel conditions (``interrupt``), which may raise;
 - the peer's identity: the collector checks the learner by PID + start time
   (contracts.procfs), the learner checks its child process object;
-- the stalled-peer watchdog (CONTRACTS §4.5 ``timeout/stale_tick``): the wait fails when
+- the stalled-peer watchdog (docs/contracts.md §shutdown ``timeout/stale_tick``): the wait fails when
   the peer has itself been WAITING, without bumping its progress counter, for
   ``stale_after_s`` (30 s) while we wait too. A peer that is BUSY (compiling, capturing a
   graph, building the env) is never timed out: slow phases have no fixed deadline.
@@ -50,7 +50,7 @@ class Waiter:
             specific error) when the peer is gone.
         interrupt: called every check interval; raises to abandon the wait (cancellation,
             stop request) or returns normally.
-        stale_after_s: watchdog period (CONTRACTS §4.5: 30 s).
+        stale_after_s: watchdog period (docs/contracts.md §shutdown: 30 s).
     """
 
     def __init__(

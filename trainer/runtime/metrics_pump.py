@@ -74,7 +74,7 @@ class MetricsPump:
             )
 
     def log(self, tick: int, iteration: int, window: TickWindow, now: float) -> None:
-        """Queue one row for ``tick`` (CONTRACTS §5) from ``window`` ending at ``now``."""
+        """Queue one row for ``tick`` (docs/contracts.md §metric-schema) from ``window`` ending at ``now``."""
         ingress, block = self.resources.ingress, self.collector.block
         assert ingress is not None and block is not None
         iters = max(window.iterations, 1)

@@ -1,4 +1,4 @@
-"""CUDA MPS execution sharing for the trainer (CONTRACTS §11 trainer integration, §4.4).
+"""CUDA MPS execution sharing for the trainer (docs/contracts.md §cumps trainer integration, §cuda-process-sharing).
 
 ``resolve_cuda_process_sharing`` runs in the learner process during preflight, **before
 any ``torch.cuda`` call** (the CUDA driver connects to an MPS control daemon when CUDA is
@@ -193,7 +193,7 @@ def resolve_cuda_process_sharing(
     environ: MutableMapping[str, str] | None = None,
     cuda_uuid_of: CudaUuidOf | None = None,
 ) -> dict[str, Any]:
-    """Apply and validate ``training.cuda_process_sharing``; return the §4.4 record.
+    """Apply and validate ``training.cuda_process_sharing``; return the docs/contracts.md §cuda-process-sharing record.
 
     Call it before any ``torch.cuda`` call in the learner process.
 
@@ -206,7 +206,7 @@ def resolve_cuda_process_sharing(
         cuda_uuid_of: ordinal -> UUID as CUDA sees it (default torch; tests inject one).
 
     Returns:
-        All §4.4 keys: configured, effective, validated, rank, world_size, learner_device,
+        All docs/contracts.md §cuda-process-sharing keys: configured, effective, validated, rank, world_size, learner_device,
         collector_device, learner/collector_gpu_uuid, pipe_directory_env, pipe_directory,
         control_pipe, control_pipe_kind, server_pid, ambient_server, selected_record.
 

@@ -18,7 +18,7 @@ A push that cannot complete is an *early return* and its batch is *dropped*:
 ``closed_returns`` when the learner had closed the ingress, ``stop_returns`` when a stop
 was requested while it waited for space. So ``early_returns == dropped_batches ==
 closed_returns + stop_returns`` by construction, and a completed run has none
-(CONTRACTS §8: ``published == released == total_env_steps / slot_rows``, occupancy 0).
+(docs/contracts.md §verdict: ``published == released == total_env_steps / slot_rows``, occupancy 0).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import torch
 from trainer.runtime.control import ControlBlock, Word
 from trainer.runtime.liveness import StopRequested, Waiter
 
-ROW_WIDTH = 930  # FLASHSAC.md §7
+ROW_WIDTH = 930  # docs/flashsac.md §replay
 
 
 class ReplayIngress:
@@ -169,7 +169,7 @@ class ReplayIngress:
 
     # -- both -----------------------------------------------------------------------
     def snapshot(self, block: ControlBlock) -> dict[str, Any]:
-        """The 12 ``replay_ingress`` fields of CONTRACTS §4.2 from the shared counters."""
+        """The 12 ``replay_ingress`` fields of docs/contracts.md §runtime-manifest from the shared counters."""
         ints = block.ints
         published = int(ints[Word.INGRESS_PUBLISHED])
         released = int(ints[Word.INGRESS_RELEASED])

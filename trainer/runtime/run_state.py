@@ -29,7 +29,7 @@ TAIL_WINDOW = 100
 
 
 def warmup_ticks(learning_starts: int, batch_size: int, num_envs: int) -> int:
-    """W = max(learning_starts, ceil(B / N)) (FLASHSAC.md §6)."""
+    """W = max(learning_starts, ceil(B / N)) (docs/flashsac.md §update-schedule)."""
     return max(learning_starts, -(-batch_size // num_envs))
 
 

@@ -1,6 +1,6 @@
 """Shutdown diagnostics: phase tracking, failure classification and best-effort snapshots.
 
-CONTRACTS §4.5. The learner process keeps one ``ShutdownTracker``. Every phase change is
+docs/contracts.md §shutdown. The learner process keeps one ``ShutdownTracker``. Every phase change is
 recorded (and, outside the per-tick training phases, appended to progress.jsonl so slow
 phases such as compile or graph capture are visible from outside). On any exit the tracker
 builds ``runtime_manifest.shutdown``: who failed, in which phase, at which iteration and
@@ -135,7 +135,7 @@ def collector_exit(alive: bool, exitcode: int | None) -> dict[str, Any]:
 
 
 def classify_exception(err: BaseException) -> str:
-    """Map an exception that ended the learner's run to a CONTRACTS §4.5 classification."""
+    """Map an exception that ended the learner's run to a docs/contracts.md §shutdown classification."""
     from trainer.runtime.liveness import StaleTick
 
     if isinstance(err, (ExternalCancellation, KeyboardInterrupt, SystemExit)):

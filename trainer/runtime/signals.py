@@ -13,7 +13,7 @@ logger = logging.getLogger(__name__)
 
 
 class SignalGuard:
-    """SIGINT/SIGTERM set a flag (CONTRACTS §1.1: graceful ``external_cancellation``)."""
+    """SIGINT/SIGTERM set a flag (docs/contracts.md §train: graceful ``external_cancellation``)."""
 
     def __init__(self) -> None:
         self.signum: int | None = None

@@ -1,4 +1,4 @@
-"""The learner's tick loop (FLASHSAC.md §6; docs/runtime.md, "Tick protocol"):
+"""The learner's tick loop (docs/flashsac.md §update-schedule; docs/runtime.md, "Tick protocol"):
 
     tick t:  wait for obs(t) -> act -> publish action(t)      (the collector steps env t)
              commit tick t-1's transitions (already pushed before obs(t))

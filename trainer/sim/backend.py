@@ -1,7 +1,7 @@
 """The physics-backend contract the G1 task runs on: Protocols and shared helpers.
 
 A :class:`SimBackend` owns ``num_envs`` MuJoCo worlds of one model and exposes their state as
-torch tensors on ``device`` (TASK.md §2). Two implementations exist, built by
+torch tensors on ``device`` (docs/assets.md §the-g1-model-and-the-scene). Two implementations exist, built by
 :func:`trainer.sim.factory.make_backend` (this module imports neither, so no cycle):
 
 * ``mjwarp`` (:mod:`trainer.sim.mjwarp`): MuJoCo Warp; every array lives on the CUDA device,
@@ -9,7 +9,7 @@ torch tensors on ``device`` (TASK.md §2). Two implementations exist, built by
   also has staged launches (:class:`StagedSimBackend`).
 * ``mujoco`` (:mod:`trainer.sim.mujoco_cpu`): CPU MuJoCo over a thread pool; one packed
   device→host copy of ``ctrl`` and one packed host→device copy of the state per call, with
-  counters (CONTRACTS §10).
+  counters (docs/contracts.md §backend-probe).
 
 Every backend implements the whole :class:`SimBackend` Protocol; the one optional capability,
 staged launches, is reached through :meth:`SimBackend.staged` (typed, never ``hasattr``).
@@ -55,7 +55,7 @@ class BackendFailure(RuntimeError):
 
 @dataclass(frozen=True)
 class DiagnosticEntry:
-    """One ``backend_diagnostics.diagnostics`` entry (CONTRACTS §4.3)."""
+    """One ``backend_diagnostics.diagnostics`` entry (docs/contracts.md §backend-diagnostics)."""
 
     requested: bool
     enabled: bool
@@ -113,7 +113,7 @@ class SimBackend(Protocol):
         ...
 
     def diagnostics(self) -> dict[str, Any]:
-        """``runtime_manifest.backend_diagnostics`` (CONTRACTS §4.3); a cold-path call."""
+        """``runtime_manifest.backend_diagnostics`` (docs/contracts.md §backend-diagnostics); a cold-path call."""
         ...
 
     def set_diagnostic(self, name: str, entry: DiagnosticEntry) -> None:
@@ -168,7 +168,7 @@ def sensor_slices(model: mujoco.MjModel) -> tuple[slice, slice]:
     """Slices of ``pelvis_local_linvel`` and ``torso_gyro`` in ``sensordata``.
 
     Raises:
-        BackendFailure: a sensor is missing (the model is not the G1 scene of TASK.md §2).
+        BackendFailure: a sensor is missing (the model is not the G1 scene of docs/assets.md §the-g1-model-and-the-scene).
     """
     import mujoco
 
@@ -188,7 +188,7 @@ def body_velocities_from_cvel(
 ) -> tuple[Tensor, Tensor]:
     """World origin velocity and angular velocity of every body from MuJoCo's ``cvel``.
 
-    ``cvel = (ω, v)`` is the spatial velocity at ``subtree_com[rootid]`` (TASK.md §2), so the
+    ``cvel = (ω, v)`` is the spatial velocity at ``subtree_com[rootid]`` (docs/assets.md §the-g1-model-and-the-scene), so the
     body origin moves with ``v + ω × (xpos − subtree_com[root])``, the same quantity as
     ``mj_objectVelocity(mjOBJ_XBODY, local=0)``.
 

@@ -3,7 +3,7 @@
 All state lives on the CUDA device in one ``mujoco_warp.Data`` of ``num_envs`` worlds. Three
 Warp call sequences are captured once as CUDA graphs (``wp.ScopedCapture``) and replayed:
 
-* **step** — ``decimation`` × ``mjw.step`` (no forward afterwards, TASK.md §1), then one
+* **step** — ``decimation`` × ``mjw.step`` (no forward afterwards, docs/task.md §timing-and-step-order), then one
   kernel deriving body-origin velocities from ``cvel`` and one folding contact/constraint
   counts and MJWarp's overflow bits into a sticky device health record.
 * **reset** — masked ``mjw.reset_data`` (clears ctrl, warm start, time of the selected
@@ -298,7 +298,7 @@ class MjWarpBackend:
             inputs=[self._mask_wp, self._qpos_in_wp, self._qvel_in_wp, self._ctrl_in_wp],
             outputs=[d.qpos, d.qvel, d.ctrl],
         )
-        # The stages the observations read (TASK.md §8 step 4 "forward for the row"): body
+        # The stages the observations read (docs/task.md §reset step 4 "forward for the row"): body
         # poses, COM velocities, velocity sensors. Collision and the solver run in the next
         # step's own forward.
         mjw.fwd_kinematics(m, d)
@@ -459,7 +459,7 @@ class MjWarpBackend:
             raise BackendFailure(msg)
 
     def diagnostics(self) -> dict[str, Any]:
-        """CONTRACTS §4.3 ``backend_diagnostics`` for mjwarp."""
+        """docs/contracts.md §backend-diagnostics ``backend_diagnostics`` for mjwarp."""
         refresh = DiagnosticEntry(True, True, None).to_json()
         refresh["scope"] = "all_worlds"  # kinematics/sensor kernels take no world mask
         return {
@@ -472,7 +472,7 @@ class MjWarpBackend:
                 "device_reset_randomization": DiagnosticEntry(
                     False,
                     False,
-                    "the G1 tracking task is DR-free (CONTRACTS §2): reset noise is drawn by the "
+                    "the G1 tracking task is DR-free (docs/contracts.md §owner-routing): reset noise is drawn by the "
                     "task's seeded torch generator, no model randomization",
                 ).to_json(),
             },
@@ -482,7 +482,7 @@ class MjWarpBackend:
         }
 
     def transfer_stats(self) -> None:
-        """Device-resident: no host bridge, so no counters (CONTRACTS §10)."""
+        """Device-resident: no host bridge, so no counters (docs/contracts.md §backend-probe)."""
         return
 
     def close(self) -> None:

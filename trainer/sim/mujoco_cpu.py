@@ -10,7 +10,7 @@ count, which is what this backend did before (tests/trainer/sim/test_backends.py
 against that loop).
 
 The torch views live on ``device`` and are slices of one packed state tensor. Each call moves
-data across the host/device boundary in packed copies only (CONTRACTS §10 inventory):
+data across the host/device boundary in packed copies only (docs/contracts.md §backend-probe inventory):
 
 ==============  =========  ==============================================================
 call            direction  payload
@@ -231,7 +231,7 @@ class MujocoCpuBackend:
             raise BackendFailure(msg)
 
     def diagnostics(self) -> dict[str, Any]:
-        """CONTRACTS §4.3: the CPU backend has no device-side diagnostics."""
+        """docs/contracts.md §backend-diagnostics: the CPU backend has no device-side diagnostics."""
         return {
             "available": False,
             "backend_type": "mujoco_cpu",

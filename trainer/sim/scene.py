@@ -1,7 +1,7 @@
 """The Unitree G1 29-DoF scene: robot constants and our own MjSpec composition.
 
 The robot is mjlab 1.6.0's ``g1.xml``, bundled in ``trainer/sim/unitree_g1/`` (docs/assets.md);
-this module adds everything the training task relies on (TASK.md §2): a flat floor, 29
+this module adds everything the training task relies on (docs/assets.md §the-g1-model-and-the-scene): a flat floor, 29
 ``<position>`` actuators in joint order, joint armature/friction, foot contact spheres, the
 two IMU sensors the observations read and the ``stand`` keyframe. Visual meshes are dropped (training is headless), so the
 scene compiles from primitive geoms alone and ``scene_flat.xml`` loads without mesh files.
@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 # ---------------------------------------------------------------------------------------------
-# Robot constants (TASK.md §2, §3)
+# Robot constants (docs/assets.md §the-g1-model-and-the-scene, docs/task.md §tracked-bodies)
 # ---------------------------------------------------------------------------------------------
 
 _LEG = ("hip_pitch", "hip_roll", "hip_yaw", "knee", "ankle_pitch", "ankle_roll")
@@ -146,7 +146,7 @@ TRACKED_BODY_NAMES: tuple[str, ...] = (
     "right_elbow_link",
     "right_wrist_yaw_link",
 )
-"""The 14 tracked bodies in TASK.md §3 order (i = 0..13)."""
+"""The 14 tracked bodies in docs/task.md §tracked-bodies order (i = 0..13)."""
 
 ANCHOR_BODY_NAME = "torso_link"
 ANCHOR_BODY = ANCHOR_BODY_NAME  # the spelling used in docs/architecture.md
@@ -205,7 +205,7 @@ class SceneCfg:
     decimation: int
     """Physics substeps per control step; ctrl_dt = sim_dt * decimation."""
     nconmax: int
-    """MJWarp contact buffer per world (TASK.md §2)."""
+    """MJWarp contact buffer per world (docs/assets.md §the-g1-model-and-the-scene)."""
     njmax: int
     """MJWarp constraint-row buffer per world; must be >= 4 * nconmax + 58."""
     robot_mjcf: str | None
@@ -241,12 +241,12 @@ class SceneCfg:
 
 
 # ---------------------------------------------------------------------------------------------
-# Model location (CONTRACTS §12)
+# Model location (docs/contracts.md §assets-and-motion)
 # ---------------------------------------------------------------------------------------------
 
 
 def locate_g1_mjcf(cfg: SceneCfg, asset_roots: Sequence[Path] | None = None) -> Path:
-    """Find the G1 robot MJCF in CONTRACTS §12 order.
+    """Find the G1 robot MJCF in docs/contracts.md §assets-and-motion order.
 
     Order: (1) ``cfg.robot_mjcf``; (2) ``<root>/robots/g1/g1.xml`` for each asset root;
     (3) the model bundled in the package, :data:`BUNDLED_G1_MJCF`.
@@ -288,7 +288,7 @@ def locate_g1_mjcf(cfg: SceneCfg, asset_roots: Sequence[Path] | None = None) -> 
 
 
 # ---------------------------------------------------------------------------------------------
-# Scene composition (TASK.md §2)
+# Scene composition (docs/assets.md §the-g1-model-and-the-scene)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -306,7 +306,7 @@ def _drop_visuals_and_sensors(spec: mujoco.MjSpec) -> None:
 
 
 def _configure_collisions(spec: mujoco.MjSpec) -> None:
-    """All primitives collide with everything (self-collision on), condim 3, TASK.md frictions."""
+    """All primitives collide with everything (self-collision on), condim 3, docs/task.md frictions."""
     for geom in spec.geoms:
         geom.contype = 1
         geom.conaffinity = 1
@@ -380,7 +380,7 @@ def _configure_joints_and_actuators(spec: mujoco.MjSpec) -> None:
 
 
 def build_g1_spec(cfg: SceneCfg, asset_roots: Sequence[Path] | None = None) -> mujoco.MjSpec:
-    """Compose the flat-ground G1 scene as an ``MjSpec`` (TASK.md §2).
+    """Compose the flat-ground G1 scene as an ``MjSpec`` (docs/assets.md §the-g1-model-and-the-scene).
 
     Args:
         cfg: scene configuration (timestep, robot source).
@@ -513,7 +513,7 @@ def body_kinematics(
 ) -> dict[str, np.ndarray]:
     """Forward kinematics and body velocities for a sequence of states (float64).
 
-    Velocities follow TASK.md §2: the world velocity of each body-frame origin and the world
+    Velocities follow docs/assets.md §the-g1-model-and-the-scene: the world velocity of each body-frame origin and the world
     angular velocity (``mj_objectVelocity`` on ``XBODY`` with ``flg_local=0``).
 
     Args:

@@ -1,8 +1,8 @@
-"""``G1TrackingCfg``: every parameter of the G1 motion-tracking task (TASK.md) as data.
+"""``G1TrackingCfg``: every parameter of the G1 motion-tracking task (docs/task.md) as data.
 
-The owner YAML files hold the values (CONTRACTS §2); ``trainer/config/loader.py`` fills this
+The owner YAML files hold the values (docs/contracts.md §owner-routing); ``trainer/config/loader.py`` fills this
 frozen dataclass and downstream code reads only the fields it needs. The defaults equal
-TASK.md so a test or benchmark can build the task without a config file. Names carry units
+docs/task.md so a test or benchmark can build the task without a config file. Names carry units
 (``_s``, ``_m``, ``_rad``); ranges are half-widths of symmetric uniform draws.
 """
 
@@ -90,22 +90,22 @@ def check_rewards(rewards: Mapping[str, RewardTerm]) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class G1TrackingCfg:
-    """The G1 motion-tracking task (``G1MotionTracking``), TASK.md §1–§8."""
+    """The G1 motion-tracking task (``G1MotionTracking``), docs/task.md §timing-and-step-order, docs/assets.md §the-g1-model-and-the-scene, docs/task.md §tracked-bodies, §observations, §actions, §rewards, §terminations-and-truncations, §reset."""
 
-    # --- motion (CONTRACTS §12) ---------------------------------------------------------------
+    # --- motion (docs/contracts.md §assets-and-motion) ---------------------------------------------------------------
     motion_file: str = "motions/g1/dance1_subject2_part.npz"
     """Motion asset id or path (``env.commands.motion.motion_file``); offline alternative
     ``motions/g1/synthetic_dance.npz``."""
     hub_repo: str = "unilabsim/unilab-motions"
     """Hugging Face dataset repo for motion downloads (``env.commands.motion.hub_repo``)."""
 
-    # --- timing and scene (TASK.md §1, §2) ----------------------------------------------------
+    # --- timing and scene (docs/task.md §timing-and-step-order, docs/assets.md §the-g1-model-and-the-scene) ----------------------------------------------------
     scene: SceneCfg = field(default_factory=default_scene_cfg)
     """Physics timestep, substeps (decimation) and MJWarp buffers; ctrl dt = sim_dt·decimation."""
     episode_length_s: float = 10.0
     """Episode length; ceil(10 / 0.02) = 500 control steps (``time_out`` truncation)."""
 
-    # --- actions (TASK.md §5) -----------------------------------------------------------------
+    # --- actions (docs/task.md §actions) -----------------------------------------------------------------
     action_scale: float = 2.0
     """Position target = q_default + action_scale · a (one scale for all joints)."""
     simulate_action_latency: bool = False
@@ -117,7 +117,7 @@ class G1TrackingCfg:
     captured (CUDA only; the CPU backend steps eagerly). Results equal the eager step up to
     float rounding; the run manifest records ``task_compile``."""
 
-    # --- observation noise, uniform half-widths (TASK.md §4) ----------------------------------
+    # --- observation noise, uniform half-widths (docs/task.md §observations) ----------------------------------
     noise_motion_anchor_pos: float = 0.0
     """Noise on ``motion_anchor_pos_b`` (none; mjlab 0.25)."""
     noise_motion_anchor_ori: float = 0.0
@@ -131,14 +131,14 @@ class G1TrackingCfg:
     noise_joint_vel: float = 1.5
     """Noise on ``joint_vel``, rad/s."""
 
-    # --- rewards (TASK.md §6): weights w and sigmas σ of exp(−e/σ²) ---------------------------
+    # --- rewards (docs/task.md §rewards): weights w and sigmas σ of exp(−e/σ²) ---------------------------
     rewards: dict[str, RewardTerm] = field(default_factory=lambda: dict(_DEFAULT_REWARDS))
     """``env.rewards.<term>: {weight, sigma}`` for every term of :data:`REWARD_TERM_NAMES`;
     ``sigma`` is null for the penalty terms."""
     undesired_contact_height_m: float = 0.05
     """Height test of ``undesired_contacts`` (no contact forces are read)."""
 
-    # --- terminations (TASK.md §7) ------------------------------------------------------------
+    # --- terminations (docs/task.md §terminations-and-truncations) ------------------------------------------------------------
     anchor_pos_z_threshold_m: float = 0.5
     """``anchor_pos``: |p*_a.z − p_a.z| above this terminates (mjlab 0.25)."""
     anchor_ori_threshold: float = 0.8
@@ -146,7 +146,7 @@ class G1TrackingCfg:
     ee_body_pos_z_threshold_m: float = 0.5
     """``ee_body_pos``: any EE body height error above this terminates (mjlab 0.25)."""
 
-    # --- reset ranges, half-widths of U(−r, r) (TASK.md §8) -----------------------------------
+    # --- reset ranges, half-widths of U(−r, r) (docs/task.md §reset) -----------------------------------
     reset_root_pos_range_m: tuple[float, float, float] = (0.05, 0.05, 0.01)
     """Root position noise (x, y, z)."""
     reset_root_rpy_range_rad: tuple[float, float, float] = (0.1, 0.1, 0.2)
@@ -158,7 +158,7 @@ class G1TrackingCfg:
     reset_joint_pos_range_rad: float = 0.1
     """Joint position noise before clamping to the XML range."""
 
-    # --- adaptive start-frame sampling (TASK.md §8) -------------------------------------------
+    # --- adaptive start-frame sampling (docs/task.md §reset) -------------------------------------------
     sampler_bin_frames: int = 50
     """Frames per bin: B = floor(T / sampler_bin_frames) + 1."""
     sampler_alpha: float = 0.001

@@ -1,8 +1,8 @@
-"""``G1TrackingEnv``: the vectorised, tensor-native G1 motion-tracking task (TASK.md).
+"""``G1TrackingEnv``: the vectorised, tensor-native G1 motion-tracking task (docs/task.md).
 
 The env owns no physics: it drives a :class:`~trainer.sim.backend.SimBackend` and computes
 every term with batched torch ops on the backend's device, over preallocated buffers. One
-control step follows TASK.md §1 exactly:
+control step follows docs/task.md §timing-and-step-order exactly:
 
 1. ``a_prev ← a``, ``a ← a_t``, ``ctrl ← q_default + scale·a`` (``a_prev`` with latency).
 2. ``backend.step`` (3 substeps, no forward afterwards).
@@ -28,7 +28,7 @@ always runs as a masked update that draws a fixed amount from the reset generato
 empty-mask case needs no host test. On the CPU backend the env checks both directly: non-finite
 actions raise at once and an all-false reset mask skips the reset without drawing. The public
 :meth:`G1TrackingEnv.reset_rows` (tests, probe) returns early on an empty mask on every
-backend, leaving the reset generator untouched (TASK.md §8, §9.5).
+backend, leaving the reset generator untouched (docs/task.md §reset, §sanity-checks).
 
 Step phases. :meth:`G1TrackingEnv.step_phases` hands the :data:`STEP_PHASES` out one by one on
 every backend, so ``g1-backend-probe`` times the very phases training runs (it swaps
@@ -335,7 +335,7 @@ class G1TrackingEnv(TrackingPhases):
         return self._conds[:, _CLIP_END]
 
     def step(self, actions: Tensor) -> StepResult:
-        """Advance one control step (TASK.md §1); see the module docstring for sync rules."""
+        """Advance one control step (docs/task.md §timing-and-step-order); see the module docstring for sync rules."""
         self._act_in.copy_(actions)
         with self._runner.on_stream():
             self._runner.run()
@@ -392,7 +392,7 @@ class G1TrackingEnv(TrackingPhases):
         self.backend.check_health()
 
     def diagnostics(self) -> dict:
-        """``backend_diagnostics`` of the backend (CONTRACTS §4.3); on mjwarp it carries the
+        """``backend_diagnostics`` of the backend (docs/contracts.md §backend-diagnostics); on mjwarp it carries the
         ``task_cuda_graph`` entry of this env."""
         return self.backend.diagnostics()
 

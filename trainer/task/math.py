@@ -1,4 +1,4 @@
-"""Batched rotation helpers for the tracking task (quaternions are wxyz, TASK.md §3).
+"""Batched rotation helpers for the tracking task (quaternions are wxyz, docs/task.md §tracked-bodies).
 
 Every function is pure, works on any leading batch shape and allocates only its result, so
 the task terms that use them stay readable one-liners and remain CUDA-graph capturable
@@ -100,7 +100,7 @@ def matrix_from_quat(q: Tensor) -> Tensor:
 
 
 def rot6_from_matrix(mat: Tensor) -> Tensor:
-    """First two columns of R, row by row: ``(R00, R01, R10, R11, R20, R21)`` (TASK.md §4)."""
+    """First two columns of R, row by row: ``(R00, R01, R10, R11, R20, R21)`` (docs/task.md §observations)."""
     return mat[..., :, :2].reshape(mat.shape[:-2] + (6,))
 
 
@@ -121,7 +121,7 @@ def rot6_from_quat(q: Tensor) -> Tensor:
 
 
 def yaw_from_quat(q: Tensor) -> Tensor:
-    """Yaw angle ``atan2(2(wz + xy), 1 - 2(y² + z²))`` (TASK.md §6)."""
+    """Yaw angle ``atan2(2(wz + xy), 1 - 2(y² + z²))`` (docs/task.md §rewards)."""
     w, x, y, z = q.unbind(-1)
     return torch.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
 
@@ -134,7 +134,7 @@ def quat_from_yaw(yaw: Tensor) -> Tensor:
 
 
 def quat_from_euler_xyz(roll: Tensor, pitch: Tensor, yaw: Tensor) -> Tensor:
-    """``Rz(yaw) · Ry(pitch) · Rx(roll)`` as a wxyz quaternion (TASK.md §8 reset noise)."""
+    """``Rz(yaw) · Ry(pitch) · Rx(roll)`` as a wxyz quaternion (docs/task.md §reset reset noise)."""
     cr, sr = torch.cos(0.5 * roll), torch.sin(0.5 * roll)
     cp, sp = torch.cos(0.5 * pitch), torch.sin(0.5 * pitch)
     cy, sy = torch.cos(0.5 * yaw), torch.sin(0.5 * yaw)
@@ -156,5 +156,5 @@ def quat_error_angle(q1: Tensor, q2: Tensor) -> Tensor:
 
 
 def projected_gravity_z(q: Tensor) -> Tensor:
-    """z of gravity seen in the body frame, ``g(q) = 2(x² + y²) − 1`` (TASK.md §7)."""
+    """z of gravity seen in the body frame, ``g(q) = 2(x² + y²) − 1`` (docs/task.md §terminations-and-truncations)."""
     return 2.0 * (q[..., 1] * q[..., 1] + q[..., 2] * q[..., 2]) - 1.0

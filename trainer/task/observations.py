@@ -1,4 +1,4 @@
-"""Actor (160) and critic (289) observations of the tracking task (TASK.md §4).
+"""Actor (160) and critic (289) observations of the tracking task (docs/task.md §observations).
 
 Terms are pure functions of the reference and robot :class:`TrackedState` at frame k.
 :data:`ACTOR_OBS_LAYOUT` and :data:`CRITIC_OBS_LAYOUT` fix each term's offset and width;

@@ -67,7 +67,7 @@ class ResetNoise:
 
     def targets(self, ref: TrackedState, u: Tensor) -> tuple[Tensor, Tensor]:
         """Noisy reset state of every row for the reference ``ref`` at the start frames and the
-        uniforms ``u [N, 12 + J]`` (TASK.md §8). qpos [N, 7 + J], qvel [N, 6 + J]"""
+        uniforms ``u [N, 12 + J]`` (docs/task.md §reset). qpos [N, 7 + J], qvel [N, 6 + J]"""
         noise = (2.0 * u - 1.0) * self.scale  # [N, 12 + J]
         r = self._root
         root_pos = ref.body_pos_w[:, r] + noise[:, 0:3]

@@ -1,4 +1,4 @@
-"""Reward terms of the tracking task (TASK.md §6).
+"""Reward terms of the tracking task (docs/task.md §rewards).
 
 Each term is a pure function returning ``[num_envs]``. The six tracking terms are
 ``exp(−e/σ²)`` of an error e against the reference at frame k; body position/orientation

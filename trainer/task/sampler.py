@@ -1,4 +1,4 @@
-"""Adaptive start-frame sampling (TASK.md §8): reset more often where the policy fails.
+"""Adaptive start-frame sampling (docs/task.md §reset): reset more often where the policy fails.
 
 The clip's T frames are split into B = floor(T / bin_frames) + 1 bins. A row that
 *terminated* (truncations do not count) at frame k adds one failure to bin

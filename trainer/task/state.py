@@ -3,7 +3,7 @@
 Both the robot (read from a :class:`~trainer.sim.backend.SimBackend`) and the motion
 reference (gathered from the device motion table at frame k) are described by a
 :class:`TrackedState`, so every observation, reward and termination term is a pure function
-of two of them (TASK.md §4, §6, §7). Body tensors hold the 14 tracked bodies in TASK.md §3
+of two of them (docs/task.md §observations, §rewards, §terminations-and-truncations). Body tensors hold the 14 tracked bodies in §tracked-bodies
 order; the anchor is column ``ANCHOR_TRACKED_INDEX`` (torso_link).
 """
 

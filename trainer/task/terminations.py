@@ -1,4 +1,4 @@
-"""Terminations and truncations of the tracking task (TASK.md §7), each a ``[num_envs]`` bool.
+"""Terminations and truncations of the tracking task (docs/task.md §terminations-and-truncations), each a ``[num_envs]`` bool.
 
 Terminal conditions (``anchor_pos``, ``anchor_ori``, ``ee_body_pos``) end the episode without
 bootstrapping; truncations (``time_out``, ``motion_clip_end``) bootstrap from the terminal

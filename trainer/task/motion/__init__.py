@@ -1,8 +1,8 @@
 """Reference motions: the NPZ contract, clip loading, resolution and the synthetic clip.
 
-A motion clip is an ``.npz`` with per-frame joint and body states (CONTRACTS §12). The
+A motion clip is an ``.npz`` with per-frame joint and body states (docs/contracts.md §assets-and-motion). The
 loader checks every rule of the contract and fails with a :class:`MotionError` naming the
-offending key; it keeps only the 14 tracked bodies (TASK.md §3) as float32, so the env can
+offending key; it keeps only the 14 tracked bodies (docs/task.md §tracked-bodies) as float32, so the env can
 put the clip into one device table. :func:`resolve_motion` turns a motion id or path into a
 file (path, package root, cache root, local synthetic generation, Hugging Face hub) and
 never substitutes another clip; a clip in a foreign convention, or a clip set (comma list or

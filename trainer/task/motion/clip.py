@@ -1,6 +1,6 @@
 """Motion clips: the NPZ contract's constants, the clip types and content hashing.
 
-A motion clip is an ``.npz`` with per-frame joint and body states (CONTRACTS §12). This module
+A motion clip is an ``.npz`` with per-frame joint and body states (docs/contracts.md §assets-and-motion). This module
 holds the types the rest of :mod:`trainer.task.motion` shares (:class:`MotionClip`,
 :class:`ResolvedMotion`, :class:`MotionError`) and :func:`arrays_sha256`, the container-free
 hash every clip is identified by (docs/assets.md).
@@ -64,7 +64,7 @@ class MotionClip:
     joint_vel: np.ndarray
     """[T, 29] joint velocities."""
     body_pos_w: np.ndarray
-    """[T, 14, 3] world body positions, TASK.md §3 order."""
+    """[T, 14, 3] world body positions, docs/task.md §tracked-bodies order."""
     body_quat_w: np.ndarray
     """[T, 14, 4] world body orientations, wxyz."""
     body_lin_vel_w: np.ndarray

@@ -1,7 +1,7 @@
 """Loading and validating motion NPZs against the contract (docs/assets.md).
 
 The loader checks every rule of the contract and fails with a :class:`MotionError` naming the
-offending key; it keeps only the 14 tracked bodies (TASK.md §3) as float32, so the env can
+offending key; it keeps only the 14 tracked bodies (docs/task.md §tracked-bodies) as float32, so the env can
 put the clip into one device table.
 """
 
@@ -39,7 +39,7 @@ _QUAT_NORM_TOL = 1e-3
 
 
 # ---------------------------------------------------------------------------------------------
-# Loading and validation (CONTRACTS §12 motion table)
+# Loading and validation (docs/contracts.md §assets-and-motion motion table)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -237,7 +237,7 @@ def load_motion(
     fps: int = MOTION_FPS,
     expected_sha256: str | None = None,
 ) -> MotionClip:
-    """Load and validate one motion NPZ (CONTRACTS §12).
+    """Load and validate one motion NPZ (docs/contracts.md §assets-and-motion).
 
     Args:
         path: the ``.npz`` file.

@@ -31,7 +31,7 @@ _OFFLINE_ALTERNATIVE = (
 
 
 # ---------------------------------------------------------------------------------------------
-# Resolution (CONTRACTS §12 "Resolving a motion path")
+# Resolution (docs/contracts.md §assets-and-motion "Resolving a motion path")
 # ---------------------------------------------------------------------------------------------
 
 
