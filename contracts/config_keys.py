@@ -12,6 +12,12 @@ from collections.abc import Sequence
 REMOVED_KEYS: tuple[str, ...] = ("env.tensor_runtime", "env.tensor_runtime_device")
 """Keys removed without alias."""
 
+MOVED_KEY_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("env.weight_", "env.rewards.{}.weight"),
+    ("env.sigma_", "env.rewards.{}.sigma"),
+)
+"""Flat keys that became nested ones: (old prefix, new key with ``{}`` = the rest)."""
+
 
 def removed_key_message(key: str) -> str:
     """The exact message for a removed key (``key`` is the one found)."""
@@ -27,4 +33,13 @@ def removed_key_in(keys: Sequence[str]) -> str | None:
         for removed in REMOVED_KEYS:
             if key == removed or key.startswith(removed + "."):
                 return removed
+    return None
+
+
+def moved_key_message(key: str) -> str | None:
+    """``<key> was moved to <new key>; ...`` when ``key`` matches :data:`MOVED_KEY_PREFIXES`."""
+    for prefix, new in MOVED_KEY_PREFIXES:
+        rest = key[len(prefix) :]
+        if key.startswith(prefix) and rest and "." not in rest:
+            return f"{key} was moved to {new.format(rest)}; rename the key (docs/configuration.md)"
     return None

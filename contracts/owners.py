@@ -20,7 +20,12 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from contracts.config_keys import REMOVED_KEYS, removed_key_in, removed_key_message
+from contracts.config_keys import (
+    REMOVED_KEYS,
+    moved_key_message,
+    removed_key_in,
+    removed_key_message,
+)
 from contracts.errors import ConfigError
 
 __all__ = [
@@ -110,9 +115,14 @@ def _flat_keys(tree: Any, prefix: str = "") -> list[str]:
 
 def _check_removed(node: DictConfig, path: Path) -> None:
     raw = OmegaConf.to_container(node, resolve=False)
-    found = removed_key_in(_flat_keys(raw))
+    keys = _flat_keys(raw)
+    found = removed_key_in(keys)
     if found:
         raise ConfigError(f"{removed_key_message(found)} (found in {path})")
+    for key in keys:
+        moved = moved_key_message(key)
+        if moved is not None:
+            raise ConfigError(f"{moved} (found in {path})")
 
 
 def inherits_chain(owner: Path, conf_root: Path | None = None) -> list[Path]:

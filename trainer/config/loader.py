@@ -27,6 +27,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from contracts.config_keys import moved_key_message
 from contracts.owners import (  # the owner chain; re-exported (see __all__)
     INHERITS_KEY,
     REMOVED_KEYS,
@@ -75,25 +76,10 @@ __all__ = [
 DEFAULT_CONF_ROOT = Path(__file__).resolve().parent.parent / "conf"
 """Package conf root; tests pass ``conf_root=`` (or patch this) to use a temporary tree."""
 
-MOVED_KEY_PREFIXES: tuple[tuple[str, str], ...] = (
-    ("env.weight_", "env.rewards.{}.weight"),
-    ("env.sigma_", "env.rewards.{}.sigma"),
-)
-"""Flat keys that became nested ones: (old prefix, new key with ``{}`` = the rest)."""
-
 CLI_OWNED_KEYS: tuple[str, ...] = ("algo", "task", "training.sim_backend", "training.play_only")
 """Keys selected by ``--algo/--task/--sim`` and declared by the owner (docs/contracts.md §train step 4)."""
 
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-
-
-def moved_key_message(key: str) -> str | None:
-    """``<key> was moved to <new key>; ...`` when ``key`` matches :data:`MOVED_KEY_PREFIXES`."""
-    for prefix, new in MOVED_KEY_PREFIXES:
-        rest = key[len(prefix) :]
-        if key.startswith(prefix) and rest and "." not in rest:
-            return f"{key} was moved to {new.format(rest)}; rename the key (docs/configuration.md)"
-    return None
 
 
 def cli_owned_message(key: str) -> str:
