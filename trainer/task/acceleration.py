@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
 
@@ -39,6 +39,7 @@ __all__ = ["AcceleratedEnv", "accelerate"]
 log = logging.getLogger(__name__)
 
 
+@runtime_checkable
 class AcceleratedEnv(Protocol):
     """What :func:`accelerate` needs of an env (``G1TrackingEnv`` implements it)."""
 

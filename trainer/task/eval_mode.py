@@ -22,7 +22,7 @@ bridge copies). docs/evaluation.md describes the protocol built on it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, Self
+from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -40,6 +40,7 @@ __all__ = ["EvalMode", "EvalStep", "EvaluableEnv"]
 _NUM_TERMINAL = len(TERMINATION_NAMES)
 
 
+@runtime_checkable
 class EvaluableEnv(Protocol):
     """What :class:`EvalMode` drives (``G1TrackingEnv`` implements it)."""
 
