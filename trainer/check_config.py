@@ -26,9 +26,8 @@ import typer
 
 from contracts.cli_app import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error, run_app
 from contracts.jsonio import dumps_strict
-from trainer.cli import FLAGS_TOGETHER
 from trainer.config.checks import check_semantics, resolve_log_dir
-from trainer.config.errors import ConfigError
+from trainer.config.errors import FLAGS_TOGETHER, ConfigError
 from trainer.config.loader import LoadedConfig, list_owners, load_config
 
 __all__ = ["CheckFailed", "CheckResult", "app", "check_config", "main"]

@@ -40,7 +40,7 @@ import typer
 from contracts.cli_app import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error, run_app
 from contracts.schemas import SchemaUnavailable
 from trainer.config.checks import check_semantics, resolve_log_dir
-from trainer.config.errors import ConfigError
+from trainer.config.errors import FLAGS_TOGETHER, ConfigError
 from trainer.config.loader import LoadedConfig, load_config
 from trainer.config.schema import RunContext, SeedInfo, TrainingCfg
 from trainer.preflight import (
@@ -57,8 +57,6 @@ from trainer.rundir.run_config import build_run_config, create_run_dir, write_ru
 
 logger = logging.getLogger(__name__)
 
-
-FLAGS_TOGETHER = "--algo, --task and --sim must be given together"
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 

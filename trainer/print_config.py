@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.cli_app import EXIT_OK, EXIT_USAGE, error
-from trainer.config.errors import ConfigError
+from trainer.config.errors import FLAGS_TOGETHER, ConfigError
 from trainer.config.loader import DEFAULT_CONF_ROOT, LoadedConfig, load_config
 from trainer.config.provenance import Origin, resolve_origins
 
@@ -81,8 +81,6 @@ def print_config(
     conf_root: Path | None = None,
 ) -> int:
     """Print the resolved config on stdout; returns 0, or 2 after one ``error:`` line."""
-    from trainer.cli import FLAGS_TOGETHER
-
     root = conf_root or DEFAULT_CONF_ROOT
     try:
         if not (algo and task and sim):

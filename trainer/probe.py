@@ -56,7 +56,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import click
 import numpy as np
@@ -66,6 +66,7 @@ from contracts import gpu_snapshot
 from contracts.backend_probe import BACKENDS, PHASES
 from contracts.cli_app import error, run_app
 from contracts.jsonio import write_json_atomic
+from contracts.names import Backend
 from trainer.probe_workload import (
     PhaseClock,
     probe_iteration,
@@ -75,6 +76,13 @@ from trainer.probe_workload import (
     summarize_ms,
     transfer_inventory,
 )
+
+if TYPE_CHECKING:
+    import torch
+
+    from trainer.task.config import G1TrackingCfg
+    from trainer.task.g1_tracking import G1TrackingEnv
+    from trainer.task.motion import ResolvedMotion
 
 __all__ = [
     "PHASES",
@@ -117,7 +125,7 @@ class ProbeFailure(Exception):
 
 
 # ----------------------------------------------------------------------------- the probe
-def _child_runtime(device: Any) -> dict[str, Any]:
+def _child_runtime(device: torch.device) -> dict[str, Any]:
     import torch
 
     out: dict[str, Any] = {
@@ -129,7 +137,7 @@ def _child_runtime(device: Any) -> dict[str, Any]:
         "gpu_capability": None,
         "gpu_total_memory_gib": None,
     }
-    if getattr(device, "type", None) == "cuda":
+    if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
         props = torch.cuda.get_device_properties(index)
         out.update(
@@ -142,10 +150,10 @@ def _child_runtime(device: Any) -> dict[str, Any]:
     return out
 
 
-def _select_device(backend: str, training_device: str) -> Any:
+def _select_device(backend: str, training_device: str) -> torch.device:
     import torch
 
-    if backend == "mjwarp":
+    if backend == Backend.MJWARP:
         if not torch.cuda.is_available():
             raise ProbeFailure(
                 "sim backend 'mjwarp' needs CUDA but torch.cuda.is_available() is False; "
@@ -165,10 +173,10 @@ def _select_device(backend: str, training_device: str) -> Any:
 class _Setup:
     """The probe's env and what its result reports about how it was built."""
 
-    env: Any
-    device: Any
-    task_cfg: Any
-    resolved: Any
+    env: G1TrackingEnv
+    device: torch.device
+    task_cfg: G1TrackingCfg
+    resolved: ResolvedMotion
     torch_threads: int
 
 
@@ -228,7 +236,7 @@ def _setup(backend: str, num_envs: int, motion: str) -> _Setup:
     return _Setup(env, device, task_cfg, resolved, torch_threads)
 
 
-def _measure(env: Any, device: Any, *, warmup: int, iters: int) -> _Tally:
+def _measure(env: G1TrackingEnv, device: torch.device, *, warmup: int, iters: int) -> _Tally:
     """Run ``warmup + iters`` iterations over a pool of seeded actions; tally the measured."""
     import torch
 
@@ -321,7 +329,7 @@ def _result(
     num_envs = env.num_envs
     phases = {name: summarize_ms(tally.samples[name]) for name in PHASES}
     steps_per_s = num_envs / (phases["iteration_ms"]["mean_ms"] / 1000.0)
-    cpu = backend == "mujoco"
+    cpu = backend == Backend.MUJOCO
     return {
         "backend": backend,
         "status": "passed",
@@ -368,7 +376,7 @@ def _result(
         "child_runtime": {
             **_child_runtime(device),
             "torch_threads": setup.torch_threads,
-            "physics_threads": getattr(be, "num_threads", None),
+            "physics_threads": be.num_threads,
         },
         "measured_wall_s": tally.measured_wall_s,
     }

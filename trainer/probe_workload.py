@@ -10,9 +10,12 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "PhaseClock",
@@ -103,10 +106,10 @@ def transfer_inventory() -> list[dict[str, Any]]:
 class PhaseClock:
     """``now()`` = host time after all queued device work finished (CUDA synchronize)."""
 
-    def __init__(self, device: Any) -> None:
+    def __init__(self, device: torch.device | str) -> None:
         import torch
 
-        self.cuda = getattr(device, "type", str(device)) == "cuda"
+        self.cuda = torch.device(device).type == "cuda"
         self._sync: Callable[[], None] = torch.cuda.synchronize if self.cuda else (lambda: None)
 
     def now(self) -> float:

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from tabulate import tabulate
@@ -310,6 +310,14 @@ def _report(document: dict[str, Any], plot: Path | None, *, json_output: bool, q
         sys.stdout.write(render_table(document))
 
 
+def _become_child() -> NoReturn:
+    """Child mode of the contract's flag table: become the trainer's child process."""
+    argv = [sys.executable, "-m", CHILD_MODULE, *_ARGS]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, argv)
+
+
 @app.command(
     epilog=(
         "\b\nExamples:\n"
@@ -374,11 +382,7 @@ def probe(
 ) -> None:
     """Measure the G1 env alone per physics backend, one isolated process per backend."""
     if single_result is not None:
-        # Child mode of the contract's flag table: become the trainer's child process.
-        argv = [sys.executable, "-m", CHILD_MODULE, *_ARGS]
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.execv(sys.executable, argv)
+        _become_child()
     output, plot = _checked_paths(output, plot)
     names = parse_backends(backends)
     opts = {

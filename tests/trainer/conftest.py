@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.config.defaults import default_scene_cfg
+from trainer.config.defaults import default_scene_cfg, default_task_cfg
 from trainer.sim.scene import build_g1_model
-from trainer.task.config import G1TrackingCfg
 from trainer.task.g1_tracking import G1TrackingEnv, make_env
 from trainer.task.motion import MotionClip, generate_synthetic_dance, load_motion
 
@@ -41,7 +40,7 @@ def make_g1_env(g1_model, g1_clip) -> Callable[..., G1TrackingEnv]:
 
     ``make_g1_env(num_envs=4, seed=0, static_outputs=False, num_threads=2,
     compile_backend=True, **cfg_overrides)``; the keyword overrides replace fields of the
-    default ``G1TrackingCfg``.
+    ``default_task_cfg()``.
     """
 
     def factory(
@@ -53,7 +52,7 @@ def make_g1_env(g1_model, g1_clip) -> Callable[..., G1TrackingEnv]:
         **over,
     ) -> G1TrackingEnv:
         return make_env(
-            dataclasses.replace(G1TrackingCfg(), **over),
+            dataclasses.replace(default_task_cfg(), **over),
             sim_backend="mujoco",
             num_envs=num_envs,
             device="cpu",
@@ -86,7 +85,7 @@ def make_warp_cpu_env(g1_model, g1_clip) -> Callable[..., G1TrackingEnv]:
             warp_device="cpu",
             _allow_cpu_for_tests=True,
         )
-        return G1TrackingEnv(G1TrackingCfg(), backend, g1_model, g1_clip, seed=seed, **kwargs)
+        return G1TrackingEnv(default_task_cfg(), backend, g1_model, g1_clip, seed=seed, **kwargs)
 
     return factory
 
@@ -95,12 +94,12 @@ def make_warp_cpu_env(g1_model, g1_clip) -> Callable[..., G1TrackingEnv]:
 def make_cuda_env(g1_model, g1_clip) -> Callable[..., G1TrackingEnv]:
     """Factory of G1 envs on MJWarp over CUDA (``gpu`` tests only).
 
-    ``make_cuda_env(num_envs, **make_env_kwargs)``, seed 11, the default ``G1TrackingCfg``.
+    ``make_cuda_env(num_envs, **make_env_kwargs)``, seed 11, ``default_task_cfg()``.
     """
 
     def factory(num_envs: int, **kwargs) -> G1TrackingEnv:
         return make_env(
-            G1TrackingCfg(),
+            default_task_cfg(),
             sim_backend="mjwarp",
             num_envs=num_envs,
             device="cuda",

@@ -36,6 +36,8 @@ from tabulate import tabulate
 
 from contracts.cli_app import run_app
 from contracts.jsonio import write_json_atomic
+from contracts.names import Backend
+from trainer.config.defaults import default_task_cfg
 from trainer.sim.backend import BACKEND_NAMES, BackendFailure
 from trainer.sim.scene import build_g1_model
 from trainer.task.config import G1TrackingCfg
@@ -201,7 +203,7 @@ def run(
     num_envs: Annotated[str, typer.Option(help="Comma list of env counts.")] = "1024,2048,4096",
     iters: Annotated[int, typer.Option(min=1, help="Timed control steps per phase.")] = 200,
     warmup: Annotated[int, typer.Option(min=0, help="Untimed steps before each phase.")] = 50,
-    sim: Annotated[str, typer.Option(help="Backend: mjwarp or mujoco.")] = "mjwarp",
+    sim: Annotated[str, typer.Option(help="Backend: mjwarp or mujoco.")] = Backend.MJWARP.value,
     device: Annotated[str, typer.Option(help="Torch device (mjwarp needs cuda).")] = "cuda",
     motion_file: Annotated[
         str, typer.Option(help="Motion id or path.")
@@ -223,7 +225,7 @@ def run(
     sizes = _parse_sizes(num_envs)
     from trainer.task.motion import load_motion, resolve_motion
 
-    cfg = G1TrackingCfg(motion_file=motion_file)
+    cfg = default_task_cfg(motion_file=motion_file)
     model = build_g1_model(cfg.scene)
     motion = load_motion(resolve_motion(motion_file, hub_repo=cfg.hub_repo).path, model)
     torch_device = torch.device(device)

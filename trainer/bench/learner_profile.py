@@ -38,6 +38,7 @@ from rich.table import Table
 from contracts.cli_app import run_app
 from contracts.errors import UsageError
 from contracts.jsonio import dumps_strict, write_json_atomic
+from contracts.names import Backend
 from contracts.schemas import validate
 from trainer.algo.config import FlashSacCfg
 from trainer.algo.fusion import CycleFusion
@@ -46,7 +47,7 @@ from trainer.config.errors import ConfigError
 from trainer.config.loader import load_config
 
 SCHEMA = "learner_profile.v1.json"
-OWNER = ("flashsac", "g1_motion_tracking", "mjwarp")
+OWNER = ("flashsac", "g1_motion_tracking", Backend.MJWARP.value)
 CATEGORIES = ("gemm", "norm", "c51_projection", "optimizer", "elementwise", "other")
 TOP_KERNELS = 20
 VARIANTS = {"fused": CycleFusion(), "legacy": CycleFusion.none()}

@@ -26,9 +26,9 @@ import typer
 from tabulate import tabulate
 
 from contracts.jsonio import write_json_atomic
+from contracts.names import Backend
 from trainer.algo.learner import FlashSacLearner
-from trainer.config.defaults import default_algo_cfg
-from trainer.task.config import G1TrackingCfg
+from trainer.config.defaults import default_algo_cfg, default_task_cfg
 from trainer.task.g1_tracking import G1TrackingEnv, make_env
 from trainer.task.motion import SYNTHETIC_MOTION_ID
 
@@ -69,14 +69,16 @@ def rollout(env: G1TrackingEnv, policy: Policy, steps: int) -> dict[str, float |
 def main(
     num_envs: Annotated[int, typer.Option(min=1, help="Parallel environments.")] = 64,
     steps: Annotated[int, typer.Option(min=1, help="Control steps per policy.")] = 600,
-    sim: Annotated[str, typer.Option(help="Backend: mujoco (CPU) or mjwarp (CUDA).")] = "mujoco",
+    sim: Annotated[
+        str, typer.Option(help="Backend: mujoco (CPU) or mjwarp (CUDA).")
+    ] = Backend.MUJOCO.value,
     device: Annotated[str, typer.Option(help="Torch device.")] = "cpu",
     seed: Annotated[int, typer.Option(help="Task, actor and action seed.")] = 1,
     output: Annotated[Path | None, typer.Option(help="Strict-JSON result path.")] = None,
 ) -> None:
     """Measure the untrained FlashSAC, zero-action and random policies on the G1 task."""
     torch.manual_seed(seed)
-    task_cfg = G1TrackingCfg(motion_file=SYNTHETIC_MOTION_ID)
+    task_cfg = default_task_cfg(motion_file=SYNTHETIC_MOTION_ID)
     env = make_env(task_cfg, sim_backend=sim, num_envs=num_envs, device=device, seed=seed)
     learner = FlashSacLearner(
         default_algo_cfg(

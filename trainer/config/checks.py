@@ -16,6 +16,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from contracts.names import Backend
 from trainer.config.errors import ConfigError
 from trainer.config.loader import LoadedConfig
 from trainer.config.schema import TrainingCfg
@@ -113,7 +114,7 @@ def _check_runtime_sizes(training: TrainingCfg, num_envs: int) -> None:
 
 def _check_device_pairing(sim: str, training: TrainingCfg) -> None:
     """A CPU learner cannot serve mjwarp or CUDA MPS."""
-    if sim == "mjwarp" and training.device == "cpu":
+    if sim == Backend.MJWARP and training.device == "cpu":
         raise ConfigError(
             "training.device=cpu cannot run --sim mjwarp (MuJoCo Warp trains on one CUDA GPU); "
             "use training.device=auto, or --sim mujoco for a CPU run"

@@ -13,6 +13,7 @@ import dataclasses
 import functools
 from typing import TYPE_CHECKING, Any
 
+from contracts.names import Backend
 from trainer.config.loader import LoadedConfig, load_config
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ __all__ = [
     "owner_config",
 ]
 
-DEFAULT_OWNER: tuple[str, str, str] = ("flashsac", "g1_motion_tracking", "mujoco")
+DEFAULT_OWNER: tuple[str, str, str] = ("flashsac", "g1_motion_tracking", Backend.MUJOCO.value)
 """``(algo, task, sim)`` of the owner whose values the ``default_*`` functions return."""
 
 

@@ -10,4 +10,8 @@ from __future__ import annotations
 
 from contracts.errors import ConfigError
 
-__all__ = ["ConfigError"]
+__all__ = ["FLAGS_TOGETHER", "ConfigError"]
+
+FLAGS_TOGETHER = "--algo, --task and --sim must be given together"
+"""The one message of an owner selection that is incomplete (``train``, ``--print-config``,
+``g1-check-config``)."""

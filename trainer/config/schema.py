@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from trainer.algo.config import FlashSacCfg
+    from trainer.evaluation.config import EvalCfg
     from trainer.task.config import G1TrackingCfg
 
 SimBackendName = Literal["mjwarp", "mujoco"]
-"""The simulator backends an owner may declare in ``training.sim_backend`` (the same set as
-``trainer.sim.backend.BackendName``; tests/trainer/config/test_defaults.py checks it)."""
+"""The simulator backends an owner may declare in ``training.sim_backend``: the values of
+``contracts.names.Backend``, spelled as a ``Literal`` so this module stays light to import
+(tests/trainer/config/test_defaults.py checks the two agree)."""
 
 DeviceRequest = Literal["auto", "cpu", "cuda"]
 """Accepted ``training.device`` values (``auto`` = CUDA when available, else CPU)."""
@@ -187,7 +189,7 @@ class RunContext:
     extra: dict[str, Any] = field(default_factory=dict)
     """Free-form preflight facts (device counts, free memory) for diagnostics."""
 
-    eval_cfg: Any = None
+    eval_cfg: EvalCfg | None = None
     """``EvalCfg``: the evaluation after training (None skips it; docs/evaluation.md)."""
 
     @property

@@ -27,9 +27,10 @@ from __future__ import annotations
 import json
 import logging
 import time
+import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contracts.schemas import validate
 from trainer.evaluation.document import (
@@ -49,8 +50,14 @@ from trainer.rundir.checkpoint import checkpoint_name, save_checkpoint
 from trainer.runtime.control import ControlBlock, Word
 from trainer.runtime.liveness import StopRequested
 
+if TYPE_CHECKING:
+    from trainer.evaluation.config import EvalCfg
+    from trainer.runtime.liveness import Waiter
+
 __all__ = [
+    "EvalContext",
     "EvalPlan",
+    "EvaluatingCollector",
     "LearnerEvaluation",
     "evaluate_run",
     "one_line",
@@ -77,6 +84,46 @@ class EvalPlan:
     uniform_episodes: int
     frame0_episodes: int
     motion_id: str
+
+
+class PlannedResources(typing.Protocol):
+    """The collector's resources as far as the stage reads them (``CollectorResources``)."""
+
+    @property
+    def evaluation(self) -> EvalPlan | None: ...
+
+
+class EvaluatingCollector(typing.Protocol):
+    """The collector as :func:`serve_evaluation` drives it (trainer/runtime/collector.py)."""
+
+    @property
+    def res(self) -> PlannedResources | None: ...
+
+    @property
+    def block(self) -> ControlBlock: ...
+
+    @property
+    def waiter(self) -> Waiter: ...
+
+    @property
+    def env(self) -> Any:
+        """The collector's built env (``G1TrackingEnv``)."""
+        ...
+
+
+class EvalContext(typing.Protocol):
+    """What the learner's side reads of the run (``RunContext``)."""
+
+    @property
+    def run_dir(self) -> Path: ...
+
+    @property
+    def eval_cfg(self) -> EvalCfg | None:
+        """None when the run's configuration has no ``eval`` section (skips the stage)."""
+        ...
+
+    @property
+    def motion_id(self) -> str: ...
 
 
 def evaluate_run(
@@ -133,24 +180,24 @@ def evaluate_run(
     return outcome
 
 
-def prepare_collector(resources: Any) -> None:
+def prepare_collector(resources: PlannedResources | None) -> None:
     """Collector side, at ``startup/collector_start``: load and compile the schema of
     ``evaluation.json`` now, so the writes after a long run do not depend on ``schemas/``
     staying where it was (nothing happens without a plan)."""
-    if getattr(resources, "evaluation", None) is not None:
+    if resources is not None and resources.evaluation is not None:
         validate({}, EVALUATION_SCHEMA)
 
 
-def serve_evaluation(collector: Any) -> None:
+def serve_evaluation(collector: EvaluatingCollector) -> None:
     """Collector side, after its last tick: evaluate when the learner asks (steps 3 above).
 
     Returns at once without a plan; raises ``StopRequested`` when the learner stops the run
     instead of asking.
     """
-    plan = getattr(collector.res, "evaluation", None)
+    plan = collector.res.evaluation if collector.res is not None else None
     if plan is None:
         return
-    block: ControlBlock = collector.block
+    block = collector.block
     ints = block.ints
 
     def stop_requested() -> None:
@@ -176,10 +223,10 @@ class LearnerEvaluation:
             section, e.g. the runtime tests') skips the evaluation.
     """
 
-    def __init__(self, ctx: Any) -> None:
-        self.cfg = getattr(ctx, "eval_cfg", None)
+    def __init__(self, ctx: EvalContext) -> None:
+        self.cfg = ctx.eval_cfg
         self.run_dir = Path(ctx.run_dir)
-        self.motion_id = str(getattr(ctx, "motion_id", "") or "unknown")
+        self.motion_id = str(ctx.motion_id or "unknown")
         self.section: dict[str, Any] | None = None
         """``run_summary.evaluation`` once :meth:`run` ended."""
         self.requested = False

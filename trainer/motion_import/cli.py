@@ -31,7 +31,8 @@ from trainer.assets import AssetError
 from trainer.motion_import.checks import BOUNDS, Check
 from trainer.motion_import.convert import convert_file
 from trainer.motion_import.report import INSPECT_SCHEMA, Report, build_report, list_clips
-from trainer.task.motion import MotionError, write_npz_atomic
+from trainer.task.motion.clip import MotionError
+from trainer.task.motion.synthetic import write_npz_atomic
 
 __all__ = ["app", "main"]
 

@@ -54,7 +54,8 @@ from trainer.motion_import.validate import (
     read_names,
 )
 from trainer.sim.scene import JOINT_NAMES, TRACKED_BODY_NAMES
-from trainer.task.motion import MOTION_FPS, REQUIRED_KEYS, MotionError, check_clip_ends
+from trainer.task.motion.clip import MOTION_FPS, REQUIRED_KEYS, MotionError
+from trainer.task.motion.load import check_clip_ends
 
 __all__ = ["detect_convention", "read_source"]
 

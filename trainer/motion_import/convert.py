@@ -30,7 +30,7 @@ from trainer.motion_import.conventions import read_source
 from trainer.motion_import.model import forward_poses, g1_body_names, g1_model
 from trainer.motion_import.source import QuatOrder, SourceMotion
 from trainer.sim.scene import JOINT_NAMES, body_kinematics, locate_g1_mjcf
-from trainer.task.motion import MOTION_FPS, MotionError
+from trainer.task.motion.clip import MOTION_FPS, MotionError
 
 __all__ = [
     "IMPORTER_VERSION",

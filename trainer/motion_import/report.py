@@ -22,7 +22,7 @@ from trainer.motion_import.convert import PROVENANCE_KEYS, Conversion
 from trainer.motion_import.resolve import CLIP_SUFFIXES, IMPORT_DIR
 from trainer.motion_import.source import CONVENTIONS
 from trainer.motion_import.validate import read_arrays
-from trainer.task.motion import MotionError
+from trainer.task.motion.clip import MotionError
 
 __all__ = [
     "INSPECT_SCHEMA",

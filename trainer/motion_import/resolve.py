@@ -29,14 +29,9 @@ from trainer.motion_import.convert import IMPORTER_VERSION, convert, model_sha25
 from trainer.motion_import.model import g1_model
 from trainer.motion_import.validate import read_arrays
 from trainer.sim.scene import JOINT_NAMES, TRACKED_BODY_NAMES
-from trainer.task.motion import (
-    MOTION_FPS,
-    MotionError,
-    ResolvedMotion,
-    arrays_sha256,
-    load_motion,
-    write_npz_atomic,
-)
+from trainer.task.motion.clip import MOTION_FPS, MotionError, ResolvedMotion, arrays_sha256
+from trainer.task.motion.load import load_motion
+from trainer.task.motion.synthetic import write_npz_atomic
 
 __all__ = [
     "CLIP_SUFFIXES",

@@ -16,7 +16,7 @@ import numpy as np
 from trainer.motion_import import quat
 from trainer.motion_import.source import QuatOrder
 from trainer.sim.scene import JOINT_NAMES
-from trainer.task.motion import MotionError
+from trainer.task.motion.clip import MotionError
 
 __all__ = [
     "QUAT_UNIT_TOL",

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import torch
 from torch import Tensor
 
+from contracts.names import Backend
+
 if TYPE_CHECKING:
     import mujoco
 
@@ -43,10 +45,11 @@ __all__ = [
 ]
 
 BackendName = Literal["mjwarp", "mujoco"]
-"""The simulator backends (``--sim``, ``training.sim_backend``)."""
+"""The simulator backends (``--sim``, ``training.sim_backend``) as a static type; the same
+set as :class:`contracts.names.Backend` (tests/trainer/config/test_defaults.py checks it)."""
 
-# A literal tuple: harness/support/matrix.py reads it with ``ast`` (no import).
-BACKEND_NAMES = ("mjwarp", "mujoco")
+BACKEND_NAMES: tuple[str, ...] = tuple(b.value for b in Backend)
+"""The simulator backend names in their reported order, from :class:`contracts.names.Backend`."""
 
 
 class BackendFailure(RuntimeError):

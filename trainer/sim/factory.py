@@ -10,6 +10,7 @@ from __future__ import annotations
 import mujoco
 import torch
 
+from contracts.names import Backend
 from trainer.sim.backend import BACKEND_NAMES, SimBackend
 from trainer.sim.mjwarp import MjWarpBackend
 from trainer.sim.mujoco_cpu import MujocoCpuBackend
@@ -46,12 +47,12 @@ def make_backend(
         msg = f"num_envs={num_envs!r} must be an int >= 1; use e.g. 2048"
         raise ValueError(msg)
     device = torch.device(device)
-    if name == "mjwarp":
+    if name == Backend.MJWARP:
         if num_threads is not None:
             msg = f"num_threads={num_threads} applies to --sim mujoco only; mjwarp runs on the GPU"
             raise ValueError(msg)
         return MjWarpBackend(model, num_envs, device, scene)
-    if name == "mujoco":
+    if name == Backend.MUJOCO:
         return MujocoCpuBackend(model, num_envs, device, scene, num_threads=num_threads)
     msg = f"unknown sim backend {name!r}; valid backends: {list(BACKEND_NAMES)}"
     raise ValueError(msg)

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
 
@@ -26,15 +28,53 @@ from trainer.compile_mode import compile_in_process
 from trainer.sim.backend import DiagnosticEntry
 
 if TYPE_CHECKING:
-    from trainer.task.g1_tracking import G1TrackingEnv
+    from torch import Tensor
 
-__all__ = ["accelerate"]
+    from trainer.sim.backend import SimBackend
+    from trainer.task.phases import PhaseRunner
+    from trainer.task.sampler import AdaptiveSampler
+
+__all__ = ["AcceleratedEnv", "accelerate"]
 
 log = logging.getLogger(__name__)
 
 
+@runtime_checkable
+class AcceleratedEnv(Protocol):
+    """What :func:`accelerate` needs of an env (``G1TrackingEnv`` implements it)."""
+
+    backend: SimBackend
+    device: torch.device
+    setup_seconds: dict[str, float]
+    reset_generator: torch.Generator
+    obs_generator: torch.Generator
+
+    @property
+    def staged(self) -> bool: ...
+
+    @property
+    def sampler(self) -> AdaptiveSampler: ...
+
+    @property
+    def phase_runner(self) -> PhaseRunner: ...
+
+    def phase_stream(self) -> AbstractContextManager[None]: ...
+
+    def phase_cores(self) -> dict[str, Callable]: ...
+
+    def set_phase_functions(self, fns: dict[str, Callable]) -> None: ...
+
+    def use_eager_phases(self) -> None: ...
+
+    def clear_action_input(self) -> None: ...
+
+    def reset_all(self) -> tuple[Tensor, Tensor]: ...
+
+    def restart(self, failures: Tensor) -> None: ...
+
+
 def accelerate(
-    env: G1TrackingEnv, *, compile_backend: str | None, cuda_graph: bool
+    env: AcceleratedEnv, *, compile_backend: str | None, cuda_graph: bool
 ) -> tuple[DiagnosticEntry, DiagnosticEntry]:
     """Compile, then capture, the phases of ``env``; returns ``(task_compile,
     task_cuda_graph)`` and records both (and their wall seconds) on the env and backend."""
@@ -47,17 +87,15 @@ def accelerate(
         # Compiling was fine but capture failed: retry the capture without compile
         # (an inductor kernel that cannot be captured must not cost the graphs).
         reason = f"reverted after graph capture failed: {graph_entry.disable_reason}"
-        env._use_eager_functions()
+        env.use_eager_phases()
         compile_entry = DiagnosticEntry(True, False, reason[:300])
         graph_entry, _ = _setup_cuda_graphs(env, cuda_graph)
-    set_diag = getattr(env.backend, "set_diagnostic", None)
-    if set_diag is not None:
-        set_diag("task_cuda_graph", graph_entry)
-        set_diag("task_compile", compile_entry)
+    env.backend.set_diagnostic("task_cuda_graph", graph_entry)
+    env.backend.set_diagnostic("task_compile", compile_entry)
     return compile_entry, graph_entry
 
 
-def _setup_compile(env: G1TrackingEnv, backend: str | None) -> DiagnosticEntry:
+def _setup_compile(env: AcceleratedEnv, backend: str | None) -> DiagnosticEntry:
     """Compile the phase functions with ``backend`` and run them once (a full reset and,
     on a staged backend, one step), so compile errors surface here and revert to eager."""
     if backend is None:
@@ -66,26 +104,28 @@ def _setup_compile(env: G1TrackingEnv, backend: str | None) -> DiagnosticEntry:
     if backend == "inductor":
         compile_in_process()  # before the first compile: no inductor worker pool
     try:
-        env._fns = {
-            name: torch.compile(core, backend=backend, dynamic=False)
-            for name, core in env._cores().items()
-        }
+        env.set_phase_functions(
+            {
+                name: torch.compile(core, backend=backend, dynamic=False)
+                for name, core in env.phase_cores().items()
+            }
+        )
         env.reset_all()
         if env.staged:
-            env._act_in.zero_()
+            env.clear_action_input()
             with env.phase_stream():
-                env._runner.run()
+                env.phase_runner.run()
         entry = DiagnosticEntry(True, True, None)
     except Exception as err:  # noqa: BLE001 - recorded and logged, then eager
-        env._use_eager_functions()
+        env.use_eager_phases()
         reason = f"torch.compile({backend}) failed: {type(err).__name__}: {err}"[:300]
         log.warning("task_compile disabled, running the phases eagerly: %s", reason)
         entry = DiagnosticEntry(True, False, reason)
-    env._restart(failures)
+    env.restart(failures)
     return entry
 
 
-def _setup_cuda_graphs(env: G1TrackingEnv, requested: bool) -> tuple[DiagnosticEntry, bool]:
+def _setup_cuda_graphs(env: AcceleratedEnv, requested: bool) -> tuple[DiagnosticEntry, bool]:
     """Warm up, capture one graph per torch phase and restore the post-``reset_all`` state;
     returns the entry and whether a capture was attempted and failed."""
     if not requested:
@@ -93,7 +133,7 @@ def _setup_cuda_graphs(env: G1TrackingEnv, requested: bool) -> tuple[DiagnosticE
     if env.device.type != "cuda":
         reason = f"torch device is {env.device.type}; CUDA graphs need CUDA"
         return DiagnosticEntry(True, False, reason), False
-    if not env.staged or env._runner.stream is None:
+    if not env.staged or env.phase_runner.stream is None:
         reason = (
             f"sim backend {env.backend.name!r} has no staged device launches "
             "(only mjwarp on CUDA can be interleaved with torch graphs)"
@@ -102,8 +142,8 @@ def _setup_cuda_graphs(env: G1TrackingEnv, requested: bool) -> tuple[DiagnosticE
     failures = env.sampler.failures.clone()
     failed = False
     try:
-        env._act_in.zero_()
-        env._runner.capture((env.reset_generator, env.obs_generator))
+        env.clear_action_input()
+        env.phase_runner.capture((env.reset_generator, env.obs_generator))
         entry = DiagnosticEntry(True, True, None)
     except Exception as err:  # noqa: BLE001 - recorded and logged, then eager
         failed = True
@@ -112,5 +152,5 @@ def _setup_cuda_graphs(env: G1TrackingEnv, requested: bool) -> tuple[DiagnosticE
         entry = DiagnosticEntry(True, False, reason)
     # Warm-up steps moved the state and the generators: start over from the same seed, so
     # a graphed env begins exactly where an eager one does.
-    env._restart(failures)
+    env.restart(failures)
     return entry, failed

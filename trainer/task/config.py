@@ -1,18 +1,18 @@
 """``G1TrackingCfg``: every parameter of the G1 motion-tracking task (docs/task.md) as data.
 
 The owner YAML files hold the values (docs/contracts.md §owner-routing); ``trainer/config/loader.py`` fills this
-frozen dataclass and downstream code reads only the fields it needs. The defaults equal
-docs/task.md so a test or benchmark can build the task without a config file. Names carry units
-(``_s``, ``_m``, ``_rad``); ranges are half-widths of symmetric uniform draws.
+frozen dataclass and downstream code reads only the fields it needs. It declares no defaults:
+code outside a run (tests, benchmarks) takes the owner's values from
+``trainer.config.defaults.default_task_cfg``. Names carry units (``_s``, ``_m``, ``_rad``);
+ranges are half-widths of symmetric uniform draws.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from trainer.config.defaults import default_scene_cfg
 from trainer.sim.scene import SceneCfg
 
 __all__ = [
@@ -45,19 +45,6 @@ class RewardTerm:
 
     weight: float
     sigma: float | None
-
-
-_DEFAULT_REWARDS: dict[str, RewardTerm] = {
-    "motion_global_root_pos": RewardTerm(weight=1.0, sigma=0.3),
-    "motion_global_root_ori": RewardTerm(weight=0.5, sigma=0.4),
-    "motion_body_pos": RewardTerm(weight=2.0, sigma=0.3),
-    "motion_body_ori": RewardTerm(weight=1.0, sigma=0.4),
-    "motion_body_lin_vel": RewardTerm(weight=1.0, sigma=1.0),
-    "motion_body_ang_vel": RewardTerm(weight=1.0, sigma=3.14),
-    "action_rate_l2": RewardTerm(weight=-0.1, sigma=None),
-    "joint_limit": RewardTerm(weight=-2.0, sigma=None),
-    "undesired_contacts": RewardTerm(weight=-0.1, sigma=None),
-}
 
 
 def check_rewards(rewards: Mapping[str, RewardTerm]) -> None:
@@ -93,83 +80,83 @@ class G1TrackingCfg:
     """The G1 motion-tracking task (``G1MotionTracking``), docs/task.md §timing-and-step-order, docs/assets.md §the-g1-model-and-the-scene, docs/task.md §tracked-bodies, §observations, §actions, §rewards, §terminations-and-truncations, §reset."""
 
     # --- motion (docs/contracts.md §assets-and-motion) ---------------------------------------------------------------
-    motion_file: str = "motions/g1/dance1_subject2_part.npz"
+    motion_file: str
     """Motion asset id or path (``env.commands.motion.motion_file``); offline alternative
     ``motions/g1/synthetic_dance.npz``."""
-    hub_repo: str = "unilabsim/unilab-motions"
+    hub_repo: str
     """Hugging Face dataset repo for motion downloads (``env.commands.motion.hub_repo``)."""
 
     # --- timing and scene (docs/task.md §timing-and-step-order, docs/assets.md §the-g1-model-and-the-scene) ----------------------------------------------------
-    scene: SceneCfg = field(default_factory=default_scene_cfg)
+    scene: SceneCfg
     """Physics timestep, substeps (decimation) and MJWarp buffers; ctrl dt = sim_dt·decimation."""
-    episode_length_s: float = 10.0
+    episode_length_s: float
     """Episode length; ceil(10 / 0.02) = 500 control steps (``time_out`` truncation)."""
 
     # --- actions (docs/task.md §actions) -----------------------------------------------------------------
-    action_scale: float = 2.0
+    action_scale: float
     """Position target = q_default + action_scale · a (one scale for all joints)."""
-    simulate_action_latency: bool = False
+    simulate_action_latency: bool
     """If true, ctrl uses a_{t-1} (0 after a reset); obs and action_rate still use a_t."""
 
     # --- execution (not task semantics) --------------------------------------------------------
-    torch_compile: bool = True
+    torch_compile: bool
     """Compile the step phases' torch arithmetic with inductor before the CUDA graphs are
     captured (CUDA only; the CPU backend steps eagerly). Results equal the eager step up to
     float rounding; the run manifest records ``task_compile``."""
 
     # --- observation noise, uniform half-widths (docs/task.md §observations) ----------------------------------
-    noise_motion_anchor_pos: float = 0.0
+    noise_motion_anchor_pos: float
     """Noise on ``motion_anchor_pos_b`` (none; mjlab 0.25)."""
-    noise_motion_anchor_ori: float = 0.0
+    noise_motion_anchor_ori: float
     """Noise on ``motion_anchor_ori_b`` (none; mjlab 0.05)."""
-    noise_base_lin_vel: float = 0.1
+    noise_base_lin_vel: float
     """Noise on ``base_lin_vel`` (pelvis velocimeter), m/s."""
-    noise_base_ang_vel: float = 0.2
+    noise_base_ang_vel: float
     """Noise on ``base_ang_vel`` (torso gyro), rad/s."""
-    noise_joint_pos: float = 0.01
+    noise_joint_pos: float
     """Noise on ``joint_pos`` (q − q_default), rad."""
-    noise_joint_vel: float = 1.5
+    noise_joint_vel: float
     """Noise on ``joint_vel``, rad/s."""
 
     # --- rewards (docs/task.md §rewards): weights w and sigmas σ of exp(−e/σ²) ---------------------------
-    rewards: dict[str, RewardTerm] = field(default_factory=lambda: dict(_DEFAULT_REWARDS))
+    rewards: dict[str, RewardTerm]
     """``env.rewards.<term>: {weight, sigma}`` for every term of :data:`REWARD_TERM_NAMES`;
     ``sigma`` is null for the penalty terms."""
-    undesired_contact_height_m: float = 0.05
+    undesired_contact_height_m: float
     """Height test of ``undesired_contacts`` (no contact forces are read)."""
 
     # --- terminations (docs/task.md §terminations-and-truncations) ------------------------------------------------------------
-    anchor_pos_z_threshold_m: float = 0.5
+    anchor_pos_z_threshold_m: float
     """``anchor_pos``: |p*_a.z − p_a.z| above this terminates (mjlab 0.25)."""
-    anchor_ori_threshold: float = 0.8
+    anchor_ori_threshold: float
     """``anchor_ori``: |g(q*_a) − g(q_a)| above this terminates (projected-gravity z)."""
-    ee_body_pos_z_threshold_m: float = 0.5
+    ee_body_pos_z_threshold_m: float
     """``ee_body_pos``: any EE body height error above this terminates (mjlab 0.25)."""
 
     # --- reset ranges, half-widths of U(−r, r) (docs/task.md §reset) -----------------------------------
-    reset_root_pos_range_m: tuple[float, float, float] = (0.05, 0.05, 0.01)
+    reset_root_pos_range_m: tuple[float, float, float]
     """Root position noise (x, y, z)."""
-    reset_root_rpy_range_rad: tuple[float, float, float] = (0.1, 0.1, 0.2)
+    reset_root_rpy_range_rad: tuple[float, float, float]
     """Root orientation noise (roll, pitch, yaw); q_n = Rz(yaw)·Ry(pitch)·Rx(roll)."""
-    reset_root_lin_vel_range: tuple[float, float, float] = (0.5, 0.5, 0.2)
+    reset_root_lin_vel_range: tuple[float, float, float]
     """Root linear velocity noise, world (x, y, z), m/s."""
-    reset_root_ang_vel_range: tuple[float, float, float] = (0.52, 0.52, 0.78)
+    reset_root_ang_vel_range: tuple[float, float, float]
     """Root angular velocity noise, world (x, y, z), rad/s."""
-    reset_joint_pos_range_rad: float = 0.1
+    reset_joint_pos_range_rad: float
     """Joint position noise before clamping to the XML range."""
 
     # --- adaptive start-frame sampling (docs/task.md §reset) -------------------------------------------
-    sampler_bin_frames: int = 50
+    sampler_bin_frames: int
     """Frames per bin: B = floor(T / sampler_bin_frames) + 1."""
-    sampler_alpha: float = 0.001
+    sampler_alpha: float
     """EMA rate of the failure statistics F (applied only on steps with a termination)."""
-    sampler_uniform_ratio: float = 0.1
+    sampler_uniform_ratio: float
     """Uniform mix: p ∝ F + uniform_ratio / B."""
-    sampler_kernel_size: int = 1
+    sampler_kernel_size: int
     """Smoothing kernel size (1 = no smoothing)."""
-    sampler_kernel_lambda: float = 0.8
+    sampler_kernel_lambda: float
     """Kernel decay λ (weights λⁱ / Σλⁱ, right-padded with the edge value)."""
-    sampling_start_ratio: float = 0.0
+    sampling_start_ratio: float
     """Initial F as a fraction of uniform (0 = F starts at zero, i.e. uniform sampling)."""
 
     def __post_init__(self) -> None:

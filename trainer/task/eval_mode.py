@@ -22,19 +22,51 @@ bridge copies). docs/evaluation.md describes the protocol built on it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
 import torch
 from torch import Tensor
 
+from trainer.task.outputs import StepResult
 from trainer.task.terminations import TERMINATION_NAMES
 
 if TYPE_CHECKING:
-    from trainer.task.g1_tracking import G1TrackingEnv, StepResult
+    from trainer.sim.backend import SimBackend
+    from trainer.task.motion import MotionClip
+    from trainer.task.sampler import AdaptiveSampler
 
-__all__ = ["EvalMode", "EvalStep"]
+__all__ = ["EvalMode", "EvalStep", "EvaluableEnv"]
 
 _NUM_TERMINAL = len(TERMINATION_NAMES)
+
+
+@runtime_checkable
+class EvaluableEnv(Protocol):
+    """What :class:`EvalMode` drives (``G1TrackingEnv`` implements it)."""
+
+    backend: SimBackend
+    num_envs: int
+    device: torch.device
+    obs: Tensor
+
+    @property
+    def motion(self) -> MotionClip: ...
+
+    @property
+    def sampler(self) -> AdaptiveSampler: ...
+
+    @property
+    def observation_noise(self) -> bool: ...
+
+    def set_observation_noise(self, enabled: bool) -> None: ...
+
+    def reset_all(self) -> tuple[Tensor, Tensor]: ...
+
+    def reset_rows(
+        self, mask: Tensor, frames: Tensor | None = None, *, noise: bool = True
+    ) -> None: ...
+
+    def step_without_reset(self, actions: Tensor) -> StepResult: ...
 
 
 @dataclass(frozen=True)
@@ -63,7 +95,7 @@ class EvalMode:
         env: the env; its rows are the evaluation's episodes.
     """
 
-    def __init__(self, env: G1TrackingEnv) -> None:
+    def __init__(self, env: EvaluableEnv) -> None:
         self.env = env
         backend = env.backend
         self.active = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)

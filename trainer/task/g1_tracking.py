@@ -73,9 +73,10 @@ from trainer.task import acceleration
 from trainer.task import observations as obs_terms
 from trainer.task import terminations as term
 from trainer.task.config import REWARD_TERM_NAMES, G1TrackingCfg
+from trainer.task.eval_mode import EvalMode
 from trainer.task.motion.reference import MotionReference
 from trainer.task.outputs import StepOutputs, StepResult
-from trainer.task.phases import NO_RESET_PHASES, STEP_PHASES
+from trainer.task.phases import NO_RESET_PHASES, STEP_PHASES, PhaseRunner
 from trainer.task.reset import ResetNoise
 from trainer.task.spec import G1_TRACKING_SPEC
 from trainer.task.state import TrackedState
@@ -85,7 +86,6 @@ from trainer.task.tracking_phases import TrackingPhases
 if TYPE_CHECKING:
     import mujoco
 
-    from trainer.task.eval_mode import EvalMode
     from trainer.task.motion import MotionClip, ResolvedMotion
 
 __all__ = ["STEP_PHASES", "G1TrackingEnv", "StepResult", "make_env"]
@@ -154,7 +154,8 @@ class G1TrackingEnv(TrackingPhases):
         self.static_outputs = static_outputs
         # Backends with staged launches (mjwarp) run the reset inside step as fixed work and
         # zero non-finite actions on the device: their step reads nothing back to the host.
-        self._staged = hasattr(backend, "launch_step") and hasattr(backend, "reset_staging")
+        self._stager = backend.staged()
+        self._staged = self._stager is not None
         self._init_model_constants(model)
         self.reference = MotionReference(motion, cfg, self.device)
         self.reset_generator = torch.Generator(device=self.device)
@@ -163,7 +164,7 @@ class G1TrackingEnv(TrackingPhases):
         self.obs_generator.manual_seed(seed + 1)
         self._init_state()
         self._runner = self._make_runner()
-        self._use_eager_functions()
+        self.use_eager_phases()
         self.reset_all()
         self.setup_seconds: dict[str, float] = {"task_init": time.perf_counter() - init_start}
         """Wall seconds of the construction steps (``task_init``, ``task_compile``,
@@ -295,8 +296,6 @@ class G1TrackingEnv(TrackingPhases):
     def evaluation(self) -> EvalMode:
         """The env's evaluation mode (docs/evaluation.md): explicit start frames, no noise, no
         auto-reset, done rows held at their terminal state, per-row step outputs."""
-        from trainer.task.eval_mode import EvalMode
-
         return EvalMode(self)
 
     # ------------------------------------------------------------------ step
@@ -363,7 +362,17 @@ class G1TrackingEnv(TrackingPhases):
             reference=self._ref_buf,
         )
 
-    def _restart(self, failures: Tensor) -> None:
+    @property
+    def phase_runner(self) -> PhaseRunner:
+        """The runner of :data:`STEP_PHASES` (eager or graphs; :mod:`trainer.task.acceleration`
+        captures it)."""
+        return self._runner
+
+    def clear_action_input(self) -> None:
+        """Zero the step's fixed action input (warm-up and capture steps)."""
+        self._act_in.zero_()
+
+    def restart(self, failures: Tensor) -> None:
         """Restore the sampler statistics ``failures``, reseed both generators and reset every
         row (after warm-up or compile steps)."""
         self.sampler.failures.copy_(failures)

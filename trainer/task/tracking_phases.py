@@ -4,7 +4,7 @@
 position targets, the state exchange, the update (terminations, rewards through the term table,
 sampler, frame advance, observations), the reset targets and the post-reset observations. Each
 phase is a method over fixed tensors, and the arithmetic of each is a ``_<name>_core`` function
-that ``torch.compile`` may replace (``_fns``). :class:`~trainer.task.g1_tracking.G1TrackingEnv`
+that ``torch.compile`` may replace (:meth:`set_phase_functions`). :class:`~trainer.task.g1_tracking.G1TrackingEnv`
 inherits it and owns the state; the phase runner (:mod:`trainer.task.phases`) runs the phases.
 """
 
@@ -27,7 +27,7 @@ from trainer.task.state import TrackedState
 from trainer.task.terms import TermInputs
 
 if TYPE_CHECKING:
-    from trainer.sim.backend import SimBackend
+    from trainer.sim.backend import SimBackend, StagedSimBackend
     from trainer.task.config import G1TrackingCfg
     from trainer.task.motion.reference import MotionReference
     from trainer.task.reset import ResetNoise
@@ -64,6 +64,8 @@ class TrackingPhases:
     critic_obs: Tensor
     reset_generator: torch.Generator
     obs_generator: torch.Generator
+    _stager: StagedSimBackend | None
+    """The backend's staged launches (``backend.staged()``), None on a host-bridged backend."""
     _staged: bool
     _fns: dict[str, Callable]
     _out: dict[str, Tensor]
@@ -192,8 +194,9 @@ class TrackingPhases:
     # ------------------------------------------------------------------ step phases
     # The phases read and write only fixed tensors (state, ``_act_in``, ``_out``, hand-over
     # buffers, backend views and staging), so each can be replayed as a CUDA graph.
-    def _cores(self) -> dict[str, Callable]:
-        """The phase arithmetic ``torch.compile`` compiles (``_fns`` holds what runs)."""
+    def phase_cores(self) -> dict[str, Callable]:
+        """The phase arithmetic by name, eager: what ``torch.compile`` compiles
+        (:mod:`trainer.task.acceleration`)."""
         return {
             "actions": self._actions_core,
             "exchange": self._exchange_core,
@@ -202,8 +205,16 @@ class TrackingPhases:
             "finish": self._finish_core,
         }
 
-    def _use_eager_functions(self) -> None:
-        self._fns: dict[str, Callable] = self._cores()
+    def set_phase_functions(self, fns: dict[str, Callable]) -> None:
+        """Run ``fns`` (compiled :meth:`phase_cores`, same names) as the phase arithmetic."""
+        if sorted(fns) != sorted(self.phase_cores()):
+            msg = f"phase functions {sorted(fns)} != {sorted(self.phase_cores())}"
+            raise ValueError(msg)
+        self._fns = dict(fns)
+
+    def use_eager_phases(self) -> None:
+        """Run the eager :meth:`phase_cores` (construction, or a compile that failed)."""
+        self._fns = self.phase_cores()
 
     def _phase_actions(self) -> None:
         """Step 1: sanitise the staged actions, action history, position targets → ctrl.
@@ -329,11 +340,11 @@ class TrackingPhases:
         rows (fixed draws). Staged: into the backend's staging buffers. Unstaged: held for
         ``physics_reset``, and an empty mask skips the reset without drawing."""
         mask = self._reset_mask
-        if not self._staged:
+        if self._stager is None:
             self._host_reset = self._prepare_reset(mask) if bool(mask.any()) else None
             return
         qpos, qvel = self._prepare_reset(mask)
-        mask_in, qpos_in, qvel_in, ctrl_in = self.backend.reset_staging
+        mask_in, qpos_in, qvel_in, ctrl_in = self._stager.reset_staging
         mask_in.copy_(mask)
         qpos_in.copy_(qpos)
         qvel_in.copy_(qvel)
@@ -365,10 +376,10 @@ class TrackingPhases:
             "stage_reset": self._phase_stage_reset,
             "finish": self._phase_finish,
         }
-        b = self.backend
-        if self._staged:
-            physics = {"physics_step": b.launch_step, "physics_reset": b.launch_reset}
-            return PhaseRunner(torch_phases, physics, getattr(b, "torch_stream", None))
+        staged, b = self._stager, self.backend
+        if staged is not None:
+            physics = {"physics_step": staged.launch_step, "physics_reset": staged.launch_reset}
+            return PhaseRunner(torch_phases, physics, staged.torch_stream)
         physics = {
             "physics_step": lambda: b.step(self._ctrl_out),
             "physics_reset": self._physics_reset_host,

@@ -8,6 +8,7 @@ import typing
 
 import pytest
 
+from contracts.names import Backend
 from trainer.config.defaults import (
     DEFAULT_OWNER,
     default_algo_cfg,
@@ -19,8 +20,9 @@ from trainer.config.loader import list_owners, section_types
 from trainer.config.schema import SimBackendName, TrainingCfg
 from trainer.sim.backend import BACKEND_NAMES, BackendName
 from trainer.sim.scene import SceneCfg
+from trainer.task.config import G1TrackingCfg
 
-NO_DEFAULTS = ("FlashSacCfg", "SceneCfg", "TrainingCfg")
+NO_DEFAULTS = ("FlashSacCfg", "G1TrackingCfg", "SceneCfg", "TrainingCfg")
 """Section dataclasses whose every field must come from the YAML."""
 
 
@@ -90,14 +92,14 @@ def test_the_defaults_are_the_resolved_owner_with_field_overrides() -> None:
         default_algo_cfg(no_such_key=1)
 
 
-def test_scene_and_algo_cannot_be_built_without_the_yaml_values() -> None:
+@pytest.mark.parametrize("cls", [SceneCfg, TrainingCfg, G1TrackingCfg])
+def test_sections_cannot_be_built_without_the_yaml_values(cls: type) -> None:
     with pytest.raises(TypeError, match="missing"):
-        SceneCfg()
-    with pytest.raises(TypeError, match="missing"):
-        TrainingCfg()
+        cls()
 
 
 def test_the_backend_name_sets_agree() -> None:
+    assert BACKEND_NAMES == tuple(b.value for b in Backend)
     assert typing.get_args(SimBackendName) == typing.get_args(BackendName) == BACKEND_NAMES
     sims = {owner.split("/")[-1] for owner in list_owners()}
     assert sims == set(BACKEND_NAMES)

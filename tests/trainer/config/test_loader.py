@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.config.defaults import default_algo_cfg
+from trainer.config.defaults import default_algo_cfg, default_task_cfg
 from trainer.config.errors import ConfigError
 from trainer.config.loader import (
     DEFAULT_CONF_ROOT,
@@ -19,7 +19,6 @@ from trainer.config.loader import (
     parse_value,
     removed_key_message,
 )
-from trainer.task.config import G1TrackingCfg
 
 ALGO, TASK = "flashsac", "g1_motion_tracking"
 
@@ -105,7 +104,7 @@ def test_effective_settings_match_the_contract_table() -> None:
     # The YAML owns the values; they equal the dataclass defaults but for the GPU replay size.
     assert loaded.algo_cfg == dataclasses.replace(default_algo_cfg(), replay_buffer_n=8192)
     assert (loaded.algo_cfg.num_envs, loaded.algo_cfg.max_iterations) == (2048, 25000)
-    assert loaded.task_cfg == G1TrackingCfg()
+    assert loaded.task_cfg == default_task_cfg()
     assert loaded.loader_values == {"env.scene.model_file": "robots/g1/scene_flat.xml"}
 
 

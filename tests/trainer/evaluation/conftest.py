@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.config.defaults import default_scene_cfg
+from trainer.config.defaults import default_scene_cfg, default_task_cfg
 from trainer.sim.mujoco_cpu import MujocoCpuBackend
-from trainer.task.config import G1TrackingCfg
 from trainer.task.g1_tracking import G1TrackingEnv
 from trainer.task.math import quat_apply_inverse
 from trainer.task.motion import MotionClip
@@ -73,7 +72,7 @@ def make_replay_env(g1_model, short_clip) -> Callable[..., G1TrackingEnv]:
 
     def factory(num_envs: int, offset=(0.0, 0.0, 0.0)) -> G1TrackingEnv:
         backend = ReplayBackend(g1_model, num_envs, short_clip, offset)
-        cfg = G1TrackingCfg(episode_length_s=SHORT_EPISODE_S)
+        cfg = default_task_cfg(episode_length_s=SHORT_EPISODE_S)
         env = G1TrackingEnv(cfg, backend, g1_model, short_clip, cuda_graph=False)
         backend.frames = lambda: env.frame
         return env

@@ -14,7 +14,7 @@ import torch
 
 from tests.trainer.play.clips import write_short_clip
 from trainer.algo.networks import Actor
-from trainer.config.defaults import default_scene_cfg
+from trainer.config.defaults import default_scene_cfg, default_task_cfg
 from trainer.play.export import (
     INPUT_NAME,
     OUTPUT_NAME,
@@ -32,7 +32,6 @@ from trainer.sim.scene import (
     JOINT_NAMES,
     build_g1_model,
 )
-from trainer.task.config import G1TrackingCfg
 from trainer.task.motion import MotionClip, load_motion
 from trainer.task.observations import ACTOR_OBS_LAYOUT
 
@@ -54,7 +53,7 @@ def clip(tmp_path_factory: pytest.TempPathFactory) -> MotionClip:
 @pytest.fixture(scope="module")
 def rollout(actor: Actor, clip: MotionClip) -> Rollout:
     return run_rollout(
-        actor.deterministic, G1TrackingCfg(), build_g1_model(default_scene_cfg()), clip
+        actor.deterministic, default_task_cfg(), build_g1_model(default_scene_cfg()), clip
     )
 
 
@@ -70,7 +69,7 @@ def test_rollout_plays_every_frame_from_the_reference_start(
     assert rollout.body_pos_error_m[-1] > 0.3
     assert np.abs(np.diff(rollout.robot_qpos[:, :3], axis=0)).max() < 0.1
     again = run_rollout(
-        actor.deterministic, G1TrackingCfg(), build_g1_model(default_scene_cfg()), clip
+        actor.deterministic, default_task_cfg(), build_g1_model(default_scene_cfg()), clip
     )
     np.testing.assert_array_equal(again.observations, rollout.observations)  # no obs noise
     np.testing.assert_array_equal(again.robot_qpos, rollout.robot_qpos)
@@ -78,7 +77,7 @@ def test_rollout_plays_every_frame_from_the_reference_start(
 
 def _metadata(clip: MotionClip) -> dict:
     return deployment_metadata(
-        task_cfg=G1TrackingCfg(),
+        task_cfg=default_task_cfg(),
         clip_id="short.npz",
         clip_sha256=clip.sha256,
         checkpoint_iteration=7,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from trainer.config.defaults import default_algo_cfg, default_scene_cfg
+from trainer.config.defaults import default_algo_cfg, default_scene_cfg, default_task_cfg
 
 OBS, COBS, ACT = 160, 289, 29
 
@@ -159,7 +159,6 @@ def make_warp_cpu_env(*, num_envs: int, device: str, motion_path: str, seed: int
     """
     from trainer.sim.mjwarp import MjWarpBackend
     from trainer.sim.scene import build_g1_model
-    from trainer.task.config import G1TrackingCfg
     from trainer.task.g1_tracking import G1TrackingEnv
     from trainer.task.motion import load_motion
 
@@ -173,7 +172,7 @@ def make_warp_cpu_env(*, num_envs: int, device: str, motion_path: str, seed: int
         _allow_cpu_for_tests=True,
     )
     clip = load_motion(motion_path, model)
-    return G1TrackingEnv(G1TrackingCfg(), backend, model, clip, seed=seed)
+    return G1TrackingEnv(default_task_cfg(), backend, model, clip, seed=seed)
 
 
 def pack(obs, next_obs, action, reward, terminated, truncated, cobs, next_cobs):

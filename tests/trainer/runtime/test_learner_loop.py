@@ -19,12 +19,11 @@ import pytest
 from contracts.jsonio import load_strict, write_json_atomic
 from contracts.schemas import validate
 from harness.soak.verdict import judge_run_dir
-from trainer.config.defaults import default_scene_cfg
+from trainer.config.defaults import default_scene_cfg, default_task_cfg
 from trainer.cpu_threads import plan_training_threads
 from trainer.runtime.learner_loop import run_training
 from trainer.runtime.shutdown import STARTUP_PHASES
 from trainer.sim.scene import build_g1_model
-from trainer.task.config import G1TrackingCfg
 from trainer.task.motion import arrays_sha256, generate_synthetic_dance
 
 pytestmark = pytest.mark.slow
@@ -263,7 +262,7 @@ def _real_env_run(make_ctx, clip: Path, motion_file: str) -> tuple[Any, dict]:
     Only the learner is a fake."""
     ctx = dataclasses.replace(
         make_ctx(),
-        task_cfg=G1TrackingCfg(motion_file=motion_file),
+        task_cfg=default_task_cfg(motion_file=motion_file),
         motion_path=clip,
         motion_source="path",
         motion_sha256=_npz_sha256(clip),

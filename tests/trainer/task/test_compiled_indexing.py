@@ -79,7 +79,7 @@ def test_rotations_lower_without_gathers():
 def test_no_compiled_phase_gathers_over_a_3_vector_axis(make_g1_env):
     env = make_g1_env(num_envs=3, num_threads=1, compile_backend=None)
     graphs: dict[str, list[torch.fx.GraphModule]] = {}
-    cores = env._cores()  # what torch.compile compiles
+    cores = env.phase_cores()  # what torch.compile compiles
     for name, core in cores.items():
 
         def capture(*args, _name=name, _core=core):

@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from trainer.task.config import G1TrackingCfg
+from trainer.config.defaults import default_task_cfg
 from trainer.task.g1_tracking import make_env
 from trainer.task.motion import MotionClip
 from trainer.task.sampler import AdaptiveSampler
@@ -56,7 +56,7 @@ def test_an_episode_ends_at_its_clips_end_and_never_crosses_into_the_next(
 ) -> None:
     split = 200
     env = make_env(
-        G1TrackingCfg(),
+        default_task_cfg(),
         sim_backend="mujoco",
         num_envs=2,
         device="cpu",

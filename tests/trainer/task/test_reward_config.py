@@ -14,7 +14,6 @@ from trainer.config.loader import DEFAULT_CONF_ROOT, load_config
 from trainer.task.config import (
     KERNEL_TERM_NAMES,
     REWARD_TERM_NAMES,
-    G1TrackingCfg,
     RewardTerm,
 )
 from trainer.task.terms import TERMS, RewardTable, TermConstants
@@ -109,7 +108,3 @@ def test_a_term_needs_both_weight_and_sigma(base_yaml) -> None:
     )
     with pytest.raises(ConfigError, match=r"missing config key 'env.rewards.joint_limit.sigma'"):
         load_config(ALGO, TASK, "mujoco", conf_root=root)
-
-
-def test_the_dataclass_default_is_the_owner_yaml() -> None:
-    assert load_config(ALGO, TASK, "mujoco").task_cfg.rewards == G1TrackingCfg().rewards

@@ -10,6 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from trainer.task.acceleration import AcceleratedEnv
+from trainer.task.eval_mode import EvaluableEnv
 from trainer.task.g1_tracking import STEP_PHASES, G1TrackingEnv
 
 FIELDS = ("obs", "critic_obs", "terminal_obs", "reward", "done", "terminated", "truncated")
@@ -132,3 +134,11 @@ def test_inductor_and_graphs_match_the_eager_step_on_cuda(make_cuda_env):
     assert diag["task_compile"]["enabled"] is True
     # Physics contact ordering is not bitwise reproducible between two Data instances.
     _assert_same_steps(fast, eager, steps=4, atol=2e-2)
+
+
+def test_the_env_has_every_member_acceleration_and_evaluation_drive(make_g1_env):
+    env = _cpu_env(make_g1_env, None, num_envs=2)
+    assert isinstance(env, AcceleratedEnv) and isinstance(env, EvaluableEnv)
+    assert env.backend.staged() is None and env.staged is False
+    with pytest.raises(ValueError, match="phase functions"):
+        env.set_phase_functions({"update": env.phase_cores()["update"]})

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
+from trainer.config.defaults import default_task_cfg
 from trainer.task import observations as obs_terms
-from trainer.task.config import G1TrackingCfg
 from trainer.task.math import (
     matrix_from_quat,
     projected_gravity_z,
@@ -95,7 +95,7 @@ def test_observation_layouts_are_contiguous_with_the_task_offsets():
 
 
 def test_actor_noise_scale_follows_the_config_per_term():
-    scale = obs_terms.actor_noise_scale(G1TrackingCfg(), torch.device("cpu"))
+    scale = obs_terms.actor_noise_scale(default_task_cfg(), torch.device("cpu"))
     assert scale[:67].abs().sum() == 0 and scale[131:].abs().sum() == 0
     assert torch.all(scale[67:70] == 0.1) and torch.all(scale[70:73] == 0.2)
     assert torch.all(scale[73:102] == 0.01) and torch.all(scale[102:131] == 1.5)
@@ -111,8 +111,8 @@ def test_truncated_excludes_terminated_rows():
 
 
 def test_max_episode_steps_is_500_for_10_seconds_at_50_hz():
-    assert G1TrackingCfg().max_episode_steps == 500
-    assert G1TrackingCfg().ctrl_dt == pytest.approx(0.02)
+    assert default_task_cfg().max_episode_steps == 500
+    assert default_task_cfg().ctrl_dt == pytest.approx(0.02)
 
 
 def test_sampler_is_uniform_without_failures_and_counts_one_step_of_failures():
