@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contracts.names import ShutdownPhase
 from trainer.config.schema import TrainingCfg
 
 if TYPE_CHECKING:
@@ -38,9 +39,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-PHASE_BEGIN = "startup/begin"
-PHASE_MEMORY = "startup/memory_budget"
-PHASE_CUDA = "startup/cuda_preflight"
+PHASE_BEGIN = ShutdownPhase.STARTUP_BEGIN
+PHASE_MEMORY = ShutdownPhase.STARTUP_MEMORY_BUDGET
+PHASE_CUDA = ShutdownPhase.STARTUP_CUDA_PREFLIGHT
 
 MEMORY_BUDGET_FRACTION = 0.8
 """The estimate must fit in this fraction of the learner device's free memory."""
@@ -61,7 +62,9 @@ class PreflightError(Exception):
         error_type: the type recorded in run_summary (the underlying error's type name).
     """
 
-    def __init__(self, message: str, *, phase: str, error_type: str = "PreflightError") -> None:
+    def __init__(
+        self, message: str, *, phase: ShutdownPhase, error_type: str = "PreflightError"
+    ) -> None:
         super().__init__(message)
         self.phase = phase
         self.error_type = error_type
@@ -356,7 +359,7 @@ def run_preflight(
     *,
     learner_device: str,
     facts: CudaFacts,
-    on_phase: Callable[[str], None] = lambda phase: None,
+    on_phase: Callable[[ShutdownPhase], None] = lambda phase: None,
 ) -> PreflightResult:
     """Run every step-7 check in contract order; nothing is spawned.
 

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from contracts.env_spec import EnvSpec
+from contracts.names import ShutdownPhase
 from trainer.config.checks import resolve_resume_path
 from trainer.config.schema import RunContext
 from trainer.cpu_threads import apply_torch_threads, plan_training_threads
@@ -111,20 +112,20 @@ class LearnerStartup:
         """``startup/begin`` .. ``startup/cuda_preflight``, then the collector's spawn."""
         p, hooks = self.parts, self.hooks
         tr, plan = p.tracker, p.plan
-        tr.enter("startup/begin")
+        tr.enter(ShutdownPhase.STARTUP_BEGIN)
         self._plan_threads()
         if int(self.training.env_steps_per_sync) != 1:
             raise ValueError(
                 f"training.env_steps_per_sync={self.training.env_steps_per_sync} is not supported: "
                 "the collector/learner runtime is lock-step; use 1"
             )
-        tr.enter("startup/memory_budget")
+        tr.enter(ShutdownPhase.STARTUP_MEMORY_BUDGET)
         replay_rows = int(p.ctx.algo_cfg.replay_buffer_n) * plan.num_envs
         p.resources.memory_budget = {
             "replay_bytes": replay_rows * hooks.env_spec.row_width * 4,
             "preflight_estimate_bytes": p.ctx.memory_estimate_bytes,
         }
-        tr.enter("startup/cuda_preflight")
+        tr.enter(ShutdownPhase.STARTUP_CUDA_PREFLIGHT)
         if plan.device.type == "cuda":
             torch.cuda.set_device(plan.device)
         if (
@@ -164,12 +165,12 @@ class LearnerStartup:
         """``startup/replay_resources`` .. ``startup/logger``: learner, ring, ingress, writer."""
         p, spec = self.parts, self.hooks.env_spec
         tr, plan, res, block = p.tracker, p.plan, p.resources, p.collector.block
-        tr.enter("startup/replay_resources")
+        tr.enter(ShutdownPhase.STARTUP_REPLAY_RESOURCES)
         if self.hooks.learner_factory is None:
             res.learner = _default_learner(p.ctx, spec, plan.device)
         else:
             res.learner = self.hooks.learner_factory(p.ctx, plan.device)
-        tr.enter("startup/inference_resources")
+        tr.enter(ShutdownPhase.STARTUP_INFERENCE_RESOURCES)
         assert block is not None
         res.ring = InferenceRing(
             capacity=int(self.training.inference_slot_capacity),
@@ -189,7 +190,7 @@ class LearnerStartup:
         res.shared = StorageWatch(shared_tensors(res.ring, res.ingress))
         block.set(Word.EPOCH, 1)
         tr.inference_epoch = 1
-        tr.enter("startup/logger")
+        tr.enter(ShutdownPhase.STARTUP_LOGGER)
         p.pump.open()
 
     def _start_collector(self) -> None:
@@ -198,7 +199,7 @@ class LearnerStartup:
         p = self.parts
         tr, res, block = p.tracker, p.resources, p.collector.block
         assert block is not None and res.learner is not None
-        tr.enter("startup/learner_prepare")
+        tr.enter(ShutdownPhase.STARTUP_LEARNER_PREPARE)
         resume_from = self.training.resume_from
         if resume_from is not None:
             p.checkpoints.resume(resolve_resume_path(resume_from, Path.cwd()), res.learner, tr)
@@ -209,7 +210,7 @@ class LearnerStartup:
             interrupt=p.signals.check,
             stale_after_s=self.hooks.stale_after_s,
         )
-        tr.enter("startup/collector_start")
+        tr.enter(ShutdownPhase.STARTUP_COLLECTOR_START)
         self._hand_over_resources()
         # Compile and capture the learner's graphs while the collector finishes its env.
         start = time.monotonic()
