@@ -38,6 +38,7 @@ from typing import Annotated, Any
 import typer
 
 from contracts.cli_app import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error, run_app
+from contracts.names import Owner, ShutdownClassification, ShutdownPhase
 from contracts.schemas import SchemaUnavailable
 from trainer.config.checks import check_semantics, resolve_log_dir
 from trainer.config.errors import FLAGS_TOGETHER, ConfigError
@@ -95,7 +96,7 @@ def _cancel_startup_on_signals() -> Iterator[None]:
 class _Startup:
     """What the startup has established so far (for failure and cancellation records)."""
 
-    phase: str = PHASE_BEGIN
+    phase: ShutdownPhase = PHASE_BEGIN
     loaded: LoadedConfig | None = None
     run_dir: Path | None = None
     start_time_utc: str = ""
@@ -104,12 +105,16 @@ class _Startup:
     sharing: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def set_phase(self, phase: str) -> None:
+    def set_phase(self, phase: ShutdownPhase) -> None:
         self.phase = phase
 
 
 def _record_failure(
-    state: _Startup, *, classification: str, owner: str, exc: dict[str, str]
+    state: _Startup,
+    *,
+    classification: ShutdownClassification,
+    owner: Owner,
+    exc: dict[str, str],
 ) -> None:
     """Write the failed run_summary.json once the run dir exists (best effort, logged)."""
     if state.run_dir is None or state.loaded is None or state.seed is None:
@@ -341,8 +346,8 @@ def run_train(
         state.phase = err.phase
         _record_failure(
             state,
-            classification="learner_failure",
-            owner="learner",
+            classification=ShutdownClassification.LEARNER_FAILURE,
+            owner=Owner.LEARNER,
             exc={"type": err.error_type, "message": str(err)},
         )
         error(f"preflight failed ({err.phase}): {err}")
@@ -351,8 +356,8 @@ def run_train(
         message = f"received {cancel} before training started"
         _record_failure(
             state,
-            classification="external_cancellation",
-            owner="external",
+            classification=ShutdownClassification.EXTERNAL_CANCELLATION,
+            owner=Owner.EXTERNAL,
             exc={"type": "ExternalCancellation", "message": message},
         )
         error(f"cancelled: {message}")
@@ -360,8 +365,8 @@ def run_train(
     except (OSError, SchemaUnavailable) as err:  # step 6: the run dir or run_config.json
         _record_failure(
             state,
-            classification="learner_failure",
-            owner="learner",
+            classification=ShutdownClassification.LEARNER_FAILURE,
+            owner=Owner.LEARNER,
             exc={"type": type(err).__name__, "message": str(err)},
         )
         error(f"cannot set up the run directory {state.run_dir or ''}: {err}")

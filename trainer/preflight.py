@@ -28,26 +28,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contracts.names import ShutdownPhase
 from trainer.config.schema import TrainingCfg
 
 if TYPE_CHECKING:
+    from contracts.env_spec import EnvSpec
     from trainer.algo.config import FlashSacCfg
     from trainer.config.loader import LoadedConfig
     from trainer.task.motion import ResolvedMotion
 
 logger = logging.getLogger(__name__)
 
-PHASE_BEGIN = "startup/begin"
-PHASE_MEMORY = "startup/memory_budget"
-PHASE_CUDA = "startup/cuda_preflight"
+PHASE_BEGIN = ShutdownPhase.STARTUP_BEGIN
+PHASE_MEMORY = ShutdownPhase.STARTUP_MEMORY_BUDGET
+PHASE_CUDA = ShutdownPhase.STARTUP_CUDA_PREFLIGHT
 
 MEMORY_BUDGET_FRACTION = 0.8
 """The estimate must fit in this fraction of the learner device's free memory."""
 
-REPLAY_ROW_FLOATS = 2 * 160 + 29 + 3 + 2 * 289
-"""fp32 columns of one replay row (docs/flashsac.md §replay): 930."""
-
-ACTOR_OBS_DIM, CRITIC_OBS_DIM, ACTION_DIM = 160, 289, 29
 CRITIC_ENSEMBLE = 2
 
 GIB = float(1 << 30)
@@ -64,7 +62,9 @@ class PreflightError(Exception):
         error_type: the type recorded in run_summary (the underlying error's type name).
     """
 
-    def __init__(self, message: str, *, phase: str, error_type: str = "PreflightError") -> None:
+    def __init__(
+        self, message: str, *, phase: ShutdownPhase, error_type: str = "PreflightError"
+    ) -> None:
         super().__init__(message)
         self.phase = phase
         self.error_type = error_type
@@ -154,28 +154,32 @@ def _trunk_params(in_dim: int, hidden: int, blocks: int) -> int:
     return 2 * in_dim + in_dim * hidden + blocks * block + hidden
 
 
-def network_param_counts(algo: FlashSacCfg) -> tuple[int, int]:
-    """Trainable parameters of (actor, one critic member), docs/flashsac.md §networks (293,114 and
-    1,161,953 at the defaults)."""
-    actor = _trunk_params(ACTOR_OBS_DIM, algo.actor_hidden_dim, algo.num_blocks)
-    actor += 2 * (algo.actor_hidden_dim * ACTION_DIM + ACTION_DIM)
-    member = _trunk_params(CRITIC_OBS_DIM + ACTION_DIM, algo.critic_hidden_dim, algo.num_blocks)
+def network_param_counts(algo: FlashSacCfg, spec: EnvSpec) -> tuple[int, int]:
+    """Trainable parameters of (actor, one critic member) for an env of ``spec``,
+    docs/flashsac.md §networks (293,114 and 1,161,953 at the defaults on the G1 task)."""
+    actions = spec.action_dim
+    actor = _trunk_params(spec.obs_dim, algo.actor_hidden_dim, algo.num_blocks)
+    actor += 2 * (algo.actor_hidden_dim * actions + actions)
+    member = _trunk_params(spec.critic_obs_dim + actions, algo.critic_hidden_dim, algo.num_blocks)
     member += algo.critic_hidden_dim * algo.num_atoms + algo.num_atoms
     return actor, member
 
 
-def estimate_memory_bytes(algo: FlashSacCfg) -> int:
-    """Learner-device memory the run needs, in bytes (an estimate, fp32 throughout).
+def estimate_memory_bytes(algo: FlashSacCfg, spec: EnvSpec) -> int:
+    """Learner-device memory a run on an env of ``spec`` needs, in bytes (an estimate, fp32
+    throughout).
 
-    replay ring ``C × 930 × 4`` + networks (actor, critic and log α with gradients and two
-    Adam moments, plus the target critic) + one iteration's sampled rows ``U·B × 930 × 4``
-    + critic activations (2 members × 2B rows × 4d wide × blocks × ~4 saved tensors).
+    replay ring ``C × W × 4`` (``W = spec.row_width``) + networks (actor, critic and log α
+    with gradients and two Adam moments, plus the target critic) + one iteration's sampled
+    rows ``U·B × W × 4`` + critic activations (2 members × 2B rows × 4d wide × blocks × ~4
+    saved tensors).
     """
-    replay = algo.replay_buffer_n * algo.num_envs * REPLAY_ROW_FLOATS * 4
-    actor, member = network_param_counts(algo)
+    row_floats = spec.row_width
+    replay = algo.replay_buffer_n * algo.num_envs * row_floats * 4
+    actor, member = network_param_counts(algo, spec)
     critic = CRITIC_ENSEMBLE * member
     networks = 4 * (4 * (actor + critic + 1) + critic)
-    batch = algo.updates_per_step * algo.batch_size * REPLAY_ROW_FLOATS * 4
+    batch = algo.updates_per_step * algo.batch_size * row_floats * 4
     hidden = max(algo.critic_hidden_dim, algo.actor_hidden_dim)
     activations = CRITIC_ENSEMBLE * 2 * algo.batch_size * 4 * hidden * algo.num_blocks * 4 * 4
     return replay + networks + batch + activations
@@ -314,7 +318,10 @@ def _resolve_motion(loaded: LoadedConfig) -> ResolvedMotion:
 
 
 def _check_memory(algo: FlashSacCfg, learner_device: str) -> tuple[int, int]:
-    estimate = estimate_memory_bytes(algo)
+    from trainer.task.spec import G1_TRACKING_SPEC  # the env the run will build
+
+    spec = G1_TRACKING_SPEC
+    estimate = estimate_memory_bytes(algo, spec)
     try:
         free = free_memory_bytes(learner_device)
     except (RuntimeError, OSError) as err:
@@ -326,7 +333,7 @@ def _check_memory(algo: FlashSacCfg, learner_device: str) -> tuple[int, int]:
     if estimate > MEMORY_BUDGET_FRACTION * free:
         raise PreflightError(
             f"memory estimate {estimate / GIB:.2f} GiB (replay {algo.replay_buffer_n}x"
-            f"{algo.num_envs} rows x {REPLAY_ROW_FLOATS} x 4 B + networks) exceeds "
+            f"{algo.num_envs} rows x {spec.row_width} x 4 B + networks) exceeds "
             f"{MEMORY_BUDGET_FRACTION} x free memory {free / GIB:.2f} GiB on {learner_device}; "
             "lower algo.num_envs or algo.replay_buffer_n",
             phase=PHASE_MEMORY,
@@ -352,7 +359,7 @@ def run_preflight(
     *,
     learner_device: str,
     facts: CudaFacts,
-    on_phase: Callable[[str], None] = lambda phase: None,
+    on_phase: Callable[[ShutdownPhase], None] = lambda phase: None,
 ) -> PreflightResult:
     """Run every step-7 check in contract order; nothing is spawned.
 

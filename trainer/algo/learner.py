@@ -7,6 +7,7 @@ body - U critic updates, an actor and a temperature update after every ``policy_
 critic update, Polyak after each - either eagerly or by replaying one CUDA graph of it
 (``trainer.cuda_graphs``). Both paths read the same static buffers, so they compute the
 same thing. Metrics come back as device tensors; nothing in the hot path syncs the host.
+What a checkpoint holds of it, and the restore, live in ``learner_state``.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from contracts.env_spec import EnvSpec
 from trainer import cuda_graphs
-from trainer.algo import losses, norms
+from trainer.algo import learner_state, losses, norms
 from trainer.algo.config import FlashSacCfg
 from trainer.algo.exploration import RepeatedNoise
 from trainer.algo.fusion import CycleFusion, LossFns, compile_losses, compile_renorm
 from trainer.algo.networks import Actor, Critic
-from trainer.algo.replay import DeviceReplay, RowLayout
+from trainer.algo.replay import DeviceReplay
 from trainer.algo.reward_scaler import RewardScaler
 from trainer.algo.schedule import cosine_lr_tensor
 from trainer.compile_mode import compile_in_process, compile_threads
@@ -43,7 +45,9 @@ METRIC_NAMES: tuple[str, ...] = (
 """Keys of ``update_cycle()``'s result (cycle means; ``Train/reward_scale_std`` only with
 ``normalize_reward``)."""
 
-_ACTOR, _CRITIC, _TEMP = 0, 1, 2
+_ACTOR, _CRITIC, _TEMP = (
+    learner_state.OPTIMIZER_NAMES.index(n) for n in ("actor", "critic", "temperature")
+)
 _ADAM_BETAS = (0.9, 0.999)
 _ADAM_EPS = 1e-8
 
@@ -54,15 +58,16 @@ class FlashSacLearner:
     def __init__(
         self,
         cfg: FlashSacCfg,
+        spec: EnvSpec,
         *,
         num_envs: int,
         device: torch.device | str,
-        obs_dim: int = 160,
-        critic_obs_dim: int = 289,
-        action_dim: int = 29,
         fusion: CycleFusion | None = None,
     ) -> None:
-        """Build the learner; ``fusion`` picks the compiled fusions.
+        """Build the learner for an env of ``spec``; ``fusion`` picks the compiled fusions.
+
+        ``spec`` sizes the networks, the replay rows and the action noise (the env's
+        ``spec``, or the task's torch-free ``G1_TRACKING_SPEC`` before any env exists).
 
         Default: none. The fusions are opt-in (the profile's ``--variants fused``) until an
         H200 profile shows they are faster and a learning record shows they learn the same
@@ -72,10 +77,11 @@ class FlashSacLearner:
         self.cfg = cfg
         self.num_envs = num_envs
         self.device = _resolve_device(device)
-        self.layout = RowLayout(obs_dim, critic_obs_dim, action_dim)
+        self.spec = spec
+        self.layout = spec.row
         self.batch_size = cfg.batch_size
         self.updates_per_step = cfg.updates_per_step
-        self.target_entropy = cfg.resolved_target_entropy(action_dim)
+        self.target_entropy = cfg.resolved_target_entropy(spec.action_dim)
         self.fusion = CycleFusion.none() if fusion is None else fusion
         self._init_precision()
         self._init_networks()
@@ -553,58 +559,11 @@ class FlashSacLearner:
 
     def state_dict(self) -> dict:
         """Networks, target, log alpha, optimizers, schedules, reward scaler, exploration, counts."""
-        optimizers = {}
-        for name, opt in zip(("actor", "critic", "temperature"), self.optimizers, strict=True):
-            states = [opt.state[p] for p in opt.param_groups[0]["params"]]
-            optimizers[name] = {
-                key: [s[key].detach().clone() for s in states]
-                for key in ("step", "exp_avg", "exp_avg_sq")
-            }
-        steps = self.lr_steps.tolist()
-        return {
-            "actor": {k: v.clone() for k, v in self.actor.state_dict().items()},
-            "critic": {k: v.clone() for k, v in self.critic.state_dict().items()},
-            "critic_target": {k: v.clone() for k, v in self.critic_target.state_dict().items()},
-            "log_alpha": self.log_alpha.detach().clone(),
-            "optimizers": optimizers,
-            "schedulers": {
-                "actor": int(steps[_ACTOR]),
-                "critic": int(steps[_CRITIC]),
-                "temperature": int(steps[_TEMP]),
-            },
-            "reward_scaler": self.reward_scaler.state_dict(),
-            "exploration": self.exploration.state_dict(),
-            "update_count": self.update_count,
-            "iterations": self.iterations,
-        }
+        return learner_state.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
         """Restore ``state_dict()`` output in place (captured graphs stay valid)."""
-        self.actor.load_state_dict(state["actor"])
-        self.critic.load_state_dict(state["critic"])
-        self.critic_target.load_state_dict(state["critic_target"])
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
-            for name, opt in zip(("actor", "critic", "temperature"), self.optimizers, strict=True):
-                saved = state["optimizers"][name]
-                params = opt.param_groups[0]["params"]
-                if len(saved["exp_avg"]) != len(params):
-                    raise ValueError(
-                        f"checkpoint optimizer {name!r} has {len(saved['exp_avg'])} tensors, expected {len(params)}"
-                    )
-                for i, p in enumerate(params):
-                    for key in ("step", "exp_avg", "exp_avg_sq"):
-                        opt.state[p][key].copy_(saved[key][i])
-            sched = state["schedulers"]
-            self.lr_steps.copy_(
-                torch.tensor(
-                    [sched["actor"], sched["critic"], sched["temperature"]], dtype=torch.float32
-                )
-            )
-        self.reward_scaler.load_state_dict(state["reward_scaler"])
-        self.exploration.load_state_dict(state["exploration"])
-        self.update_count = int(state["update_count"])
-        self.iterations = int(state.get("iterations", self.update_count // self.updates_per_step))
+        learner_state.load_state_dict(self, state)
 
 
 def _resolve_device(device: torch.device | str) -> torch.device:

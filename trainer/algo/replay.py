@@ -1,6 +1,6 @@
 """Device replay ring of packed transition rows (docs/flashsac.md §replay).
 
-One fp32 tensor ``[C, width]`` on the learner device (width 930 for 160/289/29) written in
+One fp32 tensor ``[C, width]`` on the learner device (``EnvSpec.row_width`` wide) written in
 commit order with a host-int pointer, so committing and sampling never sync. Rows hold raw
 rewards; sampling draws ``U*B`` indices uniformly from the committed rows with replacement,
 once per iteration, into a caller-owned static buffer (what a captured update reads).
@@ -8,59 +8,10 @@ once per iteration, into a caller-owned static buffer (what a captured update re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor
 
-
-@dataclass(frozen=True)
-class RowLayout:
-    """Column slices of a packed row: obs, next_obs, action, reward, done, trunc, cobs, next_cobs."""
-
-    obs_dim: int = 160
-    critic_obs_dim: int = 289
-    action_dim: int = 29
-
-    @property
-    def width(self) -> int:
-        """``2 obs + action + 3 + 2 critic obs`` (930 by default)."""
-        return 2 * self.obs_dim + self.action_dim + 3 + 2 * self.critic_obs_dim
-
-    @property
-    def obs(self) -> slice:
-        return slice(0, self.obs_dim)
-
-    @property
-    def next_obs(self) -> slice:
-        return slice(self.obs_dim, 2 * self.obs_dim)
-
-    @property
-    def action(self) -> slice:
-        start = 2 * self.obs_dim
-        return slice(start, start + self.action_dim)
-
-    @property
-    def reward(self) -> int:
-        return 2 * self.obs_dim + self.action_dim
-
-    @property
-    def done(self) -> int:
-        return self.reward + 1
-
-    @property
-    def trunc(self) -> int:
-        return self.reward + 2
-
-    @property
-    def critic_obs(self) -> slice:
-        start = self.reward + 3
-        return slice(start, start + self.critic_obs_dim)
-
-    @property
-    def next_critic_obs(self) -> slice:
-        start = self.reward + 3 + self.critic_obs_dim
-        return slice(start, start + self.critic_obs_dim)
+from contracts.env_spec import RowLayout
 
 
 def stored_done_trunc(terminated: Tensor, truncated: Tensor) -> tuple[Tensor, Tensor]:

@@ -19,6 +19,7 @@ import torch
 from trainer.algo.config import FlashSacCfg
 from trainer.algo.learner import FlashSacLearner
 from trainer.config.defaults import default_algo_cfg
+from trainer.task.spec import G1_TRACKING_SPEC
 
 
 def _fill(learner: FlashSacLearner, rows: int) -> None:
@@ -53,7 +54,7 @@ def run_mode(
     cfg: FlashSacCfg, device: torch.device, *, graph: bool, iters: int, warmup: int, profile: bool
 ) -> dict:
     mode_cfg = replace(cfg, use_cuda_graph=graph)
-    learner = FlashSacLearner(mode_cfg, num_envs=cfg.num_envs, device=device)
+    learner = FlashSacLearner(mode_cfg, G1_TRACKING_SPEC, num_envs=cfg.num_envs, device=device)
     _fill(learner, max(cfg.batch_size, cfg.learning_starts * cfg.num_envs))
     obs = torch.randn(cfg.num_envs, learner.layout.obs_dim, device=device)
     done = torch.zeros(cfg.num_envs, dtype=torch.bool, device=device)

@@ -45,6 +45,7 @@ from trainer.algo.fusion import CycleFusion
 from trainer.algo.learner import FlashSacLearner
 from trainer.config.errors import ConfigError
 from trainer.config.loader import load_config
+from trainer.task.spec import G1_TRACKING_SPEC
 
 SCHEMA = "learner_profile.v1.json"
 OWNER = ("flashsac", "g1_motion_tracking", Backend.MJWARP.value)
@@ -272,7 +273,7 @@ def run_variant(spec: Spec, cfg: FlashSacCfg, variant: str) -> dict[str, Any]:
     """Build, fill, capture, time and profile one learner."""
     t0 = time.perf_counter()
     learner = FlashSacLearner(
-        cfg, num_envs=cfg.num_envs, device=spec.device, fusion=VARIANTS[variant]
+        cfg, G1_TRACKING_SPEC, num_envs=cfg.num_envs, device=spec.device, fusion=VARIANTS[variant]
     )
     rows = fill_replay(learner, spec.fill_ticks)
     learner.prepare_iteration()  # folds the synthetic rows' reward statistics once

@@ -84,11 +84,9 @@ def main(
         default_algo_cfg(
             num_envs=num_envs, replay_buffer_n=4, learning_starts=1, batch_size=num_envs, seed=seed
         ),
+        env.spec,
         num_envs=num_envs,
         device=torch.device(device),
-        obs_dim=env.spec.obs_dim,
-        critic_obs_dim=env.spec.critic_obs_dim,
-        action_dim=env.spec.action_dim,
     )
     actions = env.spec.action_dim
     generator = torch.Generator(device=device).manual_seed(seed)

@@ -49,7 +49,7 @@ class PolicyPoint:
 
     @torch.no_grad()
     def act(self, obs: Tensor) -> Tensor:
-        """The deterministic action ``tanh(mu)`` for ``obs [n, 160]``. [n, 29]"""
+        """The deterministic action ``tanh(mu)`` for ``obs [n, obs_dim]``: ``[n, action_dim]``."""
         return self.actor.deterministic(obs)
 
 

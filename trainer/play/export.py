@@ -2,8 +2,9 @@
 
 The graph is the actor's deterministic path, ``tanh(mu(obs))`` with every BatchNorm in eval
 mode. The input BatchNorm of the trunk is the observation normalisation (its running mean and
-variance from training), so the model takes raw observations: ``obs [batch, 160]`` →
-``actions [batch, 29]`` in [-1, 1]; the batch axis is dynamic.
+variance from training), so the model takes raw observations: ``obs [batch, obs_dim]`` →
+``actions [batch, action_dim]`` in [-1, 1] (the env's ``EnvSpec`` widths, recorded in the
+checkpoint); the batch axis is dynamic.
 
 Exporter: torch's default, the ``torch.export``-based (dynamo) exporter, which needs
 ``onnxscript``; the TorchScript exporter is deprecated since torch 2.9. Opset 20. The file is
@@ -178,9 +179,9 @@ def _to_onnx_bytes(actor: Actor, metadata: Mapping[str, Any]) -> bytes:
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, json.dumps(metadata[key], sort_keys=True)
     proto.doc_string = (
-        "g1soak FlashSAC actor for Unitree G1 motion tracking: obs [batch, 160] (raw) -> "
-        "actions [batch, 29] in [-1, 1]; joint position target = default_joint_pos + "
-        "action_scale * actions. Metadata values are JSON; see docs/play.md."
+        f"g1soak FlashSAC actor for Unitree G1 motion tracking: obs [batch, {actor.obs_dim}] "
+        f"(raw) -> actions [batch, {actor.action_dim}] in [-1, 1]; joint position target = "
+        "default_joint_pos + action_scale * actions. Metadata values are JSON; see docs/play.md."
     )
     return proto.SerializeToString(deterministic=True)
 

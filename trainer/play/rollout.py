@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["Rollout", "play_task_cfg", "run_rollout"]
 
 Policy = Callable[[Tensor], Tensor]
-"""``obs [1, obs_dim]`` → ``actions [1, 29]`` (CPU tensors)."""
+"""``obs [1, obs_dim]`` → ``actions [1, action_dim]`` (CPU tensors)."""
 
 
 @dataclass(frozen=True)

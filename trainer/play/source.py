@@ -125,14 +125,16 @@ def resolve_source(target: Path) -> PlaySource:
 def load_actor(source: PlaySource) -> tuple[Actor, int]:
     """The checkpoint's actor on the CPU in eval mode, and the checkpoint's iteration.
 
-    Network sizes come from the checkpoint's ``meta`` (the recorded config where a key is
-    absent), so the state dict must match exactly.
+    Network sizes come from the checkpoint's ``meta`` (the recorded config, and the task's
+    ``G1_TRACKING_SPEC`` for the widths, where a key is absent), so the state dict must match
+    exactly.
 
     Raises:
         PlayInputError: the checkpoint is unreadable or its actor does not fit.
     """
     from trainer.algo.networks import Actor
     from trainer.rundir.checkpoint import LOAD_ERRORS, load_checkpoint
+    from trainer.task.spec import G1_TRACKING_SPEC
 
     try:
         payload = load_checkpoint(source.checkpoint, map_location="cpu")
@@ -143,8 +145,8 @@ def load_actor(source: PlaySource) -> tuple[Actor, int]:
     meta = payload.get("meta") or {}
     cfg = source.algo_cfg
     actor = Actor(
-        int(meta.get("obs_dim", 160)),
-        int(meta.get("action_dim", 29)),
+        int(meta.get("obs_dim", G1_TRACKING_SPEC.obs_dim)),
+        int(meta.get("action_dim", G1_TRACKING_SPEC.action_dim)),
         int(meta.get("actor_hidden_dim", cfg.actor_hidden_dim)),
         int(meta.get("num_blocks", cfg.num_blocks)),
     )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.jsonio import write_json_atomic
+from contracts.names import Owner, ShutdownClassification, ShutdownPhase
 from contracts.schemas import validate
 
 logger = logging.getLogger(__name__)
@@ -139,9 +140,9 @@ def write_summary(run_dir: str | Path, doc: dict[str, Any]) -> dict[str, Any]:
             doc.get("runtime_manifest") if isinstance(doc.get("runtime_manifest"), dict) else {}
         )
         shutdown = dict(manifest.get("shutdown") or {})
-        shutdown.setdefault("classification", "unknown_failure")
-        shutdown.setdefault("owner", "unknown")
-        shutdown.setdefault("phase", "finalize/logger_finish")
+        shutdown.setdefault("classification", ShutdownClassification.UNKNOWN_FAILURE)
+        shutdown.setdefault("owner", Owner.UNKNOWN)
+        shutdown.setdefault("phase", ShutdownPhase.FINALIZE_LOGGER_FINISH)
         shutdown.setdefault("exception", None)
         errors = list((shutdown.get("cleanup") or {}).get("errors") or [])
         errors.append({"type": "SummaryInvalid", "message": detail[:ERROR_LIMIT]})
@@ -154,9 +155,9 @@ def write_summary(run_dir: str | Path, doc: dict[str, Any]) -> dict[str, Any]:
         if validate(doc, SUMMARY_SCHEMA):
             doc = minimal_failed_summary(
                 {
-                    "classification": "unknown_failure",
-                    "owner": "unknown",
-                    "phase": "finalize/logger_finish",
+                    "classification": ShutdownClassification.UNKNOWN_FAILURE,
+                    "owner": Owner.UNKNOWN,
+                    "phase": ShutdownPhase.FINALIZE_LOGGER_FINISH,
                     "exception": None,
                     "cleanup": {
                         "errors": [{"type": "SummaryInvalid", "message": detail[:ERROR_LIMIT]}]
@@ -180,9 +181,9 @@ def write_failed_summary(
     configured_seed: int | None,
     configured_seed_source: str,
     effective_seed: int,
-    classification: str,
-    owner: str,
-    phase: str,
+    classification: ShutdownClassification,
+    owner: Owner,
+    phase: ShutdownPhase,
     exception: BaseException | dict[str, str] | None,
     cuda_process_sharing: dict[str, Any] | None = None,
     manifest_extra: dict[str, Any] | None = None,
@@ -242,7 +243,10 @@ def _exception_entry(exception: BaseException | dict[str, str] | None) -> dict[s
 
 
 def _failed_shutdown(
-    classification: str, owner: str, phase: str, exc: dict[str, str] | None
+    classification: ShutdownClassification,
+    owner: Owner,
+    phase: ShutdownPhase,
+    exc: dict[str, str] | None,
 ) -> dict[str, Any]:
     """``runtime_manifest.shutdown`` of a failed run before the caller's extra keys."""
     return {
@@ -269,7 +273,9 @@ def _wall_time_since(start_time_utc: str) -> float:
         return 0.0
 
 
-def _skipped_evaluation(classification: str, phase: str) -> dict[str, Any]:
+def _skipped_evaluation(
+    classification: ShutdownClassification, phase: ShutdownPhase
+) -> dict[str, Any]:
     return {
         "status": "skipped",
         "reason": f"the run failed before its evaluation ({classification} in {phase})",

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from contracts.env_spec import EnvSpec
 from trainer.evaluation.stage import EvalPlan, prepare_collector, serve_evaluation
 from trainer.runtime.collector_metrics import CollectorMetrics, EpisodeWindow
 from trainer.runtime.control import ControlBlock, FailureKind, State, Word
@@ -110,7 +111,10 @@ class CollectorResources:
     """What the learner hands over at ``startup/collector_start`` (through the spawn pipe).
 
     Attributes:
-        pack_fn: ``pack_transitions``-compatible callable building [n, 930] rows.
+        pack_fn: ``pack_transitions``-compatible callable building
+            [n, ``env_spec.row_width``] rows.
+        env_spec: the sizes the learner built the ring, the ingress and its replay for; the
+            collector's env must report exactly these (``check_env_spec``).
         total_ticks: W warm-up ticks + the iterations of this run as planned; the live
             limit is ``Word.TICK_LIMIT`` (a time budget lowers it).
         evaluation: the ``EvalPlan`` of the evaluation after training (None: none runs).
@@ -119,6 +123,7 @@ class CollectorResources:
     ring: InferenceRing
     ingress: ReplayIngress
     pack_fn: Callable[..., torch.Tensor]
+    env_spec: EnvSpec
     num_envs: int
     total_ticks: int
     metrics_interval: int
@@ -160,6 +165,15 @@ class ResourceMailbox:
         self._payload = None
         self._conn.close()
         return resources
+
+
+def check_env_spec(env_spec: EnvSpec, planned: EnvSpec) -> None:
+    """Fail closed when the env's sizes differ from the ones the learner sized everything for."""
+    if env_spec != planned:
+        raise ValueError(
+            f"the collector's env reports {env_spec} but the learner sized its replay, ring and "
+            f"ingress for {planned}; run the env whose spec the learner was given"
+        )
 
 
 def is_backend_error(err: BaseException) -> bool:
@@ -223,6 +237,8 @@ class Collector:
         self.waiter.wait(mailbox.arrived, "the learner's ring and replay ingress")
         self.res = mailbox.take()
         self._shared = StorageWatch(shared_tensors(self.res.ring, self.res.ingress))
+        assert self.env is not None, "build_env() first"
+        check_env_spec(self.env.spec, self.res.env_spec)  # after the watch: a failure frees them
         self.startup_s["resources_wait"] = round(time.perf_counter() - start, 3)
 
     def publish_info(self) -> None:
@@ -289,7 +305,7 @@ class Collector:
                 result.truncated,
                 ring.critic_obs[slot],
                 result.terminal_critic_obs,
-            )  # [N, 930]
+            )  # [N, row_width]
             done = result.terminated | result.truncated
             episodes.add(done, result.truncated, result.episode_return, result.episode_length)
             m.accumulate_rewards(result.reward_terms)

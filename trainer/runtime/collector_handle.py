@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch.multiprocessing as mp
 
+from contracts.names import ShutdownClassification
 from trainer.config.schema import RunContext
 from trainer.cpu_threads import ThreadPlan
 from trainer.runtime.collector import CollectorResources, CollectorSpec, collector_main
@@ -199,7 +200,9 @@ class CollectorHandle:
         kind, text = self.block.read_error()
         type_name, _, message = text.partition("\n")
         classification = (
-            "backend_worker_failure" if kind == FailureKind.BACKEND else "collector_failure"
+            ShutdownClassification.BACKEND_WORKER_FAILURE
+            if kind == FailureKind.BACKEND
+            else ShutdownClassification.COLLECTOR_FAILURE
         )
         raise CollectorFailure(
             f"collector raised {type_name}: {message}",

@@ -53,14 +53,14 @@ from trainer.runtime.metrics_pump import MetricsPump
 from trainer.runtime.protocols import Learner
 from trainer.runtime.run_checkpoints import RunCheckpoints
 from trainer.runtime.run_report import RunReport
-from trainer.runtime.run_state import Dims, LearnerResources, RunPlan, RunState, warmup_ticks
+from trainer.runtime.run_state import LearnerResources, RunPlan, RunState, warmup_ticks
 from trainer.runtime.shutdown import (
     ShutdownTracker,
 )
 from trainer.runtime.signals import SignalGuard
 from trainer.runtime.tick_loop import TickLoop
 
-__all__ = ["Dims", "LearnerRuntime", "run_training", "warmup_ticks"]
+__all__ = ["LearnerRuntime", "run_training", "warmup_ticks"]
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class LearnerRuntime:
         self.pump = MetricsPump(
             self.run_dir, plan, int(ctx.training.env_steps_per_sync), self.collector, res
         )
-        self.checkpoints = RunCheckpoints(ctx, plan, self.hooks.dims, state)
+        self.checkpoints = RunCheckpoints(ctx, plan, self.hooks.env_spec, state)
         self.loop = TickLoop(
             plan=plan,
             state=state,
@@ -261,7 +261,8 @@ def run_training(
     Args:
         ctx: the resolved ``RunContext`` (trainer.config.schema).
         **hooks: test seams, keyword-only and optional: ``learner_factory(ctx, device)``,
-            ``env_factory`` (+ ``env_kwargs``), ``pack_fn``, ``dims``, ``stale_after_s``,
+            ``env_factory`` (+ ``env_kwargs``), ``pack_fn``, ``env_spec`` (the env's sizes;
+            default the task's ``G1_TRACKING_SPEC``), ``stale_after_s``,
             ``budget_clock`` (the time budget's monotonic clock).
 
     Returns:

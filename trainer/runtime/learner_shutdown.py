@@ -13,6 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any, Protocol
 
+from contracts.names import Owner, ShutdownClassification, ShutdownPhase
 from trainer.rundir.metrics import MetricsWriter
 from trainer.runtime.control import ControlBlock, Word
 from trainer.runtime.inference_ring import InferenceRing
@@ -78,11 +79,11 @@ class LearnerShutdown:
         tr, block, res = p.tracker, p.collector.block, p.resources
         assert block is not None and res.ring is not None and res.ingress is not None
         assert res.waiter is not None
-        tr.enter("finalize/collector_quiesce")
+        tr.enter(ShutdownPhase.FINALIZE_COLLECTOR_QUIESCE)
         res.waiter.wait(
             lambda: bool(block.ints[Word.COLLECTOR_DONE]), "the collector's last report"
         )
-        tr.enter("finalize/evaluation")
+        tr.enter(ShutdownPhase.FINALIZE_EVALUATION)
         p.evaluation.run(host)
         block.set(Word.STOP, 1)
         exitcode = self.parts.collector.join()
@@ -93,16 +94,16 @@ class LearnerShutdown:
                     message=f"collector exited with code {exitcode} after its last tick",
                 )
             )
-        tr.enter("finalize/collector_metrics_drain")
+        tr.enter(ShutdownPhase.FINALIZE_COLLECTOR_METRICS_DRAIN)
         self.parts.collector.read_info()
         report = self.parts.collector.read_report()
         if report is not None:
             self.parts.pump.note_report(report)
-        tr.enter("finalize/replay_pipeline_close")
+        tr.enter(ShutdownPhase.FINALIZE_REPLAY_PIPELINE_CLOSE)
         while self.loop.commit_one():
             pass
         block.set(Word.CLOSED, 1)
-        tr.enter("finalize/replay_ingress_snapshot")
+        tr.enter(ShutdownPhase.FINALIZE_REPLAY_INGRESS_SNAPSHOT)
         ingress = res.ingress.snapshot(block)
         ring_snapshot = res.ring.snapshot(block)
         flight = InferenceRing.flight(block)
@@ -110,7 +111,7 @@ class LearnerShutdown:
         problems = tr.best_effort("release the shared tensors", self.release_shared_tensors)
         for problem in problems or []:
             tr.cleanup_errors.append(error_entry(type_name="SharedTensorsHeld", message=problem))
-        tr.enter("finalize/logger_finish")
+        tr.enter(ShutdownPhase.FINALIZE_LOGGER_FINISH)
         self.parts.pump.finish()
         return {"ingress": ingress, "ring": ring_snapshot, "flight": flight, "exitcode": exitcode}
 
@@ -143,12 +144,12 @@ class LearnerShutdown:
     # -- summaries -------------------------------------------------------------------------------
     def completed_summary(self, snap: dict[str, Any]) -> dict[str, Any]:
         shutdown = self.parts.tracker.record(
-            classification="normal_completion",
-            owner="learner",
+            classification=ShutdownClassification.NORMAL_COMPLETION,
+            owner=Owner.LEARNER,
             collector=collector_exit(False, snap["exitcode"]),
             replay_ingress=snap["ingress"],
             inference_ring=snap["ring"],
-            phase="finalize/logger_finish",
+            phase=ShutdownPhase.FINALIZE_LOGGER_FINISH,
         )
         manifest = self.report.manifest.build(
             ingress=snap["ingress"], flight=snap["flight"], shutdown=shutdown

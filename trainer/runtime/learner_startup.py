@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from contracts.env_spec import EnvSpec
+from contracts.names import ShutdownPhase
 from trainer.config.checks import resolve_resume_path
 from trainer.config.schema import RunContext
 from trainer.cpu_threads import apply_torch_threads, plan_training_threads
@@ -32,7 +34,7 @@ from trainer.runtime.metrics_pump import MetricsPump
 from trainer.runtime.protocols import Learner
 from trainer.runtime.replay_ingress import ReplayIngress
 from trainer.runtime.run_checkpoints import RunCheckpoints
-from trainer.runtime.run_state import Dims, LearnerResources, RunPlan, RunState
+from trainer.runtime.run_state import LearnerResources, RunPlan, RunState
 from trainer.runtime.shared_tensors import StorageWatch, shared_tensors
 from trainer.runtime.shutdown import ShutdownTracker
 from trainer.runtime.signals import SignalGuard
@@ -43,10 +45,17 @@ LearnerFactory = Callable[[RunContext, torch.device], Learner]
 PackFn = Callable[..., torch.Tensor]
 
 
-def _default_learner_factory(ctx: RunContext, device: torch.device) -> Learner:
+def _task_env_spec() -> EnvSpec:
+    """The G1 task's sizes, known before the collector builds the env (torch-free)."""
+    from trainer.task.spec import G1_TRACKING_SPEC
+
+    return G1_TRACKING_SPEC
+
+
+def _default_learner(ctx: RunContext, spec: EnvSpec, device: torch.device) -> Learner:
     from trainer.algo.learner import FlashSacLearner
 
-    return FlashSacLearner(ctx.algo_cfg, num_envs=ctx.algo_cfg.num_envs, device=device)
+    return FlashSacLearner(ctx.algo_cfg, spec, num_envs=ctx.algo_cfg.num_envs, device=device)
 
 
 def _default_pack_fn() -> PackFn:
@@ -64,7 +73,9 @@ class StartupHooks:
     env_kwargs: dict[str, Any] | None = None
     """``env_factory``'s keyword arguments (the env then owns its motion and threads)."""
     pack_fn: PackFn | None = None
-    dims: Dims = field(default_factory=Dims)
+    env_spec: EnvSpec = field(default_factory=_task_env_spec)
+    """What the env will report: sizes the learner, ring and ingress before it exists; the
+    collector checks its env's ``spec`` against it at the hand-over."""
     stale_after_s: float = STALE_AFTER_S
 
 
@@ -101,20 +112,20 @@ class LearnerStartup:
         """``startup/begin`` .. ``startup/cuda_preflight``, then the collector's spawn."""
         p, hooks = self.parts, self.hooks
         tr, plan = p.tracker, p.plan
-        tr.enter("startup/begin")
+        tr.enter(ShutdownPhase.STARTUP_BEGIN)
         self._plan_threads()
         if int(self.training.env_steps_per_sync) != 1:
             raise ValueError(
                 f"training.env_steps_per_sync={self.training.env_steps_per_sync} is not supported: "
                 "the collector/learner runtime is lock-step; use 1"
             )
-        tr.enter("startup/memory_budget")
+        tr.enter(ShutdownPhase.STARTUP_MEMORY_BUDGET)
         replay_rows = int(p.ctx.algo_cfg.replay_buffer_n) * plan.num_envs
         p.resources.memory_budget = {
-            "replay_bytes": replay_rows * hooks.dims.row_width * 4,
+            "replay_bytes": replay_rows * hooks.env_spec.row_width * 4,
             "preflight_estimate_bytes": p.ctx.memory_estimate_bytes,
         }
-        tr.enter("startup/cuda_preflight")
+        tr.enter(ShutdownPhase.STARTUP_CUDA_PREFLIGHT)
         if plan.device.type == "cuda":
             torch.cuda.set_device(plan.device)
         if (
@@ -152,19 +163,21 @@ class LearnerStartup:
 
     def _build_resources(self) -> None:
         """``startup/replay_resources`` .. ``startup/logger``: learner, ring, ingress, writer."""
-        p, dims = self.parts, self.hooks.dims
+        p, spec = self.parts, self.hooks.env_spec
         tr, plan, res, block = p.tracker, p.plan, p.resources, p.collector.block
-        tr.enter("startup/replay_resources")
-        learner_factory = self.hooks.learner_factory or _default_learner_factory
-        res.learner = learner_factory(p.ctx, plan.device)
-        tr.enter("startup/inference_resources")
+        tr.enter(ShutdownPhase.STARTUP_REPLAY_RESOURCES)
+        if self.hooks.learner_factory is None:
+            res.learner = _default_learner(p.ctx, spec, plan.device)
+        else:
+            res.learner = self.hooks.learner_factory(p.ctx, plan.device)
+        tr.enter(ShutdownPhase.STARTUP_INFERENCE_RESOURCES)
         assert block is not None
         res.ring = InferenceRing(
             capacity=int(self.training.inference_slot_capacity),
             num_envs=plan.num_envs,
-            obs_dim=dims.obs_dim,
-            critic_obs_dim=dims.critic_obs_dim,
-            action_dim=dims.action_dim,
+            obs_dim=spec.obs_dim,
+            critic_obs_dim=spec.critic_obs_dim,
+            action_dim=spec.action_dim,
             device=plan.collector_device,
         )
         res.ingress = ReplayIngress(
@@ -172,12 +185,12 @@ class LearnerStartup:
             slot_rows=plan.slot_rows,
             num_envs=plan.num_envs,
             device=plan.collector_device,
-            row_width=dims.row_width,
+            row_width=spec.row_width,
         )
         res.shared = StorageWatch(shared_tensors(res.ring, res.ingress))
         block.set(Word.EPOCH, 1)
         tr.inference_epoch = 1
-        tr.enter("startup/logger")
+        tr.enter(ShutdownPhase.STARTUP_LOGGER)
         p.pump.open()
 
     def _start_collector(self) -> None:
@@ -186,7 +199,7 @@ class LearnerStartup:
         p = self.parts
         tr, res, block = p.tracker, p.resources, p.collector.block
         assert block is not None and res.learner is not None
-        tr.enter("startup/learner_prepare")
+        tr.enter(ShutdownPhase.STARTUP_LEARNER_PREPARE)
         resume_from = self.training.resume_from
         if resume_from is not None:
             p.checkpoints.resume(resolve_resume_path(resume_from, Path.cwd()), res.learner, tr)
@@ -197,7 +210,7 @@ class LearnerStartup:
             interrupt=p.signals.check,
             stale_after_s=self.hooks.stale_after_s,
         )
-        tr.enter("startup/collector_start")
+        tr.enter(ShutdownPhase.STARTUP_COLLECTOR_START)
         self._hand_over_resources()
         # Compile and capture the learner's graphs while the collector finishes its env.
         start = time.monotonic()
@@ -218,6 +231,7 @@ class LearnerStartup:
                 ring=res.ring,
                 ingress=res.ingress,
                 pack_fn=self.hooks.pack_fn or _default_pack_fn(),
+                env_spec=self.hooks.env_spec,
                 num_envs=p.plan.num_envs,
                 total_ticks=total_ticks,
                 metrics_interval=int(self.training.collector_metrics_interval),

@@ -37,6 +37,7 @@ from contracts.mps.probe import (
     probe_pipe,
     select_pipe,
 )
+from contracts.names import Owner, ShutdownPhase
 from trainer.rundir.summary import null_cuda_process_sharing
 
 MPS_MODE = "mps"
@@ -49,8 +50,8 @@ CudaUuidOf = Callable[[int], str]
 class MpsPreflightError(RuntimeError):
     """MPS was requested and cannot be used: a preflight failure (owner learner, exit 1)."""
 
-    owner = "learner"
-    phase = "startup/cuda_preflight"
+    owner = Owner.LEARNER
+    phase = ShutdownPhase.STARTUP_CUDA_PREFLIGHT
 
 
 def _fail(message: str) -> MpsPreflightError:

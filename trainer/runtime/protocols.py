@@ -14,6 +14,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from torch import Tensor
 
+from contracts.env_spec import EnvSpec
+
 
 class ReplaySink(Protocol):
     """The learner's device replay as the runtime feeds it (trainer/algo/replay.py)."""
@@ -105,6 +107,11 @@ class MotionIdentity(Protocol):
 @runtime_checkable
 class TrainingEnv(Protocol):
     """The env the collector steps (``G1TrackingEnv``)."""
+
+    @property
+    def spec(self) -> EnvSpec:
+        """Observation and action widths (the collector checks them at the hand-over)."""
+        ...
 
     @property
     def backend(self) -> EnvBackend: ...

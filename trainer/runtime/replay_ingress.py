@@ -1,7 +1,7 @@
 """The bounded replay ingress: packed transitions from the collector to the learner's replay.
 
 ``depth`` slots (``training.replay_ingress_depth``, default 2) of ``slot_rows`` packed rows
-[slot_rows, 930] each (``training.replay_ingress_slot_rows``, default ``num_envs``). One
+[slot_rows, EnvSpec.row_width] each (``training.replay_ingress_slot_rows``, default ``num_envs``). One
 chunk is one slot's worth of rows; a tick of N envs is ``N / slot_rows`` chunks. Slots live
 on the collector's device (IPC-shared CUDA memory or CPU shared memory).
 
@@ -32,8 +32,6 @@ import torch
 from trainer.runtime.control import ControlBlock, Word
 from trainer.runtime.liveness import StopRequested, Waiter
 
-ROW_WIDTH = 930  # docs/flashsac.md §replay
-
 
 class ReplayIngress:
     """Shared replay-ingress slots and their counters.
@@ -42,7 +40,7 @@ class ReplayIngress:
         depth: number of slots (1..16).
         slot_rows: rows per slot; must divide ``num_envs``.
         num_envs: rows per tick.
-        row_width: packed row width (930).
+        row_width: packed row width (the env's ``EnvSpec.row_width``).
         device: the collector's device.
     """
 
@@ -53,7 +51,7 @@ class ReplayIngress:
         slot_rows: int,
         num_envs: int,
         device: torch.device | str,
-        row_width: int = ROW_WIDTH,
+        row_width: int,
     ) -> None:
         if not 1 <= depth <= 16:
             raise ValueError(f"training.replay_ingress_depth={depth} must be in 1..16")

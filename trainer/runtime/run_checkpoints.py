@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from contracts.env_spec import EnvSpec
 from trainer.config.schema import RunContext
 from trainer.rundir.checkpoint import (
     ResumeError,
@@ -19,7 +20,7 @@ from trainer.rundir.checkpoint import (
     save_checkpoint,
 )
 from trainer.runtime.protocols import Learner
-from trainer.runtime.run_state import Dims, RunPlan, RunState
+from trainer.runtime.run_state import RunPlan, RunState
 from trainer.runtime.shutdown import ShutdownTracker
 
 logger = logging.getLogger(__name__)
@@ -28,10 +29,10 @@ logger = logging.getLogger(__name__)
 class RunCheckpoints:
     """Saves this run's ``model_<k>.pt`` and restores a resumed lineage's state."""
 
-    def __init__(self, ctx: RunContext, plan: RunPlan, dims: Dims, state: RunState) -> None:
+    def __init__(self, ctx: RunContext, plan: RunPlan, spec: EnvSpec, state: RunState) -> None:
         self.ctx = ctx
         self.plan = plan
-        self.dims = dims
+        self.spec = spec
         self.state = state
         self.save_interval = int(ctx.algo_cfg.save_interval)
 
@@ -43,9 +44,9 @@ class RunCheckpoints:
             "task": self.ctx.task,
             "sim_backend": self.ctx.sim_backend,
             "num_envs": self.plan.num_envs,
-            "obs_dim": self.dims.obs_dim,
-            "critic_obs_dim": self.dims.critic_obs_dim,
-            "action_dim": self.dims.action_dim,
+            "obs_dim": self.spec.obs_dim,
+            "critic_obs_dim": self.spec.critic_obs_dim,
+            "action_dim": self.spec.action_dim,
             "actor_hidden_dim": int(cfg.actor_hidden_dim),
             "critic_hidden_dim": int(cfg.critic_hidden_dim),
             "num_blocks": int(cfg.num_blocks),

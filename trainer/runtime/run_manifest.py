@@ -10,6 +10,7 @@ from typing import Any
 import psutil
 import torch
 
+from contracts.names import PhaseGroup
 from trainer.config.schema import RunContext
 from trainer.rundir.summary import null_cuda_process_sharing
 from trainer.runtime.collector_handle import CollectorHandle
@@ -163,7 +164,7 @@ class RunManifest:
         phases = {
             name: round(end - begin, 3)
             for (name, begin), (_, end) in itertools.pairwise(state.phase_starts)
-            if name.startswith("startup/")
+            if PhaseGroup.STARTUP.holds(name)
         }
         first, training_start = state.first_iteration_end, state.training_start
         capture = state.learner_capture_s

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from contracts.names import Owner, ShutdownClassification, ShutdownPhase
 from trainer.config.schema import RunContext
 from trainer.evaluation.stage import LearnerEvaluation
 from trainer.rundir.summary import build_summary, write_failed_summary
@@ -29,17 +30,16 @@ from trainer.runtime.run_state import (
     RunState,
     released_env_steps,
 )
-from trainer.runtime.shutdown import CollectorFailure, ExternalCancellation
-
-FAILURE_OWNER = {"collector_failure": "collector", "backend_worker_failure": "collector"}
+from trainer.runtime.shutdown import CLASSIFICATION_OWNER, CollectorFailure, ExternalCancellation
 
 
-def failure_owner(err: BaseException, classification: str) -> str:
+def failure_owner(err: BaseException, classification: ShutdownClassification) -> Owner:
     """``shutdown.owner`` of a failed run."""
     if isinstance(err, ExternalCancellation):
-        return "external"
-    owner = FAILURE_OWNER.get(classification)
-    return owner or ("learner" if classification == "learner_failure" else "unknown")
+        return Owner.EXTERNAL
+    if classification == ShutdownClassification.EXTERNAL_CANCELLATION:
+        return Owner.UNKNOWN  # a KeyboardInterrupt or SystemExit: no signal of ours seen
+    return CLASSIFICATION_OWNER[classification]
 
 
 def failure_status(err: BaseException) -> str:
@@ -142,8 +142,8 @@ class RunReport:
         self,
         err: BaseException,
         *,
-        classification: str,
-        phase: str,
+        classification: ShutdownClassification,
+        phase: ShutdownPhase,
         exception: dict[str, str],
         manifest: dict[str, Any],
         shutdown_extra: dict[str, Any],

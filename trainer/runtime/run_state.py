@@ -22,7 +22,7 @@ from trainer.runtime.control import ControlBlock, Word
 from trainer.runtime.inference_ring import InferenceRing
 from trainer.runtime.liveness import Waiter
 from trainer.runtime.protocols import Learner
-from trainer.runtime.replay_ingress import ROW_WIDTH, ReplayIngress
+from trainer.runtime.replay_ingress import ReplayIngress
 from trainer.runtime.shared_tensors import StorageWatch
 
 TAIL_WINDOW = 100
@@ -31,14 +31,6 @@ TAIL_WINDOW = 100
 def warmup_ticks(learning_starts: int, batch_size: int, num_envs: int) -> int:
     """W = max(learning_starts, ceil(B / N)) (docs/flashsac.md §update-schedule)."""
     return max(learning_starts, -(-batch_size // num_envs))
-
-
-@dataclass(frozen=True)
-class Dims:
-    obs_dim: int = 160
-    critic_obs_dim: int = 289
-    action_dim: int = 29
-    row_width: int = ROW_WIDTH
 
 
 @dataclass(frozen=True)

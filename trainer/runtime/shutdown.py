@@ -15,58 +15,34 @@ import logging
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
+
+from contracts.names import Owner, PhaseGroup, ShutdownClassification, ShutdownPhase
 
 logger = logging.getLogger(__name__)
 
-STARTUP_PHASES = (
-    "startup/begin",
-    "startup/memory_budget",
-    "startup/cuda_preflight",
-    "startup/replay_resources",
-    "startup/inference_resources",
-    "startup/logger",
-    "startup/learner_prepare",
-    "startup/collector_start",
-)
-TRAINING_PHASES = (
-    "training/startup_complete",
-    "training/wait_for_inference_request",
-    "training/learner_inference",
-    "training/inference_response",
-    "training/replay_prepare",
-    "training/learner_update",
-)
-FINALIZE_PHASES = (
-    "finalize/collector_quiesce",
-    "finalize/evaluation",
-    "finalize/collector_metrics_drain",
-    "finalize/replay_pipeline_close",
-    "finalize/replay_ingress_snapshot",
-    "finalize/logger_finish",
-)
-ALL_PHASES = STARTUP_PHASES + TRAINING_PHASES + FINALIZE_PHASES
+
+def _phases(group: PhaseGroup) -> tuple[ShutdownPhase, ...]:
+    return tuple(phase for phase in ShutdownPhase if phase.group is group)
+
+
+STARTUP_PHASES = _phases(PhaseGroup.STARTUP)
+TRAINING_PHASES = _phases(PhaseGroup.TRAINING)
+FINALIZE_PHASES = _phases(PhaseGroup.FINALIZE)
+ALL_PHASES = tuple(ShutdownPhase)
 # Entered once per tick: tracked in memory only, never appended to progress.jsonl.
 PER_TICK_PHASES = frozenset(TRAINING_PHASES[1:])
 
-Classification = Literal[
-    "normal_completion",
-    "learner_failure",
-    "collector_failure",
-    "backend_worker_failure",
-    "timeout/stale_tick",
-    "external_cancellation",
-    "unknown_failure",
-]
-CLASSIFICATION_OWNER: dict[str, str] = {
-    "normal_completion": "learner",
-    "learner_failure": "learner",
-    "collector_failure": "collector",
-    "backend_worker_failure": "collector",
-    "timeout/stale_tick": "unknown",
-    "external_cancellation": "external",
-    "unknown_failure": "unknown",
+CLASSIFICATION_OWNER: dict[ShutdownClassification, Owner] = {
+    ShutdownClassification.NORMAL_COMPLETION: Owner.LEARNER,
+    ShutdownClassification.LEARNER_FAILURE: Owner.LEARNER,
+    ShutdownClassification.COLLECTOR_FAILURE: Owner.COLLECTOR,
+    ShutdownClassification.BACKEND_WORKER_FAILURE: Owner.COLLECTOR,
+    ShutdownClassification.TIMEOUT_STALE_TICK: Owner.UNKNOWN,
+    ShutdownClassification.EXTERNAL_CANCELLATION: Owner.EXTERNAL,
+    ShutdownClassification.UNKNOWN_FAILURE: Owner.UNKNOWN,
 }
+"""Who a shutdown classification is attributed to unless the record names an owner."""
 BENIGN_COLLECTOR_EXITCODES = frozenset({0, -signal.SIGTERM, -signal.SIGINT})
 ERROR_MESSAGE_LIMIT = 16000
 
@@ -91,7 +67,7 @@ class CollectorFailure(RuntimeError):
         self,
         message: str,
         *,
-        classification: str = "collector_failure",
+        classification: ShutdownClassification = ShutdownClassification.COLLECTOR_FAILURE,
         error_type: str = "CollectorDied",
     ):
         super().__init__(message)
@@ -134,19 +110,19 @@ def collector_exit(alive: bool, exitcode: int | None) -> dict[str, Any]:
     }
 
 
-def classify_exception(err: BaseException) -> str:
+def classify_exception(err: BaseException) -> ShutdownClassification:
     """Map an exception that ended the learner's run to a docs/contracts.md §shutdown classification."""
     from trainer.runtime.liveness import StaleTick
 
     if isinstance(err, (ExternalCancellation, KeyboardInterrupt, SystemExit)):
-        return "external_cancellation"
+        return ShutdownClassification.EXTERNAL_CANCELLATION
     if isinstance(err, CollectorFailure):
         return err.classification
     if isinstance(err, (StaleTick, StaleTickFailure)):
-        return "timeout/stale_tick"
+        return ShutdownClassification.TIMEOUT_STALE_TICK
     if isinstance(err, Exception):
-        return "learner_failure"
-    return "unknown_failure"
+        return ShutdownClassification.LEARNER_FAILURE
+    return ShutdownClassification.UNKNOWN_FAILURE
 
 
 @dataclass
@@ -161,18 +137,18 @@ class ShutdownTracker:
 
     on_phase: Callable[[str], None] | None = None
     check_cancel: Callable[[], None] | None = None
-    phase: str = "startup/begin"
+    phase: ShutdownPhase = ShutdownPhase.STARTUP_BEGIN
     iteration: int | None = None
     coordination_tick: int | None = None
     inference_epoch: int | None = None
     cleanup_errors: list[dict] = field(default_factory=list)
-    phase_history: list[str] = field(default_factory=list)
+    phase_history: list[ShutdownPhase] = field(default_factory=list)
 
-    def enter(self, phase: str) -> None:
+    def enter(self, phase: ShutdownPhase) -> None:
         """Enter ``phase`` (one of ALL_PHASES)."""
         if phase not in ALL_PHASES:
             raise ValueError(f"unknown shutdown phase {phase!r}")
-        self.phase = phase
+        self.phase = phase = ShutdownPhase(phase)
         if phase in PER_TICK_PHASES:
             return
         self.phase_history.append(phase)
@@ -193,13 +169,13 @@ class ShutdownTracker:
     def record(
         self,
         *,
-        classification: str,
-        owner: str | None = None,
+        classification: ShutdownClassification,
+        owner: Owner | None = None,
         exception: dict | None = None,
         collector: dict | None = None,
         replay_ingress: dict | None = None,
         inference_ring: dict | None = None,
-        phase: str | None = None,
+        phase: ShutdownPhase | None = None,
     ) -> dict[str, Any]:
         """Build ``runtime_manifest.shutdown``."""
         if classification not in CLASSIFICATION_OWNER:

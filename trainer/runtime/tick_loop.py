@@ -20,6 +20,7 @@ from collections.abc import Iterator
 
 import torch
 
+from contracts.names import ShutdownPhase
 from trainer.rundir.progress import ProgressWriter
 from trainer.runtime.budget import TimeBudget
 from trainer.runtime.collector_handle import CollectorHandle
@@ -112,14 +113,14 @@ class TickLoop:
             if signals.signum is not None:
                 signals.check()
             tr.coordination_tick = tick
-            tr.phase = "training/wait_for_inference_request"
+            tr.phase = ShutdownPhase.TRAINING_WAIT_FOR_INFERENCE_REQUEST
             t0 = perf()
             waiter.wait(
                 lambda t=tick: ints[Word.PUBLISHED_TICK] > t,
                 f"the observation of tick {tick}",
                 on_idle=self.commit_one,
             )
-            tr.phase = "training/learner_inference"
+            tr.phase = ShutdownPhase.TRAINING_LEARNER_INFERENCE
             t1 = perf()
             obs, _critic_obs, done = ring.observe(block, tick)
             if cross_device:
@@ -129,10 +130,10 @@ class TickLoop:
             t3 = perf()
             if warmup <= tick < state.total_ticks - 1 and self.budget.spent():
                 self._end_after(tick)  # before the action: the collector stops after it
-            tr.phase = "training/inference_response"
+            tr.phase = ShutdownPhase.TRAINING_INFERENCE_RESPONSE
             ring.publish_action(block, tick, actions)
             t4 = perf()
-            tr.phase = "training/replay_prepare"
+            tr.phase = ShutdownPhase.TRAINING_REPLAY_PREPARE
             while ints[Word.INGRESS_RELEASED] < tick * chunks_per_tick:
                 if not self.commit_one():
                     waiter.wait(
@@ -150,13 +151,13 @@ class TickLoop:
             w.batch_wait_s += t5 - t4
             if tick < warmup:
                 continue
-            tr.phase = "training/learner_update"
+            tr.phase = ShutdownPhase.TRAINING_LEARNER_UPDATE
             self._update(tick)
             self._after_update(tick, progress)
         self._finish(chunks_per_tick)
 
     def _begin(self, progress: ProgressWriter) -> None:
-        self.tracker.enter("training/startup_complete")
+        self.tracker.enter(ShutdownPhase.TRAINING_STARTUP_COMPLETE)
         self.state.training_start = time.monotonic()
         self.budget.start()
         progress.start_training()
@@ -216,7 +217,7 @@ class TickLoop:
             self._resize_lr_schedule()
         self.checkpoints.save_if_due(self.resources.learner, tick, last=last)
         progress.update(
-            "training/learner_update",
+            ShutdownPhase.TRAINING_LEARNER_UPDATE,
             iteration=state.iteration,
             total_env_steps=self.total_env_steps(),
         )
@@ -249,7 +250,7 @@ class TickLoop:
         self.budget.stop()
         if self.state.stopped_by is None:
             self.state.stopped_by = "iterations"
-        self.tracker.phase = "training/replay_prepare"
+        self.tracker.phase = ShutdownPhase.TRAINING_REPLAY_PREPARE
         expected = self.state.total_ticks * chunks_per_tick
         while ints[Word.INGRESS_RELEASED] < expected:
             if not self.commit_one():

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from contracts.env_spec import EnvSpec
 from trainer.algo.config import FlashSacCfg
 from trainer.algo.fusion import CycleFusion
 from trainer.algo.learner import FlashSacLearner
 from trainer.config.defaults import default_algo_cfg
 
 OBS, COBS, ACT, N = 6, 7, 3, 8
+SPEC = EnvSpec(obs_dim=OBS, critic_obs_dim=COBS, action_dim=ACT)
 
 
 def make_cfg(**over) -> FlashSacCfg:
@@ -20,7 +22,4 @@ def make_cfg(**over) -> FlashSacCfg:
 
 def make_learner(device: str = "cpu", fusion: CycleFusion | None = None, **over) -> FlashSacLearner:
     cfg = make_cfg(**over)
-    return FlashSacLearner(
-        cfg, num_envs=cfg.num_envs, device=device, obs_dim=OBS, critic_obs_dim=COBS,
-        action_dim=ACT, fusion=fusion,
-    )  # fmt: skip
+    return FlashSacLearner(cfg, SPEC, num_envs=cfg.num_envs, device=device, fusion=fusion)

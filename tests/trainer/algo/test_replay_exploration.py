@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from contracts.env_spec import RowLayout
 from trainer.algo.exploration import RepeatedNoise, draw_repeats, zeta_cdf
-from trainer.algo.replay import DeviceReplay, RowLayout, pack_transitions
+from trainer.algo.replay import DeviceReplay, pack_transitions
 
 
 def test_zeta_draws_and_probabilities() -> None:
@@ -39,7 +40,7 @@ def test_noise_lasts_exactly_k_steps_or_until_done() -> None:
 
 
 def test_pack_transitions_column_layout() -> None:
-    lay = RowLayout()
+    lay = RowLayout(obs_dim=160, critic_obs_dim=289, action_dim=29)  # the G1 task's row
     assert lay.width == 930
     n = 4
     rows = pack_transitions(

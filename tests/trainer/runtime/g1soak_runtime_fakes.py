@@ -15,9 +15,11 @@ from dataclasses import dataclass
 
 import torch
 
+from contracts.env_spec import EnvSpec
 from trainer.config.defaults import default_algo_cfg, default_scene_cfg, default_task_cfg
 
 OBS, COBS, ACT = 160, 289, 29
+SPEC = EnvSpec(obs_dim=OBS, critic_obs_dim=COBS, action_dim=ACT)
 
 
 class FakeBackendError(RuntimeError):
@@ -57,6 +59,8 @@ class FakeBackend:
 
 class FakeEnv:
     """Episodes of ``episode_len`` steps (truncation); env 0 terminates every 3rd step."""
+
+    spec = SPEC
 
     def __init__(
         self,

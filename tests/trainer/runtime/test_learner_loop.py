@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import signal
 import threading
@@ -175,6 +176,25 @@ def test_env_build_failure_is_reported_at_collector_start(make_ctx):
     assert shutdown["phase"] == "startup/collector_start"
     assert shutdown["exception"]["type"] == "FakeBackendError"
     assert shutdown["collector"]["exitcode"] == 1
+    assert [p.cmdline() for p in _children_of_me()] == []
+
+
+def test_env_whose_spec_differs_from_the_planned_one_fails_closed_at_the_hand_over(
+    make_ctx, caplog
+):
+    ctx = make_ctx()
+    caplog.set_level(logging.WARNING, logger="trainer.runtime.learner_shutdown")
+    _, hooks = _hooks(ctx)
+    planned = dataclasses.replace(fakes.SPEC, action_dim=fakes.ACT + 1)
+    _, shutdown = _run_failing(ctx, {**hooks, "env_spec": planned})
+    assert (shutdown["classification"], shutdown["owner"]) == ("collector_failure", "collector")
+    assert shutdown["phase"] == "startup/collector_start"
+    assert shutdown["exception"]["type"] == "ValueError"
+    message = shutdown["exception"]["message"]
+    assert str(fakes.SPEC) in message and str(planned) in message and "\n" not in message
+    assert shutdown["collector"]["exitcode"] == 1
+    # The collector had received the ring and ingress: it frees them before it exits.
+    assert [r.message for r in caplog.records if "freeing" in r.message] == []
     assert [p.cmdline() for p in _children_of_me()] == []
 
 

@@ -140,6 +140,7 @@ def test_learner_state_right_after_loading_equals_the_checkpoint(
     from trainer.algo.learner import FlashSacLearner
     from trainer.config.loader import load_config
     from trainer.runtime.learner_loop import LearnerRuntime
+    from trainer.task.spec import G1_TRACKING_SPEC
 
     path = lineage["first"] / "model_2.pt"
     loaded = load_config(
@@ -153,7 +154,7 @@ def test_learner_state_right_after_loading_equals_the_checkpoint(
         algo_cfg=loaded.algo_cfg,
     )
     runtime = LearnerRuntime(ctx)
-    learner = FlashSacLearner(ctx.algo_cfg, num_envs=NUM_ENVS, device="cpu")
+    learner = FlashSacLearner(ctx.algo_cfg, G1_TRACKING_SPEC, num_envs=NUM_ENVS, device="cpu")
     fresh = learner.state_dict()
     runtime.checkpoints.resume(path, learner, runtime.tracker)
     saved = load_checkpoint(path)["learner"]

@@ -147,7 +147,7 @@ def test_stop_while_waiting_for_space_is_a_stop_return():
 
 def test_slot_rows_must_divide_num_envs():
     with pytest.raises(ValueError, match="must divide algo.num_envs=8"):
-        ReplayIngress(depth=2, slot_rows=3, num_envs=8, device="cpu")
+        ReplayIngress(depth=2, slot_rows=3, num_envs=8, device="cpu", row_width=5)
 
 
 def test_waiter_times_out_only_when_the_peer_waits_without_progress():

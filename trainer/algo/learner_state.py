@@ -1,0 +1,74 @@
+"""What a ``FlashSacLearner`` checkpoints: its ``state_dict`` and the in-place restore of one.
+
+The state holds the networks, the target critic, log alpha, every Adam moment and step
+count, the three learning-rate schedules, the reward scaler, the exploration noise and the
+update counters (trainer/rundir/checkpoint.py stores it under ``learner``). The restore
+copies into the existing tensors, so graphs the learner already captured stay valid.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from trainer.algo.learner import FlashSacLearner
+
+OPTIMIZER_NAMES = ("actor", "critic", "temperature")
+"""The learner's optimizers (and their schedules), in the order of ``learner.optimizers``."""
+_ADAM_KEYS = ("step", "exp_avg", "exp_avg_sq")
+
+
+def state_dict(learner: FlashSacLearner) -> dict[str, Any]:
+    """A detached copy of everything a resume restores."""
+    optimizers = {}
+    for name, opt in zip(OPTIMIZER_NAMES, learner.optimizers, strict=True):
+        states = [opt.state[p] for p in opt.param_groups[0]["params"]]
+        optimizers[name] = {key: [s[key].detach().clone() for s in states] for key in _ADAM_KEYS}
+    steps = learner.lr_steps.tolist()
+    return {
+        "actor": _cloned(learner.actor),
+        "critic": _cloned(learner.critic),
+        "critic_target": _cloned(learner.critic_target),
+        "log_alpha": learner.log_alpha.detach().clone(),
+        "optimizers": optimizers,
+        "schedulers": {name: int(step) for name, step in zip(OPTIMIZER_NAMES, steps, strict=True)},
+        "reward_scaler": learner.reward_scaler.state_dict(),
+        "exploration": learner.exploration.state_dict(),
+        "update_count": learner.update_count,
+        "iterations": learner.iterations,
+    }
+
+
+def load_state_dict(learner: FlashSacLearner, state: dict[str, Any]) -> None:
+    """Restore ``state_dict`` output into ``learner``'s own tensors."""
+    learner.actor.load_state_dict(state["actor"])
+    learner.critic.load_state_dict(state["critic"])
+    learner.critic_target.load_state_dict(state["critic_target"])
+    with torch.no_grad():
+        learner.log_alpha.copy_(state["log_alpha"])
+        for name, opt in zip(OPTIMIZER_NAMES, learner.optimizers, strict=True):
+            saved = state["optimizers"][name]
+            params = opt.param_groups[0]["params"]
+            if len(saved["exp_avg"]) != len(params):
+                raise ValueError(
+                    f"checkpoint optimizer {name!r} has {len(saved['exp_avg'])} tensors, expected {len(params)}"
+                )
+            for i, p in enumerate(params):
+                for key in _ADAM_KEYS:
+                    opt.state[p][key].copy_(saved[key][i])
+        sched = state["schedulers"]
+        learner.lr_steps.copy_(
+            torch.tensor([sched[name] for name in OPTIMIZER_NAMES], dtype=torch.float32)
+        )
+    learner.reward_scaler.load_state_dict(state["reward_scaler"])
+    learner.exploration.load_state_dict(state["exploration"])
+    learner.update_count = int(state["update_count"])
+    learner.iterations = int(
+        state.get("iterations", learner.update_count // learner.updates_per_step)
+    )
+
+
+def _cloned(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in module.state_dict().items()}
