@@ -29,7 +29,13 @@ from trainer.motion_import.convert import IMPORTER_VERSION, convert, model_sha25
 from trainer.motion_import.model import g1_model
 from trainer.motion_import.validate import read_arrays
 from trainer.sim.scene import JOINT_NAMES, TRACKED_BODY_NAMES
-from trainer.task.motion.clip import MOTION_FPS, MotionError, ResolvedMotion, arrays_sha256
+from trainer.task.motion.clip import (
+    MOTION_FPS,
+    REQUIRED_KEYS,
+    MotionError,
+    ResolvedMotion,
+    arrays_sha256,
+)
 from trainer.task.motion.load import load_motion
 from trainer.task.motion.synthetic import write_npz_atomic
 
@@ -152,17 +158,7 @@ def _clip_set(clips: Sequence[ResolvedMotion], names: Sequence[str], cache: Path
 
         arrays = {
             "fps": np.asarray(MOTION_FPS, dtype=np.int64),
-            **{
-                key: cat(key)
-                for key in (
-                    "joint_pos",
-                    "joint_vel",
-                    "body_pos_w",
-                    "body_quat_w",
-                    "body_lin_vel_w",
-                    "body_ang_vel_w",
-                )
-            },
+            **{key: cat(key) for key in REQUIRED_KEYS if key != "fps"},
             "joint_names": np.asarray(JOINT_NAMES, dtype=np.str_),
             "body_names": np.asarray(TRACKED_BODY_NAMES, dtype=np.str_),
             "clip_ends": np.cumsum(lengths).astype(np.int64),
