@@ -1,4 +1,4 @@
-"""What a ``FlashSacLearner`` checkpoints: its ``state_dict`` and the in-place restore of one.
+"""What a FlashSAC learner checkpoints: its ``state_dict`` and the in-place restore of one.
 
 The state holds the networks, the target critic, log alpha, every Adam moment and step
 count, the three learning-rate schedules, the reward scaler, the exploration noise and the
@@ -8,19 +8,39 @@ copies into the existing tensors, so graphs the learner already captured stay va
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
-
-if TYPE_CHECKING:
-    from trainer.algo.learner import FlashSacLearner
+from torch import Tensor, nn
 
 OPTIMIZER_NAMES = ("actor", "critic", "temperature")
 """The learner's optimizers (and their schedules), in the order of ``learner.optimizers``."""
 _ADAM_KEYS = ("step", "exp_avg", "exp_avg_sq")
 
 
-def state_dict(learner: FlashSacLearner) -> dict[str, Any]:
+class _Stateful(Protocol):
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class CheckpointedLearner(Protocol):
+    """What of the learner its checkpoint reads and restores (``FlashSacLearner`` is one)."""
+
+    actor: nn.Module
+    critic: nn.Module
+    critic_target: nn.Module
+    log_alpha: Tensor
+    optimizers: list[torch.optim.Adam]
+    lr_steps: Tensor
+    reward_scaler: _Stateful
+    exploration: _Stateful
+    update_count: int
+    iterations: int
+    updates_per_step: int
+
+
+def state_dict(learner: CheckpointedLearner) -> dict[str, Any]:
     """A detached copy of everything a resume restores."""
     optimizers = {}
     for name, opt in zip(OPTIMIZER_NAMES, learner.optimizers, strict=True):
@@ -41,7 +61,7 @@ def state_dict(learner: FlashSacLearner) -> dict[str, Any]:
     }
 
 
-def load_state_dict(learner: FlashSacLearner, state: dict[str, Any]) -> None:
+def load_state_dict(learner: CheckpointedLearner, state: dict[str, Any]) -> None:
     """Restore ``state_dict`` output into ``learner``'s own tensors."""
     learner.actor.load_state_dict(state["actor"])
     learner.critic.load_state_dict(state["critic"])
