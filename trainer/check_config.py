@@ -29,6 +29,7 @@ from contracts.jsonio import dumps_strict
 from trainer.config.checks import check_semantics, resolve_log_dir
 from trainer.config.errors import FLAGS_TOGETHER, ConfigError
 from trainer.config.loader import LoadedConfig, list_owners, load_config
+from trainer.owner_flags import AlgoFlag, SimFlag, TaskFlag
 
 __all__ = ["CheckFailed", "CheckResult", "app", "check_config", "main"]
 
@@ -182,15 +183,9 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     ),
 )
 def check(
-    algo: Annotated[
-        str | None, typer.Option("--algo", help="Algorithm owner, e.g. flashsac.")
-    ] = None,
-    task: Annotated[
-        str | None, typer.Option("--task", help="Task owner, e.g. g1_motion_tracking.")
-    ] = None,
-    sim: Annotated[
-        str | None, typer.Option("--sim", help="Simulator owner file: mjwarp or mujoco.")
-    ] = None,
+    algo: AlgoFlag = None,
+    task: TaskFlag = None,
+    sim: SimFlag = None,
     overrides: Annotated[
         list[str] | None,
         typer.Argument(

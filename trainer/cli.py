@@ -44,6 +44,7 @@ from trainer.config.checks import check_semantics, resolve_log_dir
 from trainer.config.errors import FLAGS_TOGETHER, ConfigError
 from trainer.config.loader import LoadedConfig, load_config
 from trainer.config.schema import RunContext, SeedInfo, TrainingCfg
+from trainer.owner_flags import AlgoFlag, SimFlag, TaskFlag
 from trainer.preflight import (
     PHASE_BEGIN,
     CudaFacts,
@@ -436,16 +437,9 @@ def _train_epilog() -> str:
     epilog=_train_epilog(),
 )
 def train(
-    algo: Annotated[
-        str | None, typer.Option("--algo", help="Algorithm owner, e.g. flashsac.")
-    ] = None,
-    task: Annotated[
-        str | None, typer.Option("--task", help="Task owner, e.g. g1_motion_tracking.")
-    ] = None,
-    sim: Annotated[
-        str | None,
-        typer.Option("--sim", help="Simulator owner file: mjwarp or mujoco."),
-    ] = None,
+    algo: AlgoFlag = None,
+    task: TaskFlag = None,
+    sim: SimFlag = None,
     overrides: Annotated[
         list[str] | None,
         typer.Argument(

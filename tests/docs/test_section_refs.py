@@ -6,12 +6,9 @@ example ``docs/contracts.md §invariants``. More ``§<anchor>`` on the same line
 against the last page named before them on that line (``docs/task.md §reset, §rewards``).
 
 Citations of the design specs that are not in the repository fail with their file:line:
-the spec names followed by a section number (``CONTRACTS §x`` and the like), a bare  # section-refs: ignore
+the old spec-file citations (a spec file's name and a section number), a bare
 section number, and the spec file names themselves. A line holding ``section-refs: ignore`` is skipped
 (a test that names the legacy files on purpose).
-
-``test_repository_cites_only_doc_sections_that_exist`` fails until every legacy citation is
-rewritten (the rewrite tool of issue 14); run it last after merging the refactor branches.
 """
 
 from __future__ import annotations
