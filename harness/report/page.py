@@ -345,6 +345,7 @@ def _learning_html(learning: dict[str, Any] | None) -> str:
         [
             ("margin (relative, success rate and R-MPKPE)", _pct(thresholds["margin"])),
             ("minimum success rate", _pct(thresholds["min_success_rate"]) or "none"),
+            ("R-MPKPE tolerance (absolute)", f"{thresholds.get('r_mpkpe_tolerance_mm', 0):g} mm"),
         ]
     )
     if learning["findings"]:

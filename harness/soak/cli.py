@@ -34,7 +34,7 @@ from harness.soak.invocation import (
     resolve_plan,
     trainer_extras,
 )
-from harness.soak.learning import DEFAULT_MARGIN, LearningCfg, learning_cfg
+from harness.soak.learning import DEFAULT_MARGIN, DEFAULT_TOLERANCE_MM, LearningCfg, learning_cfg
 from harness.soak.trend import SERIES, TrendThresholdError, parse_threshold_overrides
 from harness.soak.verdict_table import render_summary
 
@@ -154,6 +154,14 @@ LearningMarginOpt = Annotated[
     typer.Option(
         "--learning-margin",
         help="Final may trail the best by this fraction (success rate, R-MPKPE).",
+        rich_help_panel=_LEARN,
+    ),
+]
+ToleranceOpt = Annotated[
+    float,
+    typer.Option(
+        "--learning-tolerance-mm",
+        help="R-MPKPE must also trail the best by more than this many mm to fail.",
         rich_help_panel=_LEARN,
     ),
 ]
@@ -326,6 +334,7 @@ def g1_soak(
     learning_mode: LearningModeOpt = LearningMode.enforce,
     learning_margin: LearningMarginOpt = DEFAULT_MARGIN,
     min_success_rate: MinSuccessOpt = None,
+    learning_tolerance_mm: ToleranceOpt = DEFAULT_TOLERANCE_MM,
     json_out: JsonOpt = False,
 ) -> None:
     """Soak the canonical FlashSAC / G1 motion-tracking run and judge it (docs/soak.md)."""
@@ -343,7 +352,9 @@ def g1_soak(
         post_shutdown_grace_seconds, plan.min_duration_s, trend_warmup_seconds,
         trend_min_window_seconds,
     )  # fmt: skip
-    learning = learning_cfg(learning_mode.value, learning_margin, min_success_rate)
+    learning = learning_cfg(
+        learning_mode.value, learning_margin, min_success_rate, learning_tolerance_mm
+    )
     log_dir, output = check_paths(log_dir, output)
     user = list(extra_override or [])
     check_overrides(user)
@@ -399,6 +410,7 @@ def soak_run(
     learning_mode: LearningModeOpt = LearningMode.report,
     learning_margin: LearningMarginOpt = DEFAULT_MARGIN,
     min_success_rate: MinSuccessOpt = None,
+    learning_tolerance_mm: ToleranceOpt = DEFAULT_TOLERANCE_MM,
     json_out: JsonOpt = False,
 ) -> None:
     """Soak any trainer command that honours the run-directory contract (docs/soak.md)."""
@@ -409,7 +421,9 @@ def soak_run(
         post_shutdown_grace_seconds, min_duration_seconds, trend_warmup_seconds,
         trend_min_window_seconds,
     )  # fmt: skip
-    learning = learning_cfg(learning_mode.value, learning_margin, min_success_rate)
+    learning = learning_cfg(
+        learning_mode.value, learning_margin, min_success_rate, learning_tolerance_mm
+    )
     log_dir, output = check_paths(log_dir, output)
     cfg = _monitor_cfg(mode=trend_mode, thresholds=trend_threshold, learning=learning, **timing)
     argv = [str(log_dir) if arg == "{log_dir}" else arg for arg in command]

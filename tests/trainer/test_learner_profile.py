@@ -29,8 +29,9 @@ def test_a_cpu_profile_writes_the_document_it_prints(tmp_path: Path, capsys) -> 
     assert validate(printed, "learner_profile.v1.json") == []
     assert printed["kernel_source"] == "cpu_leaf_ops"
     assert printed["config"]["updates_per_step"] == 4  # the g1 owner's value, not overridden
-    (run,) = printed["runs"]
-    assert run["variant"] == "fused" and run["diagnostics"]["enabled"] is False
+    assert [r["variant"] for r in printed["runs"]] == ["legacy", "fused"]
+    run = printed["runs"][1]
+    assert run["diagnostics"]["enabled"] is False
     cats = {c["category"]: c for c in run["categories"]}
     assert tuple(cats) == CATEGORIES
     assert sum(c["share"] for c in cats.values()) == pytest.approx(1.0, abs=1e-3)
@@ -54,7 +55,7 @@ def test_the_table_names_each_variant_and_category(capsys) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--variants", "fast"], "must be a comma list of ['fused', 'legacy']"),
+        (["--variants", "fast"], "must be a comma list of ['fused', 'legacy', 'losses', 'renorm']"),
         (["--override", "training.log_interval=5"], "is not an algo.* key"),
         (["--override", "algo.batch_size=0"], "algo.batch_size=0"),
         (["--device", "cuda:x"], "is not a torch device"),

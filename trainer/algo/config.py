@@ -138,6 +138,14 @@ class FlashSacCfg:
     use_cuda_graph: bool
     """Replay the whole update cycle (and act) as CUDA graphs on CUDA (falls back, recorded)."""
 
+    fuse_renorm: bool
+    """Compile each network's norm control into one function (needs ``use_compile``;
+    docs/runtime.md "Learner profile")."""
+
+    fuse_losses: bool
+    """Compile the loss maths around the networks (needs ``use_compile``; docs/runtime.md
+    "Learner profile")."""
+
     seed: int | None
     """Torch seed of the learner; null leaves seeding to the caller."""
 

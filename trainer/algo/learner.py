@@ -69,9 +69,7 @@ class FlashSacLearner:
         ``spec`` sizes the networks, the replay rows and the action noise (the env's
         ``spec``, or the task's torch-free ``G1_TRACKING_SPEC`` before any env exists).
 
-        Default: none. The fusions are opt-in (the profile's ``--variants fused``) until an
-        H200 profile shows they are faster and a learning record shows they learn the same
-        (docs/runtime.md "Learner profile").
+        Default: ``algo.fuse_renorm`` / ``algo.fuse_losses`` (the profile passes its variants).
         """
         cfg.validate()
         self.cfg = cfg
@@ -82,7 +80,9 @@ class FlashSacLearner:
         self.batch_size = cfg.batch_size
         self.updates_per_step = cfg.updates_per_step
         self.target_entropy = cfg.resolved_target_entropy(spec.action_dim)
-        self.fusion = CycleFusion.none() if fusion is None else fusion
+        if fusion is None:
+            fusion = CycleFusion(renorm=cfg.fuse_renorm, losses=cfg.fuse_losses)
+        self.fusion = fusion
         self._init_precision()
         self._init_networks()
         self._init_optimizers()

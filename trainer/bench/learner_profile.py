@@ -14,8 +14,8 @@ compile and CUDA graph as configured), then measures:
   (:func:`category`; docs/runtime.md "Learner profile" says how names are assigned).
 
 On the CPU the same runs eagerly and the "kernels" are leaf aten ops (categories from op
-names, optimizer ops by their ``Optimizer.step`` scope). ``--variants fused,legacy`` runs
-the current cycle and the cycle without the issue-19 fusions in one process.
+names, optimizer ops by their ``Optimizer.step`` scope). ``--variants legacy,renorm,losses,fused`` runs
+the cycle without the issue-19 fusions, with each one alone, and with both, in one process.
 """
 
 from __future__ import annotations
@@ -51,7 +51,12 @@ SCHEMA = "learner_profile.v1.json"
 OWNER = ("flashsac", "g1_motion_tracking", Backend.MJWARP.value)
 CATEGORIES = ("gemm", "norm", "c51_projection", "optimizer", "elementwise", "other")
 TOP_KERNELS = 20
-VARIANTS = {"fused": CycleFusion(), "legacy": CycleFusion.none()}
+VARIANTS = {
+    "fused": CycleFusion(),
+    "legacy": CycleFusion.none(),
+    "renorm": CycleFusion(renorm=True, losses=False),
+    "losses": CycleFusion(renorm=False, losses=True),
+}
 
 # (category, substrings of a lower-cased kernel or op name), first match wins; see
 # docs/runtime.md "Learner profile" for why each rule is where it is.
@@ -380,8 +385,8 @@ def main(
         list[str] | None, typer.Option(help="algo.KEY=VALUE on top of the g1 owner; repeatable.")
     ] = None,
     variants: Annotated[
-        str, typer.Option(help="fused (current cycle) and/or legacy (no issue-19 fusions).")
-    ] = "fused",
+        str, typer.Option(help="Comma list of legacy (no issue-19 fusion), renorm, losses, fused (both).")
+    ] = "legacy,fused",
     cycles: Annotated[int, typer.Option(min=1, help="Timed cycles (CUDA events).")] = 200,
     profile_cycles: Annotated[int, typer.Option(min=1, help="Profiled cycles.")] = 10,
     warmup: Annotated[int, typer.Option(min=0, help="Cycles after capture, untimed.")] = 5,
@@ -392,9 +397,9 @@ def main(
 ) -> None:
     """Profile the learner's update cycle: time alone, kernels per cycle, top kernels, shares.
 
-    Example (H200, the soak's shape, current vs pre-fusion cycle):
+    Example (H200, the soak's shape, each fusion alone and both):
 
-        python -m trainer.bench.learner_profile --variants fused,legacy --output /tmp/lp.json
+        python -m trainer.bench.learner_profile --variants legacy,renorm,losses,fused --output /tmp/lp.json
     """
     chosen = _parse_variants(variants)
     dev_text = device or ("cuda" if torch.cuda.is_available() else "cpu")

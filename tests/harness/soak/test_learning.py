@@ -92,7 +92,7 @@ def test_the_issues_decline_fails_on_r_mpkpe(tmp_path: Path) -> None:
     # 99.1 % is within 5 % of 100 %; 78.1 mm is far above 12.1 mm.
     assert verdict.failure_reason == (
         "learning regression: final uniform-start R-MPKPE 78.1 mm (iteration 30) is more than "
-        "5.0 % above the best point's 12.1 mm (iteration 10)"
+        "5.0 % and more than 2 mm above the best point's 12.1 mm (iteration 10)"
     )
     assert _checks(verdict.learning) == ["final_behind_best"]
     assert verdict.learning["verdict"] == "regression"
@@ -111,8 +111,49 @@ def test_a_success_decline_fails_on_success_rate(tmp_path: Path) -> None:
     [((0.95, 12.6), False), ((0.949, 12.0), True), ((1.0, 12.6), False), ((1.0, 12.61), True)],
 )
 def test_margin_is_relative_and_exclusive(tmp_path: Path, final, failed: bool) -> None:
-    verdict = _judge(_run(tmp_path, [(10, 1.0, 12.0), (20, *final)]))
+    strict = LearningCfg(mode="enforce", r_mpkpe_tolerance_mm=0.0)
+    verdict = _judge(_run(tmp_path, [(10, 1.0, 12.0), (20, *final)]), strict)
     assert (verdict.status == "failed") is failed, verdict.failure_reason
+
+
+# The H200 seed-form soak's uniform-start points (docs/benchmarks.md "Sixth H200 session").
+CONVERGED_WANDER = [
+    (30, 1.0, 4.75),
+    (40, 1.0, 6.37),
+    (50, 1.0, 5.63),
+    (60, 1.0, 5.37),
+    (65, 1.0, 5.01),
+]
+
+
+def test_a_converged_policys_wander_within_the_tolerance_passes(tmp_path: Path) -> None:
+    verdict = _judge(_run(tmp_path, CONVERGED_WANDER))
+    assert verdict.status == "passed", verdict.failure_reason
+    assert verdict.learning["thresholds"]["r_mpkpe_tolerance_mm"] == 2.0
+
+
+def test_without_the_tolerance_the_same_wander_fails_as_it_did_on_the_h200(tmp_path: Path) -> None:
+    verdict = _judge(
+        _run(tmp_path, CONVERGED_WANDER), LearningCfg(mode="enforce", r_mpkpe_tolerance_mm=0.0)
+    )
+    assert verdict.failure_reason == (
+        "learning regression: final uniform-start R-MPKPE 5.0 mm (iteration 65) is more than "
+        "5.0 % and more than 0 mm above the best point's 4.8 mm (iteration 30)"
+    )
+
+
+@pytest.mark.parametrize(("final_mm", "failed"), [(6.75, False), (6.76, True), (20.0, True)])
+def test_the_tolerance_is_absolute_and_exclusive(
+    tmp_path: Path, final_mm: float, failed: bool
+) -> None:
+    verdict = _judge(_run(tmp_path, [(10, 1.0, 4.75), (20, 1.0, final_mm)]))
+    assert (verdict.status == "failed") is failed, verdict.failure_reason
+
+
+def test_above_40_mm_the_margin_is_the_wider_bound(tmp_path: Path) -> None:
+    # best 60 mm: 5 % is 3 mm > 2 mm, so 62.5 mm passes and 63.1 mm fails
+    assert _judge(_run(tmp_path / "a", [(10, 1.0, 60.0), (20, 1.0, 62.5)])).status == "passed"
+    assert _judge(_run(tmp_path / "b", [(10, 1.0, 60.0), (20, 1.0, 63.1)])).status == "failed"
 
 
 def test_a_wider_margin_accepts_the_decline(tmp_path: Path) -> None:
@@ -294,6 +335,8 @@ def test_an_earlier_classification_wins(tmp_path: Path) -> None:
         (("enforce", float("nan"), None), "--learning-margin=nan must be a fraction"),
         (("enforce", 0.05, 1.5), "--min-success-rate=1.5 must be a fraction in [0, 1]"),
         (("loud", 0.05, None), "--learning-mode='loud' must be one of enforce, report"),
+        (("enforce", 0.05, None, -1.0), "--learning-tolerance-mm=-1 must be a finite number"),
+        (("enforce", 0.05, None, float("inf")), "--learning-tolerance-mm=inf must be a finite"),
     ],
 )
 def test_learning_flags_are_bounds_checked(args, message: str) -> None:

@@ -40,10 +40,15 @@ def test_g1_soak_enforces_and_soak_run_reports_by_default(tmp_path: Path, cfgs) 
 
 
 def test_learning_flags_reach_the_monitor(tmp_path: Path, cfgs) -> None:
-    flags = ["--learning-mode", "report", "--learning-margin", "0.1", "--min-success-rate", "0.9"]
+    flags = [
+        "--learning-mode", "report", "--learning-margin", "0.1", "--min-success-rate", "0.9",
+        "--learning-tolerance-mm", "0.5",
+    ]  # fmt: skip
     g1_soak_main([*_paths(tmp_path / "a"), *flags])
     soak_run_main([*_paths(tmp_path / "b"), "--learning-mode", "enforce", "--", "true"])
-    assert cfgs[0].learning == LearningCfg(mode="report", margin=0.1, min_success_rate=0.9)
+    assert cfgs[0].learning == LearningCfg(
+        mode="report", margin=0.1, min_success_rate=0.9, r_mpkpe_tolerance_mm=0.5
+    )
     assert cfgs[1].learning.mode == "enforce"
 
 

@@ -44,6 +44,8 @@ SPEC_KEYS = [
     "amp_dtype",
     "use_compile",
     "use_cuda_graph",
+    "fuse_renorm",
+    "fuse_losses",
     "seed",
     "save_interval",
 ]

@@ -120,9 +120,20 @@ def test_fusion_is_reported_requested_but_off_where_the_learner_does_not_compile
 
 
 def test_the_learner_runs_no_fusion_unless_asked() -> None:
-    # Opt-in until measured on the GPU (docs/runtime.md "Learner profile").
+    # The owner's algo.fuse_* are false (docs/configuration.md).
     default = make_learner().cuda_graph_diagnostics()["fusion"]
     assert default["requested"] == {"renorm": False, "losses": False}
+
+
+@pytest.mark.parametrize(("renorm", "fused_losses"), [(True, False), (False, True), (True, True)])
+def test_the_fuse_keys_choose_the_fusions_the_learner_requests(
+    renorm: bool, fused_losses: bool
+) -> None:
+    learner = make_learner(fuse_renorm=renorm, fuse_losses=fused_losses)
+    assert learner.cuda_graph_diagnostics()["fusion"]["requested"] == {
+        "renorm": renorm,
+        "losses": fused_losses,
+    }
 
 
 @pytest.mark.gpu
