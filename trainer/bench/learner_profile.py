@@ -385,7 +385,10 @@ def main(
         list[str] | None, typer.Option(help="algo.KEY=VALUE on top of the g1 owner; repeatable.")
     ] = None,
     variants: Annotated[
-        str, typer.Option(help="Comma list of legacy (no issue-19 fusion), renorm, losses, fused (both).")
+        str,
+        typer.Option(
+            help="Comma list of legacy (no issue-19 fusion), renorm, losses, fused (both)."
+        ),
     ] = "legacy,fused",
     cycles: Annotated[int, typer.Option(min=1, help="Timed cycles (CUDA events).")] = 200,
     profile_cycles: Annotated[int, typer.Option(min=1, help="Profiled cycles.")] = 10,
