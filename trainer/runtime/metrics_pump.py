@@ -73,8 +73,17 @@ class MetricsPump:
                 reward if self.best_mean_reward is None else max(self.best_mean_reward, reward)
             )
 
-    def log(self, tick: int, iteration: int, window: TickWindow, now: float) -> None:
-        """Queue one row for ``tick`` (docs/contracts.md §metric-schema) from ``window`` ending at ``now``."""
+    def log(
+        self, tick: int, iteration: int, window: TickWindow, now: float, *, partial: bool = False
+    ) -> None:
+        """Queue one row for ``tick`` (docs/contracts.md §metric-schema) from ``window`` ending at ``now``.
+
+        ``partial``: the run's last window, shorter than ``training.log_interval`` (a time
+        budget ends between two rows). Its row is written, but the final rates stay those of
+        the last full window: a few iterations that include the run's last tick are not the
+        run's rate (a duration-stopped H200 soak reported 6.5k env steps/s against a tail of
+        116.6k). A run with no full window reports its only one.
+        """
         ingress, block = self.resources.ingress, self.collector.block
         assert ingress is not None and block is not None
         iters = max(window.iterations, 1)
@@ -92,6 +101,19 @@ class MetricsPump:
             for name, value in report.items():
                 if "/" in name and math.isfinite(value):
                     scalars[name] = value
+        if not (partial and self.final):
+            self._note_final(window, iters, iteration_time, fps, scalars)
+        self._pending.append((step, scalars, _to_host(window.metric_sum, iters)))
+        self.flush(block=False)
+
+    def _note_final(
+        self,
+        window: TickWindow,
+        iters: int,
+        iteration_time: float,
+        fps: float | None,
+        scalars: dict[str, float | None],
+    ) -> None:
         self.final.update(
             env_steps_per_sec=fps,
             replay_rows_per_sec=self.num_envs / iteration_time if iteration_time > 0 else None,
@@ -101,8 +123,6 @@ class MetricsPump:
             inference_d2h_ms=scalars["Perf/learner_inference_d2h_ms"],
             cycle_host_ms=1000 * window.learn_s / iters,
         )
-        self._pending.append((step, scalars, _to_host(window.metric_sum, iters)))
-        self.flush(block=False)
 
     def flush(self, *, block: bool) -> None:
         """Write queued metric rows whose device values arrived (all of them when ``block``)."""

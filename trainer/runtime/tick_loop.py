@@ -210,9 +210,10 @@ class TickLoop:
         state = self.state
         assert self.resources.learner is not None
         last = tick == state.total_ticks - 1
-        if state.iteration % self.log_interval == 0 or last:
+        full = state.iteration % self.log_interval == 0
+        if full or last:
             now = time.perf_counter()
-            self.pump.log(tick, state.iteration, self.window, now)
+            self.pump.log(tick, state.iteration, self.window, now, partial=not full)
             self.window = TickWindow(start=now)
             self._resize_lr_schedule()
         self.checkpoints.save_if_due(self.resources.learner, tick, last=last)

@@ -12,6 +12,7 @@ import pytest
 
 from contracts.jsonio import load_strict, loads_strict, write_json_atomic
 from contracts.schemas import validate
+from harness.metrics.events import read_scalars
 from harness.soak.verdict import judge_run_dir
 from trainer.runtime.learner_loop import run_training
 
@@ -31,10 +32,21 @@ class SecondsClock:
         return float(self.readings)
 
 
-def _ctx(run_dir: Path, *, duration: float | None, cap: int | None, resume: Path | None = None):
+def _ctx(
+    run_dir: Path,
+    *,
+    duration: float | None,
+    cap: int | None,
+    resume: Path | None = None,
+    log_interval: int = 1,
+):
     ctx = fakes.make_run_context(
         run_dir,
-        training={"duration_seconds": duration, "replay_ingress_slot_rows": 4},
+        training={
+            "duration_seconds": duration,
+            "replay_ingress_slot_rows": 4,
+            "log_interval": log_interval,
+        },
         algo={"max_iterations": cap, "save_interval": SAVE_INTERVAL},
     )
     if resume is not None:
@@ -105,6 +117,20 @@ def test_a_time_budget_ends_the_run_at_the_tick_that_found_it_spent(tmp_path: Pa
     # The last progress line agrees with the summary (no tick left uncounted).
     assert lines[-1]["iteration"] == 5
     assert lines[-1]["total_env_steps"] == summary["total_env_steps"]
+
+
+def test_a_budget_that_ends_between_two_rows_reports_the_last_full_windows_rates(
+    tmp_path: Path,
+) -> None:
+    # Rows at iterations 2 and 4 (log_interval 2) and a partial one at 5, the last.
+    run_dir = tmp_path / "run"
+    summary = _run(_ctx(run_dir, duration=5.0, cap=None, log_interval=2))
+    _assert_invariants(summary, run_dir, iterations=5)
+    (events,) = run_dir.glob("events.out.tfevents.*")
+    fps = read_scalars(events)["Perf/total_fps"]
+    rows = {int(e.step) // NUM_ENVS - WARMUP: e.value for e in fps}
+    assert sorted(rows) == [2, 4, 5]
+    assert summary["final_env_steps_per_sec"] == pytest.approx(rows[4], rel=1e-6)
 
 
 def test_the_iteration_cap_ends_a_budgeted_run_that_is_faster_than_its_budget(
