@@ -20,8 +20,10 @@ the cycle without the issue-19 fusions, with each one alone, and with both, in o
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
+import os
 import tempfile
 import time
 from collections import defaultdict
@@ -38,13 +40,16 @@ from rich.table import Table
 from contracts.cli_app import run_app
 from contracts.errors import UsageError
 from contracts.jsonio import dumps_strict, write_json_atomic
+from contracts.mps.probe import DEFAULT_PIPE_DIRECTORY, probe_pipe
 from contracts.names import Backend
 from contracts.schemas import validate
 from trainer.algo.config import FlashSacCfg
 from trainer.algo.fusion import CycleFusion
 from trainer.algo.learner import FlashSacLearner
+from trainer.bench.env_beside import EnvBeside, EnvBesideSpec
 from trainer.config.errors import ConfigError
 from trainer.config.loader import load_config
+from trainer.sim.backend import BACKEND_NAMES
 from trainer.task.spec import G1_TRACKING_SPEC
 
 SCHEMA = "learner_profile.v1.json"
@@ -134,6 +139,7 @@ class Spec:
     profile_cycles: int
     warmup: int
     fill_ticks: int
+    beside: EnvBesideSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -274,8 +280,10 @@ def summarize(kernels: Sequence[Kernel], cycles: int) -> dict[str, Any]:
     }
 
 
-def run_variant(spec: Spec, cfg: FlashSacCfg, variant: str) -> dict[str, Any]:
-    """Build, fill, capture, time and profile one learner."""
+def run_variant(
+    spec: Spec, cfg: FlashSacCfg, variant: str, beside: EnvBeside | None = None
+) -> dict[str, Any]:
+    """Build, fill, capture, time and profile one learner (``beside`` stepping meanwhile)."""
     t0 = time.perf_counter()
     learner = FlashSacLearner(
         cfg, G1_TRACKING_SPEC, num_envs=cfg.num_envs, device=spec.device, fusion=VARIANTS[variant]
@@ -294,12 +302,16 @@ def run_variant(spec: Spec, cfg: FlashSacCfg, variant: str) -> dict[str, Any]:
         learner.prepare_iteration()
         learner.update_cycle()
 
+    window = beside.mark() if beside is not None else None
+    cycle_ms = _timed_ms(cycle, spec.cycles, spec.device)
+    env_rate = beside.rate(window) if beside is not None and window is not None else None
     result = {
         "variant": variant,
         "setup_s": round(setup_s, 2),
         "replay_rows": rows,
-        "cycle_ms": round(_timed_ms(cycle, spec.cycles, spec.device), 4),
+        "cycle_ms": round(cycle_ms, 4),
         "body_ms": round(_timed_ms(learner.run_cycle_body, spec.cycles, spec.device), 4),
+        "beside_env_steps_per_s": None if env_rate is None else round(env_rate, 1),
         "diagnostics": learner.cuda_graph_diagnostics(),
         **summarize(profile_body(learner, spec.profile_cycles), spec.profile_cycles),
     }
@@ -324,15 +336,35 @@ def build_document(spec: Spec, variants: Sequence[str]) -> dict[str, Any]:
             "use_compile": cfg.use_compile,
             "use_cuda_graph": cfg.use_cuda_graph,
             "overrides": list(spec.overrides),
+            "beside_env": _beside_record(spec),
         },
         "cycles": spec.cycles,
         "profile_cycles": spec.profile_cycles,
-        "runs": [_run_and_free(spec, cfg, v) for v in variants],
+        "runs": _runs(spec, cfg, variants),
     }
 
 
-def _run_and_free(spec: Spec, cfg: FlashSacCfg, variant: str) -> dict[str, Any]:
-    result = run_variant(spec, cfg, variant)
+def _beside_record(spec: Spec) -> dict[str, Any] | None:
+    if spec.beside is None:
+        return None
+    mps = None
+    if spec.device.type == "cuda":
+        pipe = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", DEFAULT_PIPE_DIRECTORY)
+        mps = probe_pipe(pipe).answered
+    return {"sim": spec.beside.sim, "num_envs": spec.beside.num_envs, "mps_daemon": mps}
+
+
+def _runs(spec: Spec, cfg: FlashSacCfg, variants: Sequence[str]) -> list[dict[str, Any]]:
+    """Every variant, all beside one neighbour env when ``spec.beside`` asks for it."""
+    neighbour = EnvBeside(spec.beside) if spec.beside is not None else None
+    with neighbour if neighbour is not None else contextlib.nullcontext():
+        return [_run_and_free(spec, cfg, v, neighbour) for v in variants]
+
+
+def _run_and_free(
+    spec: Spec, cfg: FlashSacCfg, variant: str, beside: EnvBeside | None
+) -> dict[str, Any]:
+    result = run_variant(spec, cfg, variant, beside)
     gc.collect()  # the learner (and its replay) is gone before the next variant builds
     if spec.device.type == "cuda":
         torch.cuda.empty_cache()
@@ -365,6 +397,49 @@ def render(doc: dict[str, Any], console: Console) -> None:
                 f"{k['time_ms_per_cycle']:.4f}", f"{k['share']:.1%}",
             )  # fmt: skip
         console.print(top)
+    console.print(summary_table(doc))
+
+
+def summary_table(doc: dict[str, Any]) -> Table:
+    """One row per variant: the cycle, its kernels and the env beside's rate."""
+    beside = doc["config"]["beside_env"]
+    where = "alone" if beside is None else (
+        f"beside {beside['num_envs']} {beside['sim']} envs"
+        + ("" if beside["mps_daemon"] is None else f", MPS {'on' if beside['mps_daemon'] else 'off'}")
+    )  # fmt: skip
+    table = Table(title=f"learner cycle, {where}", title_justify="left")
+    for col in (
+        "variant",
+        "cycle ms",
+        "body ms",
+        "kernels/cycle",
+        "kernel ms",
+        "env beside steps/s",
+    ):
+        table.add_column(col, justify="left" if col == "variant" else "right")
+    for run in doc["runs"]:
+        rate = run["beside_env_steps_per_s"]
+        table.add_row(
+            run["variant"], f"{run['cycle_ms']:.3f}", f"{run['body_ms']:.3f}",
+            f"{run['kernels_per_cycle']:g}", f"{run['kernel_time_ms_per_cycle']:.3f}",
+            "-" if rate is None else f"{rate:,.0f}",
+        )  # fmt: skip
+    return table
+
+
+def _beside_spec(num_envs: int, sim: str, device: torch.device) -> EnvBesideSpec | None:
+    if num_envs == 0:
+        return None
+    if sim not in BACKEND_NAMES:
+        raise typer.BadParameter(
+            f"{sim!r} must be one of {', '.join(BACKEND_NAMES)}", param_hint="--beside-sim"
+        )
+    if sim == Backend.MJWARP.value and device.type != "cuda":
+        raise typer.BadParameter(
+            f"mjwarp needs a CUDA device, not {device}; use --beside-sim mujoco",
+            param_hint="--beside-sim",
+        )
+    return EnvBesideSpec(sim=sim, num_envs=num_envs, device=str(device))
 
 
 def _parse_variants(text: str) -> list[str]:
@@ -395,6 +470,15 @@ def main(
     warmup: Annotated[int, typer.Option(min=0, help="Cycles after capture, untimed.")] = 5,
     fill_ticks: Annotated[int, typer.Option(min=1, help="Ticks of synthetic replay rows.")] = 1024,
     device: Annotated[str, typer.Option(help="Torch device (default: cuda if available).")] = "",
+    beside_env: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Step this many envs in a process of their own meanwhile (0: alone)."
+        ),
+    ] = 0,
+    beside_sim: Annotated[
+        str, typer.Option(help="Backend of the env beside: mjwarp (CUDA) or mujoco.")
+    ] = Backend.MJWARP.value,
     output: Annotated[Path | None, typer.Option(help="Write the JSON document here.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print only the JSON document.")] = False,
 ) -> None:
@@ -403,6 +487,10 @@ def main(
     Example (H200, the soak's shape, each fusion alone and both):
 
         python -m trainer.bench.learner_profile --variants legacy,renorm,losses,fused --output /tmp/lp.json
+
+    Beside a collector-sized env, as in train (under MPS when `cumps start` ran first):
+
+        python -m trainer.bench.learner_profile --beside-env 1024 --output /tmp/lp-beside.json
     """
     chosen = _parse_variants(variants)
     dev_text = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -417,7 +505,10 @@ def main(
             "cuda requested but torch.cuda.is_available() is False; use --device cpu",
             param_hint="--device",
         )
-    spec = Spec(num_envs, tuple(override or ()), dev, cycles, profile_cycles, warmup, fill_ticks)
+    beside = _beside_spec(beside_env, beside_sim, dev)
+    spec = Spec(
+        num_envs, tuple(override or ()), dev, cycles, profile_cycles, warmup, fill_ticks, beside
+    )
     doc = build_document(spec, chosen)
     violations = validate(doc, SCHEMA)
     if violations:

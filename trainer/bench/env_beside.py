@@ -1,0 +1,203 @@
+"""An env that steps in a process of its own, beside a measurement (issue 19).
+
+In ``train`` the collector steps the env in its own process on the same GPU while the
+learner runs its update cycle; under CUDA MPS the two share the SMs, without it they are
+time-sliced. :class:`EnvBeside` reproduces that neighbour for the learner profile: a spawned
+child builds the G1 task env (the same ``make_env`` the collector uses), steps it with
+uniform random actions until told to stop, and counts its steps in shared memory, so the
+profile can time the learner's cycle while an env competes for the GPU and report the env's
+rate over the same interval.
+
+The child is stopped and joined when the context exits, killed if it does not stop within
+:data:`STOP_TIMEOUT_S`; a child that dies before it is ready raises :class:`EnvBesideError`
+with its exit code and last error.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing.sharedctypes import Synchronized
+from types import TracebackType
+from typing import Any, Self
+
+from contracts.motions import SYNTHETIC_MOTION_ID
+
+READY_TIMEOUT_S = 900.0
+"""A cold mjwarp build with inductor compiles takes ~3 minutes on the H200 (docs/benchmarks.md)."""
+STOP_TIMEOUT_S = 60.0
+COUNT_EVERY = 10
+"""Steps between two device syncs of the child, each followed by a counter update."""
+
+
+class EnvBesideError(RuntimeError):
+    """The neighbour env could not be built or died; the message says why."""
+
+
+@dataclass(frozen=True)
+class EnvBesideSpec:
+    """What the neighbour runs.
+
+    Attributes:
+        sim: the simulation backend (``mjwarp`` on CUDA, ``mujoco`` on the CPU).
+        num_envs: parallel envs of the neighbour.
+        device: torch device string of the neighbour's task tensors.
+        motion_file: motion asset id or path (the built-in synthetic dance by default).
+        warmup: untimed steps before the neighbour reports ready (compiles, graph capture).
+        seed: action and task seed.
+    """
+
+    sim: str
+    num_envs: int
+    device: str
+    motion_file: str = SYNTHETIC_MOTION_ID
+    warmup: int = 20
+    seed: int = 7
+
+
+@dataclass(frozen=True)
+class Window:
+    """Steps the neighbour made between :meth:`EnvBeside.mark` and :meth:`EnvBeside.rate`."""
+
+    steps: int
+    start_s: float
+
+
+def _step_until_stopped(
+    spec: EnvBesideSpec, ready: Any, stop: Any, steps: Synchronized, error: Any
+) -> None:
+    """The child: build, warm up, signal ready, then step until ``stop`` is set."""
+    try:
+        import torch
+
+        from trainer.config.defaults import default_task_cfg
+        from trainer.sim.scene import build_g1_model
+        from trainer.task.g1_tracking import make_env
+        from trainer.task.motion import load_motion, resolve_motion
+
+        cfg = default_task_cfg(motion_file=spec.motion_file)
+        model = build_g1_model(cfg.scene)
+        motion = load_motion(resolve_motion(spec.motion_file, hub_repo=cfg.hub_repo).path, model)
+        device = torch.device(spec.device)
+        env = make_env(
+            cfg,
+            sim_backend=spec.sim,
+            num_envs=spec.num_envs,
+            device=device,
+            seed=spec.seed,
+            motion=motion,
+            model=model,
+            compile_backend=True if device.type == "cuda" else None,
+        )
+        gen = torch.Generator(device=device)
+        gen.manual_seed(spec.seed)
+        actions = torch.empty(spec.num_envs, env.spec.action_dim, device=device)
+
+        def step() -> None:
+            env.step(torch.rand(actions.shape, generator=gen, device=device, out=actions) * 2 - 1)
+
+        for _ in range(spec.warmup):
+            step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        ready.set()
+        while not stop.is_set():
+            for _ in range(COUNT_EVERY):
+                step()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            with steps.get_lock():
+                steps.value += COUNT_EVERY * spec.num_envs
+    except BaseException as exc:  # reported to the parent, which raises it
+        error.put(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}")
+        raise
+
+
+class EnvBeside:
+    """``with EnvBeside(spec) as env:`` a stepping neighbour; ``mark()`` / ``rate()`` measure it."""
+
+    def __init__(self, spec: EnvBesideSpec) -> None:
+        self.spec = spec
+        ctx = mp.get_context("spawn")  # CUDA in the child: never fork a CUDA parent
+        self._ready = ctx.Event()
+        self._stop = ctx.Event()
+        self._steps: Synchronized = ctx.Value("q", 0)
+        self._error = ctx.Queue()
+        self._proc = ctx.Process(
+            target=_step_until_stopped,
+            args=(spec, self._ready, self._stop, self._steps, self._error),
+            name="env-beside",
+            daemon=True,
+        )
+
+    def __enter__(self) -> Self:
+        self._proc.start()
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not self._ready.wait(timeout=0.5):
+            if not self._proc.is_alive():
+                self._close()
+                raise EnvBesideError(
+                    f"the env beside ({self.spec.sim}, {self.spec.num_envs} envs) exited "
+                    f"{self._proc.exitcode} before it was ready: {self._last_error()}"
+                )
+            if time.monotonic() > deadline:
+                self._close()
+                raise EnvBesideError(
+                    f"the env beside was not ready within {READY_TIMEOUT_S:g} s; "
+                    "check that the backend builds with `python -m trainer.bench.env_throughput`"
+                )
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._close()
+
+    def mark(self) -> Window:
+        """Start a measurement window now."""
+        return Window(self._count(), time.perf_counter())
+
+    @property
+    def pid(self) -> int | None:
+        """The neighbour's process id (None before it started)."""
+        return self._proc.pid
+
+    def rate(self, window: Window) -> float:
+        """Env steps/s since ``window``; waits for the neighbour's next count when none
+        landed inside the window yet (a window shorter than :data:`COUNT_EVERY` steps)."""
+        while self._count() == window.steps:
+            self.check_alive()
+            time.sleep(0.005)
+        self.check_alive()
+        return (self._count() - window.steps) / (time.perf_counter() - window.start_s)
+
+    def check_alive(self) -> None:
+        """Raise if the neighbour died while a measurement relied on it."""
+        if not self._proc.is_alive():
+            raise EnvBesideError(
+                f"the env beside exited {self._proc.exitcode} during the measurement: "
+                f"{self._last_error()}"
+            )
+
+    def _count(self) -> int:
+        with self._steps.get_lock():
+            return int(self._steps.value)
+
+    def _last_error(self) -> str:
+        try:
+            return str(self._error.get(timeout=1.0)).splitlines()[0]
+        except (queue.Empty, OSError, EOFError, ValueError):  # nothing sent, or a broken queue
+            return "no error reported (killed, or died in the interpreter)"
+
+    def _close(self) -> None:
+        self._stop.set()
+        self._proc.join(timeout=STOP_TIMEOUT_S)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join(timeout=STOP_TIMEOUT_S)
