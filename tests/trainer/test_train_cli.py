@@ -324,6 +324,7 @@ def test_sigint_before_training_exits_1_with_an_external_cancellation_summary(
         os.kill(os.getpid(), signal.SIGINT)
         raise AssertionError("the SIGINT handler should have cancelled the startup")
 
+    before = signal.getsignal(signal.SIGINT)  # SIG_IGN when pytest runs as a background job
     monkeypatch.setattr(cli, "run_preflight", interrupted_preflight)
     run = tmp_path / "run"
     code = cli.main([*OWNER, "--sim", "mujoco", *SMALL, f"training.log_dir={run}"])
@@ -336,7 +337,7 @@ def test_sigint_before_training_exits_1_with_an_external_cancellation_summary(
     assert (shutdown["classification"], shutdown["owner"], shutdown["phase"]) == (
         "external_cancellation", "external", "startup/begin",
     )  # fmt: skip
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+    assert signal.getsignal(signal.SIGINT) is before  # handlers restored
 
 
 def _mujoco_args(run: Path) -> list[str]:

@@ -166,6 +166,19 @@ def test_a_two_by_two_campaign_passes_every_cell(
     assert status.returncode == 0 and json.loads(status.stdout) == doc
 
 
+def _popen_with_default_sigint(argv: list[str], env: dict[str, str]) -> subprocess.Popen:
+    """The driver takes Ctrl-C even when pytest runs as a background job: a shell starts those
+    with SIGINT ignored, and a child inherits an ignored signal across exec (and rightly keeps
+    it), while a handled one starts at its default."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(
+            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_an_interrupted_campaign_resumes_only_its_unfinished_cells(
     cluster, tmp_path, campaign_doc, write_campaign
 ) -> None:
@@ -175,10 +188,9 @@ def test_an_interrupted_campaign_resumes_only_its_unfinished_cells(
     )  # one cell at a time on the 2-CPU head
     directory = tmp_path / "campaign"
     second = directory / "cells" / "base-s2-synthetic-mujoco" / "attempt-1"
-    driver = subprocess.Popen(
-        [str(BIN / "soak-campaign"), "run", str(path), "--address", address],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    driver = _popen_with_default_sigint(
+        [str(BIN / "soak-campaign"), "run", str(path), "--address", address], env
+    )
     try:
         for line in driver.stderr:
             if "[1/2] base-s1-synthetic-mujoco passed" in line:
