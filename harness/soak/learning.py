@@ -99,8 +99,8 @@ def learning_cfg(
         )
     if not math.isfinite(r_mpkpe_tolerance_mm) or r_mpkpe_tolerance_mm < 0:
         raise UsageError(
-            f"--learning-tolerance-mm={r_mpkpe_tolerance_mm:g} must be a finite number of mm "
-            f">= 0, e.g. {DEFAULT_TOLERANCE_MM:g}"
+            f"--learning-tolerance-mm={r_mpkpe_tolerance_mm:g} "
+            f"must be a finite number of mm >= 0, e.g. {DEFAULT_TOLERANCE_MM:g}"
         )
     return LearningCfg(
         mode=mode,
