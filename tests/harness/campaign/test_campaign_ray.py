@@ -64,6 +64,18 @@ def _port_open(port: int) -> bool:
     return True
 
 
+def _popen_with_default_sigint(argv: list[str], **kwargs: Any) -> subprocess.Popen:
+    """Ctrl-C reaches the driver and ``ray.cancel`` (a SIGINT) the workers even when pytest
+    runs as a background job: a shell starts those with SIGINT ignored, and a child inherits
+    an ignored signal across exec (and rightly keeps it), while a handled one starts at its
+    default."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(argv, **kwargs)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """A Ray head on 127.0.0.1 with 2 CPUs and no GPU; yields (address, env for drivers)."""
@@ -77,7 +89,7 @@ def cluster(tmp_path_factory):
     env.pop("G1SOAK_ASSET_DIR", None)
     port = _free_port()
     log = open(temp / "head.log", "wb")  # noqa: SIM115 - closed at teardown
-    head = subprocess.Popen(
+    head = _popen_with_default_sigint(
         [
             str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
             f"--port={port}", "--num-cpus=2", "--num-gpus=0", "--include-dashboard=false",
@@ -166,19 +178,6 @@ def test_a_two_by_two_campaign_passes_every_cell(
     assert status.returncode == 0 and json.loads(status.stdout) == doc
 
 
-def _popen_with_default_sigint(argv: list[str], env: dict[str, str]) -> subprocess.Popen:
-    """The driver takes Ctrl-C even when pytest runs as a background job: a shell starts those
-    with SIGINT ignored, and a child inherits an ignored signal across exec (and rightly keeps
-    it), while a handled one starts at its default."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        return subprocess.Popen(
-            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 def test_an_interrupted_campaign_resumes_only_its_unfinished_cells(
     cluster, tmp_path, campaign_doc, write_campaign
 ) -> None:
@@ -189,8 +188,9 @@ def test_an_interrupted_campaign_resumes_only_its_unfinished_cells(
     directory = tmp_path / "campaign"
     second = directory / "cells" / "base-s2-synthetic-mujoco" / "attempt-1"
     driver = _popen_with_default_sigint(
-        [str(BIN / "soak-campaign"), "run", str(path), "--address", address], env
-    )
+        [str(BIN / "soak-campaign"), "run", str(path), "--address", address],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
     try:
         for line in driver.stderr:
             if "[1/2] base-s1-synthetic-mujoco passed" in line:
