@@ -73,24 +73,11 @@ def _step_until_stopped(
     try:
         import torch
 
-        from trainer.config.defaults import default_task_cfg
-        from trainer.sim.scene import build_g1_model
-        from trainer.task.g1_tracking import make_env
-        from trainer.task.motion import load_motion, resolve_motion
+        from trainer.bench.env_throughput import EnvFactory
 
-        cfg = default_task_cfg(motion_file=spec.motion_file)
-        model = build_g1_model(cfg.scene)
-        motion = load_motion(resolve_motion(spec.motion_file, hub_repo=cfg.hub_repo).path, model)
         device = torch.device(spec.device)
-        env = make_env(
-            cfg,
-            sim_backend=spec.sim,
-            num_envs=spec.num_envs,
-            device=device,
-            seed=spec.seed,
-            motion=motion,
-            model=model,
-            compile_backend=True if device.type == "cuda" else None,
+        env = EnvFactory.for_motion(spec.motion_file).build(
+            spec.sim, spec.num_envs, device, seed=spec.seed, compile_task=device.type == "cuda"
         )
         gen = torch.Generator(device=device)
         gen.manual_seed(spec.seed)

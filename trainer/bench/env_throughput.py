@@ -25,10 +25,11 @@ from __future__ import annotations
 import platform
 import sys
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import torch
 import typer
@@ -43,10 +44,48 @@ from trainer.sim.scene import build_g1_model
 from trainer.task.config import G1TrackingCfg
 from trainer.task.g1_tracking import G1TrackingEnv, make_env
 
+if TYPE_CHECKING:
+    import mujoco
+
+    from trainer.task.motion import MotionClip
+
 app = typer.Typer(add_completion=False)
 
 TARGET_STEPS_PER_S = 350_000
 TARGET_RATIO = 0.70
+
+
+@dataclass(frozen=True)
+class EnvFactory:
+    """The task config, compiled model and loaded clip every benchmark env is built from."""
+
+    cfg: G1TrackingCfg
+    model: mujoco.MjModel
+    motion: MotionClip
+
+    @classmethod
+    def for_motion(cls, motion_file: str) -> EnvFactory:
+        from trainer.task.motion import load_motion, resolve_motion
+
+        cfg = default_task_cfg(motion_file=motion_file)
+        model = build_g1_model(cfg.scene)
+        motion = load_motion(resolve_motion(motion_file, hub_repo=cfg.hub_repo).path, model)
+        return cls(cfg, model, motion)
+
+    def build(
+        self, sim: str, num_envs: int, device: torch.device, *, seed: int, compile_task: bool
+    ) -> G1TrackingEnv:
+        """The collector's ``make_env`` at ``num_envs`` (inductor-compiled when asked)."""
+        return make_env(
+            self.cfg,
+            sim_backend=sim,
+            num_envs=num_envs,
+            device=device,
+            seed=seed,
+            motion=self.motion,
+            model=self.model,
+            compile_backend=True if compile_task else None,
+        )
 
 
 def _sync(device: torch.device) -> None:
@@ -223,30 +262,19 @@ def run(
     if sim not in BACKEND_NAMES:
         raise typer.BadParameter(f"--sim {sim!r} must be one of {list(BACKEND_NAMES)}")
     sizes = _parse_sizes(num_envs)
-    from trainer.task.motion import load_motion, resolve_motion
-
-    cfg = default_task_cfg(motion_file=motion_file)
-    model = build_g1_model(cfg.scene)
-    motion = load_motion(resolve_motion(motion_file, hub_repo=cfg.hub_repo).path, model)
+    factory = EnvFactory.for_motion(motion_file)
     torch_device = torch.device(device)
     results = []
     for n in sizes:
         t0 = time.perf_counter()
-        env = make_env(
-            cfg,
-            sim_backend=sim,
-            num_envs=n,
-            device=torch_device,
-            seed=seed,
-            motion=motion,
-            model=model,
-            compile_backend=True if compile_task else None,
-        )
+        env = factory.build(sim, n, torch_device, seed=seed, compile_task=compile_task)
         setup_s = time.perf_counter() - t0
         results.append(_measure_size(env, setup_s, iters, warmup, seed))
         print(f"num_envs={n} done ({setup_s:.1f} s setup)", file=sys.stderr)
         del env
-    doc = _document(sim, torch_device, cfg, str(motion.source), iters, warmup, results)
+    doc = _document(
+        sim, torch_device, factory.cfg, str(factory.motion.source), iters, warmup, results
+    )
     write_json_atomic(output, doc)
     print(tabulate([_row(res) for res in results], headers=list(_HEADERS)))
 
