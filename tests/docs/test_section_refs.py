@@ -26,6 +26,8 @@ ROOTS = ("trainer", "harness", "contracts", "scripts", "tests", "schemas", "docs
 SUFFIXES = {".py", ".md", ".yaml", ".yml", ".json", ".sh", ".toml", ".txt", ".cfg", ".ini"}
 SKIP_DIRS = {".git", ".venv", "__pycache__", "node_modules"}
 IGNORE_MARK = "section-refs: ignore"
+SECTION = "\u00a7"
+"""The section sign, escaped where a case cites a spec file: the cases are data, not citations."""
 
 SIGN = r"(?:§|\\u00a7)"  # JSON files may escape the sign
 PAGE_REF = re.compile(rf"(?P<page>docs/[\w./-]+\.md)(?:\s{SIGN}(?P<anchor>[\w-]+))?")
@@ -117,7 +119,7 @@ def test_repository_cites_only_doc_sections_that_exist() -> None:
         '"title": "run summary (docs/contracts.md \\u00a7run-summary)"',
         "docs/contracts.md §g1-soak/§other-commands",
         "a page without a section: docs/runtime.md",
-        "never cite CONTRACTS §8 here  # section-refs: ignore",  # section-refs: ignore
+        f"never cite CONTRACTS {SECTION}8 here  # section-refs: ignore",  # section-refs: ignore
     ],
 )
 def test_a_resolving_citation_passes(line: str) -> None:
@@ -127,9 +129,9 @@ def test_a_resolving_citation_passes(line: str) -> None:
 @pytest.mark.parametrize(
     ("line", "why"),
     [
-        ("the verdict (CONTRACTS §8)", "not in the repository"),  # section-refs: ignore
-        ("rewards (TASK.md §6)", "not in the repository"),  # section-refs: ignore
-        ("norms (FLASHSAC.md §2)", "not in the repository"),  # section-refs: ignore
+        (f"the verdict (CONTRACTS {SECTION}8)", "not in the repository"),  # section-refs: ignore
+        (f"rewards (TASK.md {SECTION}6)", "not in the repository"),  # section-refs: ignore
+        (f"norms (FLASHSAC.md {SECTION}2)", "not in the repository"),  # section-refs: ignore
         ("(STYLE.md, hot loops)", "not in the repository"),  # section-refs: ignore
         ("a bare §4.4 record", "no docs/<page>.md before it"),  # section-refs: ignore
         ("docs/contracts.md §no-such-heading", "not a heading"),  # section-refs: ignore
@@ -147,9 +149,9 @@ def test_repository_problems_names_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "docs" / "a.md").write_text("# Title\n\n## Some part\n", encoding="utf-8")
     (tmp_path / "trainer").mkdir()
     (tmp_path / "trainer" / "m.py").write_text(
-        '"""ok: docs/a.md §some-part."""\n# old: CONTRACTS §3\n',  # section-refs: ignore
+        f'"""ok: docs/a.md §some-part."""\n# old: CONTRACTS {SECTION}3\n',  # section-refs: ignore
         encoding="utf-8",
     )
-    legacy = "CONTRACTS §"  # section-refs: ignore
+    legacy = f"CONTRACTS {SECTION}"  # section-refs: ignore
     expected = f"trainer/m.py:2: {legacy!r} cites a document that is not in the repository"
     assert [str(p) for p in repository_problems(tmp_path)] == [expected]

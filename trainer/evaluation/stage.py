@@ -52,12 +52,15 @@ from trainer.runtime.liveness import StopRequested
 
 if TYPE_CHECKING:
     from trainer.evaluation.config import EvalCfg
+    from trainer.rundir.metrics import MetricsWriter
     from trainer.runtime.liveness import Waiter
+    from trainer.runtime.protocols import Learner
 
 __all__ = [
     "EvalContext",
     "EvalPlan",
     "EvaluatingCollector",
+    "EvaluationHost",
     "LearnerEvaluation",
     "evaluate_run",
     "one_line",
@@ -215,6 +218,35 @@ def serve_evaluation(collector: EvaluatingCollector) -> None:
     block.add(Word.COLLECTOR_PROGRESS)
 
 
+class EvaluationHost(typing.Protocol):
+    """What :meth:`LearnerEvaluation.run` reads of the runtime (the ``LearnerRuntime``)."""
+
+    run_dir: Path
+    last_checkpoint: str | None
+
+    @property
+    def block(self) -> ControlBlock | None: ...
+    @property
+    def waiter(self) -> Waiter | None: ...
+    @property
+    def writer(self) -> MetricsWriter | None: ...
+    @property
+    def learner(self) -> Learner | None: ...
+    @property
+    def num_envs(self) -> int: ...
+    @property
+    def warmup(self) -> int: ...
+    @property
+    def iteration(self) -> int: ...
+    @property
+    def start_iteration(self) -> int: ...
+    @property
+    def run_iterations(self) -> int: ...
+    @property
+    def lineage_env_steps(self) -> int: ...
+    def checkpoint_meta(self) -> dict[str, Any]: ...
+
+
 class LearnerEvaluation:
     """The learner's side of the stage: the plan, the request, the section (see above).
 
@@ -245,7 +277,7 @@ class LearnerEvaluation:
         uniform, frame0 = self.cfg.episodes(num_envs)
         return EvalPlan(str(self.run_dir), uniform, frame0, self.motion_id)
 
-    def run(self, runtime: Any) -> None:
+    def run(self, runtime: EvaluationHost) -> None:
         """Learner side, in ``finalize/evaluation`` (steps 2 and 4 above).
 
         ``runtime`` is the ``LearnerRuntime``: its block, waiter, writer, learner and run
@@ -276,7 +308,7 @@ class LearnerEvaluation:
         )
 
     @staticmethod
-    def _write_scalars(runtime: Any, doc: dict[str, Any]) -> None:
+    def _write_scalars(runtime: EvaluationHost, doc: dict[str, Any]) -> None:
         """``Eval/*`` of this run's points at their step on this run's TensorBoard axis (its
         own env steps: a resumed lineage's earlier env steps are not on it, and the points
         carried over from the earlier run stay in that run's event file)."""
@@ -295,7 +327,7 @@ class LearnerEvaluation:
             return None, one_line(err)
 
     @staticmethod
-    def _ensure_final_checkpoint(runtime: Any, final: int) -> None:
+    def _ensure_final_checkpoint(runtime: EvaluationHost, final: int) -> None:
         """Save the final policy as ``model_<final>.pt`` when training stopped off the
         checkpoint schedule (the schedule's own final checkpoint is already there)."""
         path = runtime.run_dir / checkpoint_name(final)

@@ -103,9 +103,6 @@ class LearnerRuntime:
             log_interval=int(ctx.training.log_interval),
         )
         self.evaluation = LearnerEvaluation(ctx)
-        self.report = RunReport(
-            ctx, plan, state, res, self.collector, self.pump, self.budget, self.evaluation
-        )
         self.parts = RunParts(
             ctx=ctx,
             plan=plan,
@@ -118,9 +115,10 @@ class LearnerRuntime:
             tracker=self.tracker,
             signals=self.signals,
         )
+        self.report = RunReport(self.parts, self.budget)
         self.shutdown = LearnerShutdown(self.parts, self.loop, self.report)
 
-    # -- what the evaluation stage reads (``learner_shutdown.EvaluationHost``) -----------------
+    # -- what the evaluation stage reads (``trainer.evaluation.stage.EvaluationHost``) -----------------
     @property
     def block(self) -> ControlBlock | None:
         return self.collector.block

@@ -10,16 +10,13 @@ and a cleanup error), so the failed summary is always written.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from contracts.names import Owner, ShutdownClassification, ShutdownPhase
-from trainer.rundir.metrics import MetricsWriter
-from trainer.runtime.control import ControlBlock, Word
+from trainer.evaluation.stage import EvaluationHost
+from trainer.runtime.control import Word
 from trainer.runtime.inference_ring import InferenceRing
 from trainer.runtime.learner_startup import RunParts
-from trainer.runtime.liveness import Waiter
-from trainer.runtime.protocols import Learner
 from trainer.runtime.run_report import RunReport
 from trainer.runtime.shared_tensors import release_learner_side
 from trainer.runtime.shutdown import (
@@ -31,35 +28,6 @@ from trainer.runtime.shutdown import (
 from trainer.runtime.tick_loop import TickLoop
 
 logger = logging.getLogger(__name__)
-
-
-class EvaluationHost(Protocol):
-    """What ``LearnerEvaluation.run`` reads of the runtime (trainer/evaluation/stage.py)."""
-
-    run_dir: Path
-    last_checkpoint: str | None
-
-    @property
-    def block(self) -> ControlBlock | None: ...
-    @property
-    def waiter(self) -> Waiter | None: ...
-    @property
-    def writer(self) -> MetricsWriter | None: ...
-    @property
-    def learner(self) -> Learner | None: ...
-    @property
-    def num_envs(self) -> int: ...
-    @property
-    def warmup(self) -> int: ...
-    @property
-    def iteration(self) -> int: ...
-    @property
-    def start_iteration(self) -> int: ...
-    @property
-    def run_iterations(self) -> int: ...
-    @property
-    def lineage_env_steps(self) -> int: ...
-    def checkpoint_meta(self) -> dict[str, Any]: ...
 
 
 class LearnerShutdown:

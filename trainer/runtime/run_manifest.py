@@ -11,32 +11,21 @@ import psutil
 import torch
 
 from contracts.names import PhaseGroup
-from trainer.config.schema import RunContext
 from trainer.rundir.summary import null_cuda_process_sharing
-from trainer.runtime.collector_handle import CollectorHandle
 from trainer.runtime.inference_ring import FlightSnapshot
-from trainer.runtime.metrics_pump import MetricsPump
-from trainer.runtime.run_state import LearnerResources, RunPlan, RunState
+from trainer.runtime.learner_startup import RunParts
 
 
 class RunManifest:
     """Builds ``runtime_manifest`` from the run's parts (the caller adds the shutdown)."""
 
-    def __init__(
-        self,
-        ctx: RunContext,
-        plan: RunPlan,
-        state: RunState,
-        resources: LearnerResources,
-        collector: CollectorHandle,
-        pump: MetricsPump,
-    ) -> None:
-        self.ctx = ctx
-        self.plan = plan
-        self.state = state
-        self.resources = resources
-        self.collector = collector
-        self.pump = pump
+    def __init__(self, parts: RunParts) -> None:
+        self.ctx = parts.ctx
+        self.plan = parts.plan
+        self.state = parts.state
+        self.resources = parts.resources
+        self.collector = parts.collector
+        self.pump = parts.pump
 
     def build(
         self, *, ingress: dict | None, flight: FlightSnapshot | None, shutdown: dict

@@ -16,18 +16,12 @@ from typing import Any
 import torch
 
 from contracts.names import Owner, ShutdownClassification, ShutdownPhase
-from trainer.config.schema import RunContext
-from trainer.evaluation.stage import LearnerEvaluation
 from trainer.rundir.summary import build_summary, write_failed_summary
 from trainer.runtime.budget import TimeBudget
-from trainer.runtime.collector_handle import CollectorHandle
-from trainer.runtime.metrics_pump import MetricsPump
+from trainer.runtime.learner_startup import RunParts
 from trainer.runtime.run_manifest import RunManifest
 from trainer.runtime.run_state import (
     TAIL_WINDOW,
-    LearnerResources,
-    RunPlan,
-    RunState,
     released_env_steps,
 )
 from trainer.runtime.shutdown import CLASSIFICATION_OWNER, CollectorFailure, ExternalCancellation
@@ -53,26 +47,16 @@ def failure_status(err: BaseException) -> str:
 class RunReport:
     """Builds the manifest and the summaries from the run's parts (see the module docstring)."""
 
-    def __init__(
-        self,
-        ctx: RunContext,
-        plan: RunPlan,
-        state: RunState,
-        resources: LearnerResources,
-        collector: CollectorHandle,
-        pump: MetricsPump,
-        budget: TimeBudget,
-        evaluation: LearnerEvaluation,
-    ) -> None:
-        self.ctx = ctx
-        self.plan = plan
-        self.state = state
-        self.resources = resources
-        self.collector = collector
-        self.pump = pump
+    def __init__(self, parts: RunParts, budget: TimeBudget) -> None:
+        self.ctx = parts.ctx
+        self.plan = parts.plan
+        self.state = parts.state
+        self.resources = parts.resources
+        self.collector = parts.collector
+        self.pump = parts.pump
         self.budget = budget
-        self.evaluation = evaluation
-        self.manifest = RunManifest(ctx, plan, state, resources, collector, pump)
+        self.evaluation = parts.evaluation
+        self.manifest = RunManifest(parts)
 
     def total_env_steps(self) -> int:
         return released_env_steps(self.collector.block, self.resources.ingress, self.plan.slot_rows)
