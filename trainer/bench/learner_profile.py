@@ -302,9 +302,13 @@ def run_variant(
         learner.prepare_iteration()
         learner.update_cycle()
 
-    window = beside.mark() if beside is not None else None
-    cycle_ms = _timed_ms(cycle, spec.cycles, spec.device)
-    env_rate = beside.rate(window) if beside is not None and window is not None else None
+    env_rate = None
+    if beside is None:
+        cycle_ms = _timed_ms(cycle, spec.cycles, spec.device)
+    else:
+        window = beside.mark()
+        cycle_ms = _timed_ms(cycle, spec.cycles, spec.device)
+        env_rate = beside.rate(window)
     result = {
         "variant": variant,
         "setup_s": round(setup_s, 2),
