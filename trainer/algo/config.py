@@ -146,6 +146,10 @@ class FlashSacCfg:
     """Compile the loss maths around the networks (needs ``use_compile``; docs/runtime.md
     "Learner profile")."""
 
+    fuse_networks: bool
+    """Compile each network's whole forward instead of its trunk alone (needs
+    ``use_compile``; docs/runtime.md "Learner profile")."""
+
     seed: int | None
     """Torch seed of the learner; null leaves seeding to the caller."""
 

@@ -2,7 +2,7 @@
 
 The update cycle is bound by kernel count, not arithmetic (docs/runtime.md "Learner
 profile"). Two groups of small eager kernels are compiled here, each behind its own switch
-of :class:`CycleFusion`, on top of the compiled trunks and TD target:
+of :class:`CycleFusion`, on top of the compiled TD target:
 
 * ``renorm``: the docs/flashsac.md §norm-control norm control after every optimizer step (a norm, a clamp or hypot and
   one or two divisions per weight, ~45 launches per network) becomes one compiled function
@@ -10,6 +10,10 @@ of :class:`CycleFusion`, on top of the compiled trunks and TD target:
 * ``losses``: the pure loss maths around the networks (squashed-Gaussian sampling with its
   casts, the critic cross-entropy, min-Q + actor loss, the temperature loss) become compiled
   functions whose forward and backward are a few fused kernels each.
+* ``networks``: each network's whole forward is compiled (trunk, heads, the critic's
+  log-softmax, the actor-update critic's input concatenation) instead of its trunk alone,
+  so inductor fuses the heads' weight padding, bf16 casts, bias adds and the log-softmax
+  with the trunk's last norm, forward and backward.
 
 The maths is the same functions of ``trainer.algo.losses`` and ``trainer.algo.norms``, so
 the results equal the eager path up to floating-point reassociation inside the fused
@@ -33,24 +37,26 @@ from trainer.algo.norms import RenormPlan
 
 @dataclass(frozen=True)
 class CycleFusion:
-    """Which fusions the learner compiles (``CycleFusion()``: both; the learner's default is
-    :meth:`none`, the eager maths of before, until the fusions are measured on the GPU).
+    """Which fusions the learner compiles (``CycleFusion()``: all three; the learner's
+    default comes from ``algo.fuse_*``).
 
     Attributes:
         renorm: compile each network's norm-control plan into one function.
         losses: compile the loss maths around the networks.
+        networks: compile each network's whole forward, not only its trunk.
     """
 
     renorm: bool = True
     losses: bool = True
+    networks: bool = True
 
     @classmethod
     def none(cls) -> CycleFusion:
-        """No fusion: the update cycle as it ran before issue 19 (the profile's ``--legacy``)."""
-        return cls(renorm=False, losses=False)
+        """No fusion: the update cycle as it ran before issue 19 (the profile's ``legacy``)."""
+        return cls(renorm=False, losses=False, networks=False)
 
     def as_dict(self) -> dict[str, bool]:
-        return {"renorm": self.renorm, "losses": self.losses}
+        return {"renorm": self.renorm, "losses": self.losses, "networks": self.networks}
 
 
 def sample_action(mu: Tensor, rho: Tensor, eps: Tensor) -> tuple[Tensor, Tensor]:

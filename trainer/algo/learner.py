@@ -7,12 +7,17 @@ body - U critic updates, an actor and a temperature update after every ``policy_
 critic update, Polyak after each - either eagerly or by replaying one CUDA graph of it
 (``trainer.cuda_graphs``). Both paths read the same static buffers, so they compute the
 same thing. Metrics come back as device tensors; nothing in the hot path syncs the host.
+``act()`` reads a snapshot of the actor (the *policy*) that each cycle publishes at its end,
+so on CUDA the action can be served on its own stream while the next cycle runs
+(docs/runtime.md "Inference stream"); the snapshot equals the actor the action would have
+read on one stream.
 What a checkpoint holds of it, and the restore, live in ``learner_state``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import math
 from collections.abc import Callable
@@ -69,7 +74,8 @@ class FlashSacLearner:
         ``spec`` sizes the networks, the replay rows and the action noise (the env's
         ``spec``, or the task's torch-free ``G1_TRACKING_SPEC`` before any env exists).
 
-        Default: ``algo.fuse_renorm`` / ``algo.fuse_losses`` (the profile passes its variants).
+        Default: ``algo.fuse_renorm`` / ``fuse_losses`` / ``fuse_networks`` (the profile
+        passes its variants).
         """
         cfg.validate()
         self.cfg = cfg
@@ -81,7 +87,9 @@ class FlashSacLearner:
         self.updates_per_step = cfg.updates_per_step
         self.target_entropy = cfg.resolved_target_entropy(spec.action_dim)
         if fusion is None:
-            fusion = CycleFusion(renorm=cfg.fuse_renorm, losses=cfg.fuse_losses)
+            fusion = CycleFusion(
+                renorm=cfg.fuse_renorm, losses=cfg.fuse_losses, networks=cfg.fuse_networks
+            )
         self.fusion = fusion
         self._init_precision()
         self._init_networks()
@@ -114,6 +122,10 @@ class FlashSacLearner:
         # Built on the CPU (reproducible orthogonal init), then moved.
         actor = Actor(lay.obs_dim, lay.action_dim, cfg.actor_hidden_dim, cfg.num_blocks)
         self.actor = actor.to(self.device)
+        self.policy = copy.deepcopy(self.actor).requires_grad_(False)
+        """What ``act()`` reads: the actor as of the last ``update_cycle()`` (``_publish_policy``)."""
+        self._actor_tensors = _module_tensors(self.actor)
+        self._policy_tensors = _module_tensors(self.policy)
         self.critic = critic().to(self.device)
         self.critic_target = critic()
         self.critic_target.to(self.device).load_state_dict(self.critic.state_dict())
@@ -191,6 +203,18 @@ class FlashSacLearner:
         self._act_obs = torch.zeros(self.num_envs, lay.obs_dim, device=dev)
         self._act_done = torch.zeros(self.num_envs, dtype=torch.bool, device=dev)
         self._act_out = torch.zeros(self.num_envs, lay.action_dim, device=dev)
+        self._init_act_stream()
+
+    def _init_act_stream(self) -> None:
+        """On CUDA: the high-priority stream ``act()`` is served on (``acting()``) and the two
+        events that order it against the policy copy of each cycle."""
+        self._act_stream: torch.cuda.Stream | None = None
+        if self.device.type != "cuda":
+            return
+        _, highest = torch.cuda.Stream.priority_range()
+        self._act_stream = torch.cuda.Stream(self.device, priority=highest)
+        self._policy_ready = torch.cuda.Event()  # recorded after each policy copy
+        self._policy_read = torch.cuda.Event()  # recorded after each act's kernels
 
     def _init_graphs_and_compile(self) -> None:
         requested = self.cfg.use_cuda_graph
@@ -204,6 +228,8 @@ class FlashSacLearner:
         self._compile_status = cuda_graphs.GraphStatus(requested=self.cfg.use_compile)
         self._td_target: Callable[..., Tensor] = _td_target
         self._loss_fns = LossFns()
+        self._critic_t: Callable[..., Tensor] = self.critic.forward_t
+        self._target_t: Callable[..., Tensor] = self.critic_target.forward_t
         self._fusion_active = CycleFusion.none()
         self._fusion_disable_reason: str | None = None
         self._setup_compile()
@@ -249,10 +275,6 @@ class FlashSacLearner:
         else:
             compile_in_process()  # before the first compile: no inductor worker pool
             self._td_target = torch.compile(_td_target, fullgraph=True, dynamic=False)
-            # Trunks: inductor fuses BN statistics, ReLU, residual adds and casts around the
-            # cuBLAS matmuls (forward and backward); one compiled variant per BN mode.
-            for trunk in self._trunks():
-                trunk.compile(dynamic=False)
             status.enabled = True
             self._enable_fusion(self.fusion)
 
@@ -265,9 +287,35 @@ class FlashSacLearner:
             name: compile_renorm(plan, backend) if fusion.renorm else plan.apply
             for name, plan in plans.items()
         }
+        self._compile_networks(fusion.networks, backend)
 
-    def _trunks(self) -> tuple[nn.Module, ...]:
-        return (self.actor.trunk, self.critic.trunk, self.critic_target.trunk)
+    def _compile_networks(self, whole: bool, backend: str) -> None:
+        """Compile every network whole (``whole``), else its trunk alone while compile is on,
+        else nothing. Trunk alone: inductor fuses BN statistics, ReLU, residual adds and casts
+        around the cuBLAS matmuls (forward and backward), one compiled variant per BN mode."""
+        nets = (self.actor, self.critic, self.critic_target, self.policy)
+        for net in nets:
+            net._compiled_call_impl = None  # back to the eager forward
+            net.trunk._compiled_call_impl = None
+        self._critic_t, self._target_t = self.critic.forward_t, self.critic_target.forward_t
+        if whole:
+            for net in nets:
+                net.compile(dynamic=False, backend=backend)
+            self._critic_t, self._target_t = (
+                torch.compile(f, dynamic=False, backend=backend)
+                for f in (self.critic.forward_t, self.critic_target.forward_t)
+            )
+        elif self._compile_status.enabled:
+            for net in nets:
+                net.trunk.compile(dynamic=False, backend=backend)
+
+    def acting(self) -> contextlib.AbstractContextManager:
+        """Where the tick loop serves ``act()``: the learner's high-priority inference stream
+        on CUDA, so that an action never queues behind the update cycle (a no-op on the CPU).
+        The ring's event waits and records inside it run on that stream too."""
+        if self._act_stream is None:
+            return contextlib.nullcontext()
+        return torch.cuda.stream(self._act_stream)
 
     def _amp(self) -> contextlib.AbstractContextManager:
         if self.precision == "bf16":
@@ -279,7 +327,9 @@ class FlashSacLearner:
     def act(self, obs: Tensor, done: Tensor) -> Tensor:
         """Exploration actions ``[N, A]`` for ``obs [N, obs_dim]`` and the published ``done [N]``.
 
-        Eval-mode actor under no-grad with repeated noise (docs/flashsac.md §exploration); a CUDA graph on CUDA.
+        Eval-mode policy (the actor as of the last cycle) under no-grad with repeated noise
+        (docs/flashsac.md §exploration); a CUDA graph on CUDA. On CUDA the caller's stream
+        waits for the last policy copy, and the next copy waits for this act's kernels.
         """
         if obs.shape != self._act_obs.shape or done.shape != self._act_done.shape:
             raise ValueError(
@@ -289,10 +339,15 @@ class FlashSacLearner:
         self._act_obs.copy_(obs, non_blocking=True)
         self._act_done.copy_(done, non_blocking=True)
         self._ensure_act_graph()
+        stream = torch.cuda.current_stream(self.device) if self._act_stream is not None else None
+        if stream is not None:
+            stream.wait_event(self._policy_ready)
         if self._act_graph is not None:
             self._act_graph.replay()
         else:
             self._act_body()
+        if stream is not None:
+            self._policy_read.record(stream)
         return self._act_out.clone()
 
     @torch.no_grad()
@@ -306,7 +361,7 @@ class FlashSacLearner:
     def _act_body(self) -> None:
         eps = self.exploration.step(self._act_done)
         with self._amp():
-            mu, rho = self.actor(self._act_obs, training=False)
+            mu, rho = self.policy(self._act_obs, training=False)
         std = losses.log_std_from_rho(rho.float()).exp()
         self._act_out.copy_(torch.tanh(mu.float() + std * eps))
 
@@ -336,6 +391,7 @@ class FlashSacLearner:
         self._noise.normal_()
         self._ensure_cycle_graph()
         self.run_cycle_body()
+        self._publish_policy()
         self.iterations += 1
         self.update_count += self.updates_per_step
         values = self._metrics.clone()
@@ -352,6 +408,22 @@ class FlashSacLearner:
             self._graph.replay()
         else:
             self._cycle_body()
+
+    def _publish_policy(self) -> None:
+        """Copy the actor into ``policy`` (one foreach copy, outside the cycle graph).
+
+        On CUDA the copy first waits for the last ``act()`` to finish reading the policy and
+        then records ``_policy_ready``, which the next ``act()`` waits for: the action of the
+        next tick reads exactly the actor this cycle left, while the cycle itself never
+        waits for an action.
+        """
+        stream = torch.cuda.current_stream(self.device) if self._act_stream is not None else None
+        if stream is not None:
+            stream.wait_event(self._policy_read)
+        with torch.no_grad():
+            torch._foreach_copy_(self._policy_tensors, self._actor_tensors)
+        if stream is not None:
+            self._policy_ready.record(stream)
 
     def capture_graphs(self) -> None:
         """Compile and capture ``act()`` and the update cycle now, before any data exists.
@@ -402,9 +474,7 @@ class FlashSacLearner:
         self._compile_status.enabled = False
         self._compile_status.disable_reason = reason
         self._td_target = _td_target
-        self._enable_fusion(CycleFusion.none())
-        for trunk in self._trunks():
-            trunk._compiled_call_impl = None  # back to the eager forward
+        self._enable_fusion(CycleFusion.none())  # compile is off: every network eager
         log.warning("torch.compile disabled: %s", reason)
 
     def _cycle_state(self) -> list[Tensor]:
@@ -469,7 +539,7 @@ class FlashSacLearner:
             ).t()  # [in, 2B]: [c; c'] with [a; a']
             with self._amp():
                 # BN statistics over all 2B rows; only the c' half reaches the head
-                next_log_probs = self.critic_target.forward_t(
+                next_log_probs = self._target_t(
                     x_t, training=True, track=False, rows=slice(B, None)
                 )  # [E, B, K]
             target = self._td_target(
@@ -481,7 +551,7 @@ class FlashSacLearner:
                 self.cfg.gamma,
             )  # [B, K]
         with self._amp():
-            log_probs = self.critic.forward_t(x_t, training=True, rows=slice(0, B))  # [E, B, K]
+            log_probs = self._critic_t(x_t, training=True, rows=slice(0, B))  # [E, B, K]
         loss = self._loss_fns.critic(target, log_probs)
         ok = self._step(_CRITIC, loss, index)
         self._renorm["critic"]()
@@ -553,6 +623,10 @@ class FlashSacLearner:
             "enabled": self._fusion_active.as_dict(),
             "disable_reason": self._fusion_disable_reason,
         }
+        out["act_stream"] = {
+            "enabled": self._act_stream is not None,
+            "priority": None if self._act_stream is None else self._act_stream.priority,
+        }
         out["precision"] = self.precision
         out["tf32_matmul"] = self.tf32_matmul
         return out
@@ -562,8 +636,15 @@ class FlashSacLearner:
         return learner_state.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore ``state_dict()`` output in place (captured graphs stay valid)."""
+        """Restore ``state_dict()`` output in place (captured graphs stay valid); the policy
+        that ``act()`` reads is the restored actor."""
         learner_state.load_state_dict(self, state)
+        self._publish_policy()
+
+
+def _module_tensors(module: nn.Module) -> list[Tensor]:
+    """Parameters then buffers, in registration order (two copies of one module align)."""
+    return [p.data for p in module.parameters()] + list(module.buffers())
 
 
 def _resolve_device(device: torch.device | str) -> torch.device:

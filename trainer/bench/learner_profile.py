@@ -14,8 +14,9 @@ compile and CUDA graph as configured), then measures:
   (:func:`category`; docs/runtime.md "Learner profile" says how names are assigned).
 
 On the CPU the same runs eagerly and the "kernels" are leaf aten ops (categories from op
-names, optimizer ops by their ``Optimizer.step`` scope). ``--variants legacy,renorm,losses,fused`` runs
-the cycle without the issue-19 fusions, with each one alone, and with both, in one process.
+names, optimizer ops by their ``Optimizer.step`` scope). ``--variants
+legacy,renorm,losses,networks,fused`` runs the cycle without the issue-19 fusions, with each
+one alone, and with all three, in one process.
 """
 
 from __future__ import annotations
@@ -59,8 +60,9 @@ TOP_KERNELS = 20
 VARIANTS = {
     "fused": CycleFusion(),
     "legacy": CycleFusion.none(),
-    "renorm": CycleFusion(renorm=True, losses=False),
-    "losses": CycleFusion(renorm=False, losses=True),
+    "renorm": CycleFusion(renorm=True, losses=False, networks=False),
+    "losses": CycleFusion(renorm=False, losses=True, networks=False),
+    "networks": CycleFusion(renorm=False, losses=False, networks=True),
 }
 
 # (category, substrings of a lower-cased kernel or op name), first match wins; see
@@ -466,7 +468,7 @@ def main(
     variants: Annotated[
         str,
         typer.Option(
-            help="Comma list of legacy (no issue-19 fusion), renorm, losses, fused (both)."
+            help="Comma list of legacy (no issue-19 fusion), renorm, losses, networks, fused (all three)."
         ),
     ] = "legacy,fused",
     cycles: Annotated[int, typer.Option(min=1, help="Timed cycles (CUDA events).")] = 200,

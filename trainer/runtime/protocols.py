@@ -10,6 +10,7 @@ tests do; the runtime relies on the static types).
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
 from torch import Tensor
@@ -34,6 +35,10 @@ class Learner(Protocol):
 
     def act(self, obs: Tensor, done: Tensor) -> Tensor:
         """Actions ``[N, action_dim]`` for ``obs [N, obs_dim]`` (stochastic, training)."""
+        ...
+
+    def acting(self) -> AbstractContextManager[Any]:
+        """The stream context the tick loop observes, acts and publishes the action in."""
         ...
 
     def prepare_iteration(self) -> None:

@@ -5,7 +5,8 @@
              if t >= W: iteration = prepare_iteration() + update_cycle()
 
 Serving the action first lets the update of tick t run while the collector steps the env
-with that action. The first tick ``t >= W`` that finds the time budget spent lowers the
+with that action; on CUDA the action is served on the learner's inference stream
+(``learner.acting()``), so it does not queue behind the update of tick t-1 either. The first tick ``t >= W`` that finds the time budget spent lowers the
 shared tick limit to ``t + 1`` before its action goes out, so it is the last tick of both
 processes. After the last one the loop commits the last tick, so ``total_env_steps = (W +
 completed_iterations) * N`` and every pushed chunk is released. Nothing here syncs the host
@@ -107,6 +108,7 @@ class TickLoop:
         device, warmup = self.plan.device, self.plan.warmup
         cross_device = ring.device != device
         perf = time.perf_counter
+        acting = learner.acting
         self._begin(progress)
         signals = self.signals
         for tick in self._ticks():
@@ -122,16 +124,17 @@ class TickLoop:
             )
             tr.phase = ShutdownPhase.TRAINING_LEARNER_INFERENCE
             t1 = perf()
-            obs, _critic_obs, done = ring.observe(block, tick)
-            if cross_device:
-                obs, done = obs.to(device), done.to(device)
-            t2 = perf()
-            actions = learner.act(obs, done)
-            t3 = perf()
-            if warmup <= tick < state.total_ticks - 1 and self.budget.spent():
-                self._end_after(tick)  # before the action: the collector stops after it
-            tr.phase = ShutdownPhase.TRAINING_INFERENCE_RESPONSE
-            ring.publish_action(block, tick, actions)
+            with acting():  # the inference stream: the action never waits for the update
+                obs, _critic_obs, done = ring.observe(block, tick)
+                if cross_device:
+                    obs, done = obs.to(device), done.to(device)
+                t2 = perf()
+                actions = learner.act(obs, done)
+                t3 = perf()
+                if warmup <= tick < state.total_ticks - 1 and self.budget.spent():
+                    self._end_after(tick)  # before the action: the collector stops after it
+                tr.phase = ShutdownPhase.TRAINING_INFERENCE_RESPONSE
+                ring.publish_action(block, tick, actions)
             t4 = perf()
             tr.phase = ShutdownPhase.TRAINING_REPLAY_PREPARE
             while ints[Word.INGRESS_RELEASED] < tick * chunks_per_tick:

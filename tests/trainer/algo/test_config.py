@@ -46,6 +46,7 @@ SPEC_KEYS = [
     "use_cuda_graph",
     "fuse_renorm",
     "fuse_losses",
+    "fuse_networks",
     "seed",
     "save_interval",
 ]

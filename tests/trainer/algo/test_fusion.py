@@ -91,20 +91,30 @@ def test_compiled_renorm_rescales_the_same_tensors_in_place(backend: str) -> Non
             )
 
 
-def test_a_fused_learner_trains_exactly_like_the_eager_one() -> None:
-    """Same seed, same replay, same cycles: losses and every parameter agree."""
+@pytest.mark.parametrize(
+    "fusion",
+    [CycleFusion(), CycleFusion(renorm=False, losses=False, networks=True)],
+    ids=["all", "networks"],
+)
+def test_a_fused_learner_trains_exactly_like_the_eager_one(fusion: CycleFusion) -> None:
+    """Same seed, same replay, same cycles: losses, actions and every parameter agree."""
     learners = []
-    for fusion in (CycleFusion.none(), CycleFusion()):
+    for variant in (CycleFusion.none(), fusion):
         learner = make_learner(seed=7)
-        learner._enable_fusion(fusion, backend="aot_eager")
+        learner._enable_fusion(variant, backend="aot_eager")
         fill(learner, 4)
         metrics = [run_cycle(learner, 11 + i) for i in range(2)]
         learners.append((learner, metrics))
     (eager, m0), (fused, m1) = learners
-    assert fused.cuda_graph_diagnostics()["fusion"]["enabled"] == {"renorm": True, "losses": True}
+    assert fused.cuda_graph_diagnostics()["fusion"]["enabled"] == fusion.as_dict()
     for eager_cycle, fused_cycle in zip(m0, m1, strict=True):
         assert fused_cycle == pytest.approx(eager_cycle, rel=1e-6, abs=1e-6)
-    for net in ("actor", "critic", "critic_target"):
+    obs, done = torch.randn(eager.num_envs, eager.layout.obs_dim), torch.zeros(eager.num_envs, dtype=torch.bool)
+    torch.manual_seed(5)
+    eager_action = eager.act(obs, done)
+    torch.manual_seed(5)
+    torch.testing.assert_close(fused.act(obs, done), eager_action, atol=1e-6, rtol=1e-5)
+    for net in ("actor", "critic", "critic_target", "policy"):
         a, b = getattr(eager, net).state_dict(), getattr(fused, net).state_dict()
         for key in a:
             torch.testing.assert_close(b[key], a[key], atol=1e-6, rtol=1e-5, msg=f"{net}.{key}")
@@ -113,8 +123,8 @@ def test_a_fused_learner_trains_exactly_like_the_eager_one() -> None:
 def test_fusion_is_reported_requested_but_off_where_the_learner_does_not_compile() -> None:
     diag = make_learner(fusion=CycleFusion()).cuda_graph_diagnostics()["fusion"]  # CPU
     assert diag == {
-        "requested": {"renorm": True, "losses": True},
-        "enabled": {"renorm": False, "losses": False},
+        "requested": {"renorm": True, "losses": True, "networks": True},
+        "enabled": {"renorm": False, "losses": False, "networks": False},
         "disable_reason": None,
     }
 
@@ -122,18 +132,33 @@ def test_fusion_is_reported_requested_but_off_where_the_learner_does_not_compile
 def test_the_learner_runs_no_fusion_unless_asked() -> None:
     # The owner's algo.fuse_* are false (docs/configuration.md).
     default = make_learner().cuda_graph_diagnostics()["fusion"]
-    assert default["requested"] == {"renorm": False, "losses": False}
+    assert default["requested"] == {"renorm": False, "losses": False, "networks": False}
 
 
-@pytest.mark.parametrize(("renorm", "fused_losses"), [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize(
+    ("renorm", "fused_losses", "networks"),
+    [(True, False, False), (False, True, False), (False, False, True), (True, True, True)],
+)
 def test_the_fuse_keys_choose_the_fusions_the_learner_requests(
-    renorm: bool, fused_losses: bool
+    renorm: bool, fused_losses: bool, networks: bool
 ) -> None:
-    learner = make_learner(fuse_renorm=renorm, fuse_losses=fused_losses)
+    learner = make_learner(fuse_renorm=renorm, fuse_losses=fused_losses, fuse_networks=networks)
     assert learner.cuda_graph_diagnostics()["fusion"]["requested"] == {
         "renorm": renorm,
         "losses": fused_losses,
+        "networks": networks,
     }
+
+
+def test_dropping_the_networks_fusion_leaves_every_network_eager_without_compile() -> None:
+    learner = make_learner(seed=3)
+    learner._enable_fusion(CycleFusion(renorm=False, losses=False, networks=True), "aot_eager")
+    nets = (learner.actor, learner.critic, learner.critic_target, learner.policy)
+    assert all(net._compiled_call_impl is not None for net in nets)
+    learner._enable_fusion(CycleFusion.none(), "aot_eager")  # what a failed capture does
+    assert all(net._compiled_call_impl is None for net in nets)
+    assert all(net.trunk._compiled_call_impl is None for net in nets)  # CPU: compile is off
+    assert learner._critic_t == learner.critic.forward_t
 
 
 @pytest.mark.gpu

@@ -7,6 +7,7 @@ observation columns 0 and 1, so the fake replay can check the commit order of ev
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
@@ -254,6 +255,9 @@ class FakeLearner:
             self.kept[:] = [obs, done]
         value = math.nan if self.nan_actions else 0.1
         return torch.full((obs.shape[0], ACT), math.tanh(value), device=obs.device)
+
+    def acting(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()  # the fake acts on the caller's stream
 
     def prepare_iteration(self) -> None:
         self.committed_at_update.append(self.replay.committed)
