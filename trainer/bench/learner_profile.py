@@ -492,7 +492,7 @@ def main(
 
     Example (H200, the soak's shape, each fusion alone and both):
 
-        python -m trainer.bench.learner_profile --variants legacy,renorm,losses,fused --output /tmp/lp.json
+        python -m trainer.bench.learner_profile --variants legacy,renorm,losses,networks,fused --output /tmp/lp.json
 
     Beside a collector-sized env, as in train (under MPS when `cumps start` ran first):
 

@@ -129,10 +129,10 @@ def test_fusion_is_reported_requested_but_off_where_the_learner_does_not_compile
     }
 
 
-def test_the_learner_runs_no_fusion_unless_asked() -> None:
-    # The owner's algo.fuse_* are false (docs/configuration.md).
+def test_the_learner_requests_every_fusion_by_default() -> None:
+    # The owner's algo.fuse_* are true since the seventh H200 session (docs/benchmarks.md).
     default = make_learner().cuda_graph_diagnostics()["fusion"]
-    assert default["requested"] == {"renorm": False, "losses": False, "networks": False}
+    assert default["requested"] == {"renorm": True, "losses": True, "networks": True}
 
 
 @pytest.mark.parametrize(
