@@ -55,7 +55,10 @@ def test_the_table_names_each_variant_and_category(capsys) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--variants", "fast"], "must be a comma list of ['fused', 'legacy', 'losses', 'networks', 'renorm']"),
+        (
+            ["--variants", "fast"],
+            "must be a comma list of ['fused', 'legacy', 'losses', 'networks', 'renorm']",
+        ),
         (["--override", "training.log_interval=5"], "is not an algo.* key"),
         (["--override", "algo.batch_size=0"], "algo.batch_size=0"),
         (["--device", "cuda:x"], "is not a torch device"),

@@ -339,7 +339,7 @@ class FlashSacLearner:
         self._act_obs.copy_(obs, non_blocking=True)
         self._act_done.copy_(done, non_blocking=True)
         self._ensure_act_graph()
-        stream = torch.cuda.current_stream(self.device) if self._act_stream is not None else None
+        stream = self._ordered_stream()
         if stream is not None:
             stream.wait_event(self._policy_ready)
         if self._act_graph is not None:
@@ -409,6 +409,10 @@ class FlashSacLearner:
         else:
             self._cycle_body()
 
+    def _ordered_stream(self) -> torch.cuda.Stream | None:
+        """The caller's stream where acting and updating run on two streams (CUDA), else None."""
+        return None if self._act_stream is None else torch.cuda.current_stream(self.device)
+
     def _publish_policy(self) -> None:
         """Copy the actor into ``policy`` (one foreach copy, outside the cycle graph).
 
@@ -417,7 +421,7 @@ class FlashSacLearner:
         next tick reads exactly the actor this cycle left, while the cycle itself never
         waits for an action.
         """
-        stream = torch.cuda.current_stream(self.device) if self._act_stream is not None else None
+        stream = self._ordered_stream()
         if stream is not None:
             stream.wait_event(self._policy_read)
         with torch.no_grad():

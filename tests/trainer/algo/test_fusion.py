@@ -109,7 +109,10 @@ def test_a_fused_learner_trains_exactly_like_the_eager_one(fusion: CycleFusion) 
     assert fused.cuda_graph_diagnostics()["fusion"]["enabled"] == fusion.as_dict()
     for eager_cycle, fused_cycle in zip(m0, m1, strict=True):
         assert fused_cycle == pytest.approx(eager_cycle, rel=1e-6, abs=1e-6)
-    obs, done = torch.randn(eager.num_envs, eager.layout.obs_dim), torch.zeros(eager.num_envs, dtype=torch.bool)
+    obs, done = (
+        torch.randn(eager.num_envs, eager.layout.obs_dim),
+        torch.zeros(eager.num_envs, dtype=torch.bool),
+    )
     torch.manual_seed(5)
     eager_action = eager.act(obs, done)
     torch.manual_seed(5)

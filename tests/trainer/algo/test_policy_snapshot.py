@@ -74,7 +74,7 @@ def test_on_cuda_acting_on_the_inference_stream_equals_acting_in_order(use_graph
     """Two learners of one seed: one serves every action on its inference stream between
     unsynchronised cycles (as the tick loop does), the other synchronises around each act;
     both act the same."""
-    sizes = dict(batch_size=256, num_envs=64, replay_buffer_n=64, use_cuda_graph=use_graph)
+    sizes = {"batch_size": 256, "num_envs": 64, "replay_buffer_n": 64, "use_cuda_graph": use_graph}
     streamed, ordered = (make_learner("cuda", seed=4, **sizes) for _ in range(2))
     for learner in (streamed, ordered):
         fill(learner, 8)
