@@ -77,3 +77,15 @@ def test_bad_neighbour_flags_exit_2_before_anything_runs(
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: ") and message in err[-1], err
     assert not out.exists()
+
+
+def test_on_cuda_the_record_says_whether_a_daemon_answered_on_the_pipe_in_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    from trainer.bench.learner_profile import Spec, _beside_record
+
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path))  # no daemon behind it
+    spec = Spec(4, (), torch.device("cuda"), 1, 1, 0, 1, CPU_NEIGHBOUR)
+    assert _beside_record(spec) == {"sim": "mujoco", "num_envs": 2, "mps_daemon": False}

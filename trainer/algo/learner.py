@@ -484,7 +484,7 @@ class FlashSacLearner:
     def _cycle_state(self) -> list[Tensor]:
         tensors: list[Tensor] = [self.log_alpha.data, self.lr_steps, self._metrics]
         for module in (self.actor, self.critic, self.critic_target):
-            tensors += [p.data for p in module.parameters()] + list(module.buffers())
+            tensors += _module_tensors(module)
         for opt in self.optimizers:
             for group in opt.param_groups:
                 if isinstance(group["lr"], Tensor):

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import os
 import tempfile
 import time
 from collections import defaultdict
@@ -41,7 +40,7 @@ from rich.table import Table
 from contracts.cli_app import run_app
 from contracts.errors import UsageError
 from contracts.jsonio import dumps_strict, write_json_atomic
-from contracts.mps.probe import DEFAULT_PIPE_DIRECTORY, probe_pipe
+from contracts.mps.probe import observe_ambient
 from contracts.names import Backend
 from contracts.schemas import validate
 from trainer.algo.config import FlashSacCfg
@@ -353,10 +352,8 @@ def build_document(spec: Spec, variants: Sequence[str]) -> dict[str, Any]:
 def _beside_record(spec: Spec) -> dict[str, Any] | None:
     if spec.beside is None:
         return None
-    mps = None
-    if spec.device.type == "cuda":
-        pipe = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", DEFAULT_PIPE_DIRECTORY)
-        mps = probe_pipe(pipe).answered
+    # a daemon on the pipe both processes join (CUDA_MPS_PIPE_DIRECTORY or the default)
+    mps = observe_ambient()["ambient_server"] if spec.device.type == "cuda" else None
     return {"sim": spec.beside.sim, "num_envs": spec.beside.num_envs, "mps_daemon": mps}
 
 

@@ -118,7 +118,7 @@ class LearnerRuntime:
         self.report = RunReport(self.parts, self.budget)
         self.shutdown = LearnerShutdown(self.parts, self.loop, self.report)
 
-    # -- what the evaluation stage reads (``trainer.evaluation.stage.EvaluationHost``) -----------------
+    # -- what the evaluation stage reads (``trainer.evaluation.stage.EvaluationHost``) ----
     @property
     def block(self) -> ControlBlock | None:
         return self.collector.block

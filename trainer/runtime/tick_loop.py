@@ -6,10 +6,11 @@
 
 Serving the action first lets the update of tick t run while the collector steps the env
 with that action; on CUDA the action is served on the learner's inference stream
-(``learner.acting()``), so it does not queue behind the update of tick t-1 either. The first tick ``t >= W`` that finds the time budget spent lowers the
-shared tick limit to ``t + 1`` before its action goes out, so it is the last tick of both
-processes. After the last one the loop commits the last tick, so ``total_env_steps = (W +
-completed_iterations) * N`` and every pushed chunk is released. Nothing here syncs the host
+(``learner.acting()``), so the update of tick t does not queue behind it either. The first
+tick ``t >= W`` that finds the time budget spent lowers the shared tick limit to ``t + 1``
+before its action goes out, so it is the last tick of both processes. After the last one
+the loop commits the last tick, so ``total_env_steps = (W + completed_iterations) * N`` and
+every pushed chunk is released. Nothing here syncs the host
 with the device; the host timings go into the ``TickWindow`` the metrics pump writes.
 """
 
