@@ -607,10 +607,15 @@ class FlashSacLearner:
 
     @torch.no_grad()
     def _polyak(self, critic_ok: Tensor) -> None:
+        """``target += tau * (critic - target)``, lerp's own formula for a weight below 0.5.
+
+        Three multi-tensor kernels: ``_foreach_lerp_`` with a tensor weight would launch one
+        elementwise kernel per parameter (docs/runtime.md, "Learner profile").
+        """
         tau = critic_ok * self.cfg.tau  # a skipped critic step leaves the target alone
-        torch._foreach_lerp_(
-            self._target_params, self._critic_params, [tau] * len(self._target_params)
-        )
+        step = torch._foreach_sub(self._critic_params, self._target_params)
+        torch._foreach_mul_(step, tau)
+        torch._foreach_add_(self._target_params, step)
 
     # ----------------------------------------------------------------- diagnostics, state
     def cuda_graph_diagnostics(self) -> dict:

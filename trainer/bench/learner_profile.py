@@ -68,7 +68,11 @@ VARIANTS = {
 # docs/runtime.md "Learner profile" for why each rule is where it is.
 _RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("other", ("normal", "philox", "random", "randint", "distribution", "memcpy", "memset")),
-    ("optimizer", ("adam", "lerp", "optimizer")),
+    (
+        "optimizer",
+        ("adam", "lerp", "optimizer", "binaryop", "aten::_foreach_sub", "aten::_foreach_mul",
+         "aten::_foreach_add"),
+    ),
     ("c51_projection", ("scatter", "floor")),
     ("gemm", ("gemm", "nvjet", "cutlass", "xmma", "cublas", "bmm", "matmul", "aten::mm", "addmm")),
     ("norm", ("norm", "welford", "rsqrt", "hypot")),

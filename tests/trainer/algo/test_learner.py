@@ -98,6 +98,19 @@ def test_state_dict_round_trip_reproduces_the_next_update_exactly() -> None:
     assert state["update_count"] == 8
 
 
+def test_the_target_moves_tau_of_the_way_to_the_stepped_critic() -> None:
+    learner = make_learner(updates_per_step=1, policy_frequency=2, normalize_reward=False)
+    fill(learner, 3)
+    target0 = [p.detach().clone() for p in learner.critic_target.parameters()]
+    run_cycle(learner, 0)
+    tau = learner.cfg.tau
+    for before, critic, target in zip(
+        target0, learner.critic.parameters(), learner.critic_target.parameters(), strict=True
+    ):
+        torch.testing.assert_close(target, before + tau * (critic.detach() - before))
+        assert not torch.equal(target, before)
+
+
 def test_non_finite_critic_loss_skips_the_step_and_the_polyak_but_advances_the_schedule() -> None:
     learner = make_learner(updates_per_step=1, policy_frequency=2, normalize_reward=False)
     fill(learner, 3)
