@@ -29,6 +29,7 @@ def test_a_cpu_profile_writes_the_document_it_prints(tmp_path: Path, capsys) -> 
     assert validate(printed, "learner_profile.v1.json") == []
     assert printed["kernel_source"] == "cpu_leaf_ops"
     assert printed["config"]["updates_per_step"] == 4  # the g1 owner's value, not overridden
+    assert printed["config"]["cuda_process_sharing"] is None
     assert [r["variant"] for r in printed["runs"]] == ["legacy", "fused"]
     run = printed["runs"][1]
     assert run["diagnostics"]["enabled"] is False
@@ -62,6 +63,10 @@ def test_the_table_names_each_variant_and_category(capsys) -> None:
         (["--override", "training.log_interval=5"], "is not an algo.* key"),
         (["--override", "algo.batch_size=0"], "algo.batch_size=0"),
         (["--device", "cuda:x"], "is not a torch device"),
+        (
+            ["--mps", "--device", "cpu"],
+            "MPS needs a CUDA device, not 'cpu'; use --device cuda or drop --mps",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(
@@ -71,6 +76,19 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(
     assert cli([*TINY, *args, "--output", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: ") and message in err[-1], err
+    assert not out.exists()
+
+
+def test_mps_without_a_daemon_fails_before_cuda_starts_and_writes_nothing(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    # An explicit, empty pipe directory: no daemon can answer there (on a machine without a
+    # GPU the preflight already fails at listing the GPUs).
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path / "no-daemon"))
+    out = tmp_path / "profile.json"
+    assert cli([*TINY, "--mps", "--output", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: "), err
     assert not out.exists()
 
 

@@ -49,6 +49,7 @@ from trainer.algo.learner import FlashSacLearner
 from trainer.bench.env_beside import EnvBeside, EnvBesideSpec
 from trainer.config.errors import ConfigError
 from trainer.config.loader import load_config
+from trainer.runtime.mps import MPS_MODE, resolve_cuda_process_sharing
 from trainer.sim.backend import BACKEND_NAMES
 from trainer.task.spec import G1_TRACKING_SPEC
 
@@ -145,6 +146,9 @@ class Spec:
     warmup: int
     fill_ticks: int
     beside: EnvBesideSpec | None = None
+    mps: bool = False
+    """``--mps``: this process (and the env beside, which inherits its environment) joined
+    the cumps daemon of its GPU before CUDA started."""
 
 
 @dataclass(frozen=True)
@@ -346,6 +350,7 @@ def build_document(spec: Spec, variants: Sequence[str]) -> dict[str, Any]:
             "use_cuda_graph": cfg.use_cuda_graph,
             "overrides": list(spec.overrides),
             "beside_env": _beside_record(spec),
+            "cuda_process_sharing": MPS_MODE if spec.mps else None,
         },
         "cycles": spec.cycles,
         "profile_cycles": spec.profile_cycles,
@@ -414,6 +419,8 @@ def summary_table(doc: dict[str, Any]) -> Table:
         f"beside {beside['num_envs']} {beside['sim']} envs"
         + ("" if beside["mps_daemon"] is None else f", MPS {'on' if beside['mps_daemon'] else 'off'}")
     )  # fmt: skip
+    if doc["config"]["cuda_process_sharing"] == MPS_MODE:
+        where += " (--mps)"
     table = Table(title=f"learner cycle, {where}", title_justify="left")
     for col in (
         "variant",
@@ -432,6 +439,23 @@ def summary_table(doc: dict[str, Any]) -> Table:
             "-" if rate is None else f"{rate:,.0f}",
         )  # fmt: skip
     return table
+
+
+def join_mps(device_text: str) -> None:
+    """Point this process at its GPU's cumps daemon, as ``train``'s MPS preflight does.
+
+    Raises ``MpsPreflightError`` (exit 1) naming the unmet condition, e.g. no daemon.
+    """
+    try:
+        dev = torch.device(device_text)
+    except RuntimeError:
+        dev = None
+    if dev is None or dev.type != "cuda":
+        raise typer.BadParameter(
+            f"MPS needs a CUDA device, not {device_text!r}; use --device cuda or drop --mps",
+            param_hint="--mps",
+        )
+    resolve_cuda_process_sharing(MPS_MODE, str(dev))
 
 
 def _beside_spec(num_envs: int, sim: str, device: torch.device) -> EnvBesideSpec | None:
@@ -486,6 +510,14 @@ def main(
     beside_sim: Annotated[
         str, typer.Option(help="Backend of the env beside: mjwarp (CUDA) or mujoco.")
     ] = Backend.MJWARP.value,
+    mps: Annotated[
+        bool,
+        typer.Option(
+            "--mps",
+            help="Join this GPU's cumps daemon (learner and env beside), as train does with"
+            " training.cuda_process_sharing=mps; exit 1 if none answers.",
+        ),
+    ] = False,
     output: Annotated[Path | None, typer.Option(help="Write the JSON document here.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print only the JSON document.")] = False,
 ) -> None:
@@ -495,11 +527,13 @@ def main(
 
         python -m trainer.bench.learner_profile --variants legacy,renorm,losses,networks,fused --output /tmp/lp.json
 
-    Beside a collector-sized env, as in train (under MPS when `cumps start` ran first):
+    Beside a collector-sized env, as in train, both under MPS (after `cumps start`):
 
-        python -m trainer.bench.learner_profile --beside-env 1024 --output /tmp/lp-beside.json
+        python -m trainer.bench.learner_profile --beside-env 1024 --mps --output /tmp/lp-mps.json
     """
     chosen = _parse_variants(variants)
+    if mps:  # before any CUDA call, or the pipe variables would not take effect
+        join_mps(device or "cuda")
     dev_text = device or ("cuda" if torch.cuda.is_available() else "cpu")
     try:
         dev = torch.device(dev_text)
@@ -514,7 +548,15 @@ def main(
         )
     beside = _beside_spec(beside_env, beside_sim, dev)
     spec = Spec(
-        num_envs, tuple(override or ()), dev, cycles, profile_cycles, warmup, fill_ticks, beside
+        num_envs,
+        tuple(override or ()),
+        dev,
+        cycles,
+        profile_cycles,
+        warmup,
+        fill_ticks,
+        beside,
+        mps,
     )
     doc = build_document(spec, chosen)
     violations = validate(doc, SCHEMA)
