@@ -42,11 +42,22 @@ def parse_stat(text: str) -> ProcStat:
     )
 
 
+def live_stat(text: str) -> ProcStat | None:
+    """``parse_stat``, or None for a process the kernel is already releasing.
+
+    Between its exit and the end of its reap, once its signal state is gone, Linux reports
+    the process group and the session of a process as -1 (and its parent as 0): it is in no
+    group any more, so for every caller it has vanished.
+    """
+    stat = parse_stat(text)
+    return None if stat.pgid < 0 or stat.session < 0 else stat
+
+
 def read_stat(pid: int) -> ProcStat | None:
-    """Read ``/proc/<pid>/stat``; None when the process is gone or unreadable."""
+    """Read ``/proc/<pid>/stat``; None when the process is gone, being released or unreadable."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
-            return parse_stat(handle.read())
+            return live_stat(handle.read())
     except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError, IndexError):
         return None
 

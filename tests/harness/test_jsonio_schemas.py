@@ -11,7 +11,7 @@ import pytest
 
 from contracts.errors import StrictJsonError
 from contracts.jsonio import dumps_strict, load_strict, loads_strict, write_json_atomic
-from contracts.procfs import parse_stat, read_stat
+from contracts.procfs import live_stat, parse_stat, read_stat
 from contracts.schemas import (
     DIALECT,
     SCHEMA_DIR,
@@ -172,6 +172,15 @@ def test_parse_stat_handles_parens_in_comm() -> None:
         1,
         123,
         987654,
+    )
+
+
+def test_a_process_being_released_reads_as_gone() -> None:
+    """A soak sample once recorded such a process with pgid -1, which its schema refuses."""
+    tail = " 0 -1 4194560 " + " ".join(["0"] * 12) + " 987654 0 0"
+    assert live_stat("123 (python3) Z 0 -1 -1" + tail) is None
+    assert live_stat("123 (python3) S 1 123 123" + tail) == parse_stat(
+        "123 (python3) S 1 123 123" + tail
     )
 
 
