@@ -441,21 +441,26 @@ def summary_table(doc: dict[str, Any]) -> Table:
     return table
 
 
-def join_mps(device_text: str) -> None:
+def join_mps(dev: torch.device) -> None:
     """Point this process at its GPU's cumps daemon, as ``train``'s MPS preflight does.
 
     Raises ``MpsPreflightError`` (exit 1) naming the unmet condition, e.g. no daemon.
     """
-    try:
-        dev = torch.device(device_text)
-    except RuntimeError:
-        dev = None
-    if dev is None or dev.type != "cuda":
+    if dev.type != "cuda":
         raise typer.BadParameter(
-            f"MPS needs a CUDA device, not {device_text!r}; use --device cuda or drop --mps",
+            f"MPS needs a CUDA device, not {str(dev)!r}; use --device cuda or drop --mps",
             param_hint="--mps",
         )
     resolve_cuda_process_sharing(MPS_MODE, str(dev))
+
+
+def _parse_device(text: str) -> torch.device:
+    try:
+        return torch.device(text)  # parsing starts no CUDA
+    except RuntimeError:
+        raise typer.BadParameter(
+            f"{text!r} is not a torch device; use cpu or cuda", param_hint="--device"
+        ) from None
 
 
 def _beside_spec(num_envs: int, sim: str, device: torch.device) -> EnvBesideSpec | None:
@@ -533,14 +538,8 @@ def main(
     """
     chosen = _parse_variants(variants)
     if mps:  # before any CUDA call, or the pipe variables would not take effect
-        join_mps(device or "cuda")
-    dev_text = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(dev_text)
-    except RuntimeError:
-        raise typer.BadParameter(
-            f"{dev_text!r} is not a torch device; use cpu or cuda", param_hint="--device"
-        ) from None
+        join_mps(_parse_device(device or "cuda"))
+    dev = _parse_device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise typer.BadParameter(
             "cuda requested but torch.cuda.is_available() is False; use --device cpu",
@@ -548,16 +547,9 @@ def main(
         )
     beside = _beside_spec(beside_env, beside_sim, dev)
     spec = Spec(
-        num_envs,
-        tuple(override or ()),
-        dev,
-        cycles,
-        profile_cycles,
-        warmup,
-        fill_ticks,
-        beside,
-        mps,
-    )
+        num_envs, tuple(override or ()), dev, cycles, profile_cycles, warmup, fill_ticks,
+        beside=beside, mps=mps,
+    )  # fmt: skip
     doc = build_document(spec, chosen)
     violations = validate(doc, SCHEMA)
     if violations:

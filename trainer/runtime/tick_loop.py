@@ -10,8 +10,8 @@ with that action; on CUDA the action is served on the learner's inference stream
 tick ``t >= W`` that finds the time budget spent lowers the shared tick limit to ``t + 1``
 before its action goes out, so it is the last tick of both processes. After the last one
 the loop commits the last tick, so ``total_env_steps = (W + completed_iterations) * N`` and
-every pushed chunk is released. Nothing here syncs the host
-with the device; the host timings go into the ``TickWindow`` the metrics pump writes.
+every pushed chunk is released. Nothing here syncs the host with the device; the host
+timings go into the ``TickWindow`` the metrics pump writes.
 """
 
 from __future__ import annotations
