@@ -27,9 +27,11 @@ def test_cpu_run_writes_one_result_per_size(isolated_cache, tmp_path, monkeypatc
         assert res["full_task_steps_per_s"] > 0 and res["physics_only_steps_per_s"] > 0
         assert res["task_cuda_graph"]["enabled"] is False
         assert res["task_compile"]["requested"] is False  # compile is CUDA only
+        assert res["solver_iterations"] is None  # CPU MuJoCo keeps them behind its bridge
     table = capsys.readouterr().out.splitlines()
     assert table[0].split()[:3] == ["num_envs", "full", "task"]
     assert [line.split()[0] for line in table[2:]] == ["2", "3"]
+    assert "solver it. mean/max" in table[0]
 
 
 @pytest.mark.parametrize("sizes", ["", "2,x", "0"])
@@ -38,3 +40,33 @@ def test_bad_sizes_are_a_usage_error(monkeypatch, capsys, tmp_path, sizes: str) 
     assert _main(monkeypatch, "--sim", "mujoco", "--num-envs", sizes, "--output", str(out)) == 2
     assert "--num-envs" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_solver_iterations_summarise_every_world_of_every_sampled_step() -> None:
+    from types import SimpleNamespace
+
+    import torch
+
+    counts = iter(
+        [torch.tensor([1, 3], dtype=torch.int32), torch.tensor([2, 100], dtype=torch.int32)]
+    )
+    latest = {"value": torch.tensor([0, 0], dtype=torch.int32)}
+
+    def step(actions: torch.Tensor) -> None:
+        latest["value"] = next(counts)
+
+    backend = SimpleNamespace(
+        solver_iterations=lambda: latest["value"],
+        model=SimpleNamespace(opt=SimpleNamespace(iterations=100)),
+    )
+    env = SimpleNamespace(step=step, backend=backend)
+    gen = torch.Generator().manual_seed(0)
+    stats = env_throughput._solver_iterations(env, gen, torch.zeros(2, 3), samples=2)
+    assert stats == {
+        "mean": 26.5,
+        "p95": pytest.approx(85.45),
+        "max": 100,
+        "limit": 100,
+        "samples": 2,
+    }
+    assert env_throughput._solver_cell(stats) == "26.5/100 of 100"

@@ -32,6 +32,7 @@ from trainer.algo.config import FlashSacCfg
 from trainer.algo.exploration import RepeatedNoise
 from trainer.algo.fusion import CycleFusion, LossFns, compile_losses, compile_renorm
 from trainer.algo.networks import Actor, Critic
+from trainer.algo.polyak import PolyakTarget
 from trainer.algo.replay import DeviceReplay
 from trainer.algo.reward_scaler import RewardScaler
 from trainer.algo.schedule import cosine_lr_tensor
@@ -142,7 +143,7 @@ class FlashSacLearner:
             "critic": self.critic_plan.apply,
         }
         self._critic_params = list(self.critic.parameters())
-        self._target_params = list(self.critic_target.parameters())
+        self._polyak_target = PolyakTarget(self.critic, self.critic_target)
 
     def _init_optimizers(self) -> None:
         cfg = self.cfg
@@ -605,17 +606,9 @@ class FlashSacLearner:
                 opt.step()
         return finite
 
-    @torch.no_grad()
     def _polyak(self, critic_ok: Tensor) -> None:
-        """``target += tau * (critic - target)``, lerp's own formula for a weight below 0.5.
-
-        Three multi-tensor kernels: ``_foreach_lerp_`` with a tensor weight would launch one
-        elementwise kernel per parameter (docs/runtime.md, "Learner profile").
-        """
-        tau = critic_ok * self.cfg.tau  # a skipped critic step leaves the target alone
-        step = torch._foreach_sub(self._critic_params, self._target_params)
-        torch._foreach_mul_(step, tau)
-        torch._foreach_add_(self._target_params, step)
+        """``target += tau * (critic - target)`` in one pass (``trainer/algo/polyak.py``)."""
+        self._polyak_target.update(critic_ok * self.cfg.tau)  # skipped step: tau 0, target kept
 
     # ----------------------------------------------------------------- diagnostics, state
     def cuda_graph_diagnostics(self) -> dict:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Annotated
 import torch
 import typer
 from tabulate import tabulate
+from torch import Tensor
 
 from contracts.cli_app import run_app
 from contracts.jsonio import write_json_atomic
@@ -118,6 +119,7 @@ def measure(env: G1TrackingEnv, iters: int, warmup: int, seed: int) -> dict[str,
     _sync(device)
     task_s = time.perf_counter() - t0
     env.check_health()
+    solver = _solver_iterations(env, gen, actions, samples=min(iters, SOLVER_SAMPLES))
 
     backend = env.backend
     # The env's own action -> position-target map (its action history is not used again).
@@ -144,6 +146,34 @@ def measure(env: G1TrackingEnv, iters: int, warmup: int, seed: int) -> dict[str,
         "ratio": full / physics,
         "full_task_step_ms": 1000.0 * task_s / iters,
         "physics_step_ms": 1000.0 * physics_s / iters,
+        "solver_iterations": solver,
+    }
+
+
+SOLVER_SAMPLES = 32
+"""Untimed full-task steps after the timed phase whose per-world solver iterations are read."""
+
+
+def _solver_iterations(
+    env: G1TrackingEnv, gen: torch.Generator, actions: Tensor, samples: int
+) -> dict[str, float | int] | None:
+    """Per-world solver iterations over ``samples`` more steps: mean, p95, max and the limit
+    (``opt.iterations``); None when the backend does not expose them."""
+    if env.backend.solver_iterations() is None:
+        return None
+    counts = []
+    for _ in range(samples):
+        env.step(
+            torch.rand(actions.shape, generator=gen, device=actions.device, out=actions) * 2 - 1
+        )
+        counts.append(env.backend.solver_iterations().float())
+    every = torch.cat(counts)
+    return {
+        "mean": float(every.mean()),
+        "p95": float(every.quantile(0.95)),
+        "max": int(every.max()),
+        "limit": int(env.backend.model.opt.iterations),
+        "samples": samples,
     }
 
 
@@ -154,6 +184,7 @@ _HEADERS = (
     "ratio",
     "task ms",
     "physics ms",
+    "solver it. mean/max",
     "task graph",
     "compile",
 )
@@ -204,9 +235,16 @@ def _row(res: dict) -> list:
         f"{res['ratio']:.2f}",
         f"{res['full_task_step_ms']:.3f}",
         f"{res['physics_step_ms']:.3f}",
+        _solver_cell(res["solver_iterations"]),
         "on" if res["task_cuda_graph"]["enabled"] else "off",
         "on" if res["task_compile"]["enabled"] else "off",
     ]
+
+
+def _solver_cell(solver: dict | None) -> str:
+    if solver is None:
+        return "-"
+    return f"{solver['mean']:.1f}/{solver['max']} of {solver['limit']}"
 
 
 def _document(

@@ -89,6 +89,7 @@ class SimBackend(Protocol):
     num_threads: int | None
     """Host threads stepping the physics (CPU MuJoCo), None for a device-resident backend."""
 
+    model: mujoco.MjModel  # the compiled scene the worlds run
     qpos: Tensor  # [N, nq]
     qvel: Tensor  # [N, nv]
     ctrl: Tensor  # [N, nu]
@@ -131,6 +132,11 @@ class SimBackend(Protocol):
     def health(self) -> dict[str, int] | None:
         """Peak contact/constraint counts against the buffers of a device-resident backend
         (syncs), or None when the backend keeps no such record (CPU MuJoCo)."""
+        ...
+
+    def solver_iterations(self) -> Tensor | None:
+        """Constraint-solver iterations of each world's last substep (``[N]`` int32, a copy),
+        or None when the backend does not expose them (CPU MuJoCo)."""
         ...
 
     def check_health(self) -> None:

@@ -481,6 +481,13 @@ class MjWarpBackend:
             "njmax": self.njmax,
         }
 
+    def solver_iterations(self) -> torch.Tensor:
+        """MJWarp's per-world ``solver_niter`` of the last substep. Under CUDA graphs the
+        solver loop ends when every world has converged (or hit ``opt.iterations``), so the
+        slowest world sets the cost of each substep."""
+        with self._stream_scope():
+            return self._wp.to_torch(self._d.solver_niter).clone()
+
     def transfer_stats(self) -> None:
         """Device-resident: no host bridge, so no counters (docs/contracts.md §backend-probe)."""
         return

@@ -220,6 +220,10 @@ class MujocoCpuBackend:
         """No device health record: :meth:`check_health` reads MuJoCo's own warning counters."""
         return
 
+    def solver_iterations(self) -> None:
+        """Not packed across the host bridge: None."""
+        return
+
     def check_health(self) -> None:
         """Raise if a world reported a bad (non-finite) acceleration during the run."""
         if self._batch is None:

@@ -254,6 +254,10 @@ def test_mjwarp_on_warp_cpu_matches_cpu_mujoco_on_a_short_rollout(model, warp_cp
     warp_cpu.check_health()
     health = warp_cpu.health()
     assert 0 < health["peak_nacon"] <= health["naconmax"]
+    niter = warp_cpu.solver_iterations()
+    assert niter.shape == (NUM_ENVS,) and not niter.is_floating_point()
+    assert 0 < int(niter.min()) and int(niter.max()) <= model.opt.iterations
+    assert cpu.solver_iterations() is None
     cpu.close()
 
 
@@ -320,7 +324,7 @@ def test_every_backend_implements_the_whole_protocol_and_declares_its_capability
     cpu.close()
     # MJWarp's members exist on the class (instances need mujoco_warp and a device).
     assert {m for m in members | staged_members if not hasattr(MjWarpBackend, m)} <= {
-        "num_envs", "device", "decimation", "nbody", "qpos", "qvel", "ctrl", "xpos", "xquat",
+        "model", "num_envs", "device", "decimation", "nbody", "qpos", "qvel", "ctrl", "xpos", "xquat",
         "body_lin_vel_w", "body_ang_vel_w", "pelvis_lin_vel_b", "torso_gyro_b",
     }  # fmt: skip
 
