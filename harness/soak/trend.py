@@ -325,6 +325,10 @@ class TrendWindows:
     """What the warm-up counts from: the first ``training/`` progress line, else the first
     run-dir bytes; None when neither was seen."""
     anchor_s: float | None
+    end: Literal["last_training_progress", "last_sample"] = "last_sample"
+    """Where the window ends: at the last sample that showed a new ``training/`` progress
+    line (training-anchored), else at the last sample."""
+    end_s: float | None = None
 
 
 def scaled_windows(planned_length_s: float) -> tuple[float, float]:
@@ -359,6 +363,20 @@ def trend_anchor(
     return None, None
 
 
+def training_end(samples: Sequence[Mapping[str, Any]]) -> float | None:
+    """Elapsed seconds of the last sample that showed a new ``training/`` progress line
+    (None when none did). What follows is the trainer's finalize and exit: its memory is
+    flat or being released, and judging it would hide a leak that grew all through training."""
+    end: float | None = None
+    previous: Any = None
+    for sample in samples:
+        last = sample["progress"].get("last")
+        if _is_training_line(sample) and last != previous:
+            end = float(sample["elapsed_s"])
+        previous = last
+    return end
+
+
 def resolve_windows(
     samples: Sequence[Mapping[str, Any]],
     *,
@@ -367,15 +385,20 @@ def resolve_windows(
     min_window_s: float | None,
 ) -> TrendWindows:
     """The judgement's windows: explicit flags win; otherwise scaled from the planned
-    length, or from the observed length (anchor to the last sample) when none was planned.
+    length, or from the observed length (anchor to the window's end) when none was planned.
+    A training-anchored window ends at :func:`training_end`, any other at the last sample.
     """
     anchor, anchor_s = trend_anchor(samples)
+    last_s = float(samples[-1]["elapsed_s"]) if samples else None
+    if anchor == "training_progress":
+        end, end_s = "last_training_progress", training_end(samples)
+    else:
+        end, end_s = "last_sample", last_s
     if warmup_s is not None and min_window_s is not None:
-        return TrendWindows(warmup_s, min_window_s, "flags", None, anchor, anchor_s)
+        return TrendWindows(warmup_s, min_window_s, "flags", None, anchor, anchor_s, end, end_s)
     length = planned_length_s
     if length is None:
-        end = float(samples[-1]["elapsed_s"]) if samples else 0.0
-        length = max(0.0, end - anchor_s) if anchor_s is not None else 0.0
+        length = max(0.0, end_s - anchor_s) if anchor_s is not None and end_s is not None else 0.0
     scaled_warmup, scaled_window = scaled_windows(length)
     return TrendWindows(
         scaled_warmup if warmup_s is None else warmup_s,
@@ -384,6 +407,8 @@ def resolve_windows(
         round(length, 3),
         anchor,
         anchor_s,
+        end,
+        end_s,
     )
 
 
@@ -435,6 +460,7 @@ class TrendReport:
             "planned_length_s": w.planned_length_s,
             "anchor": w.anchor,
             "anchor_elapsed_s": w.anchor_s,
+            "window_end": w.end,
             "reference_window_s": REFERENCE_WINDOW_S,
             "method": "theil_sen_lower_confidence_bound_whole_and_halves",
             "confidence_z": CONFIDENCE_Z,
@@ -485,8 +511,12 @@ def analyse_trends(
     )
     window: list[Mapping[str, Any]] = []
     if windows.anchor_s is not None:
-        start = windows.anchor_s + windows.warmup_s
-        window = [s for s in samples if float(s["elapsed_s"]) >= start]
+        start, stop = windows.anchor_s + windows.warmup_s, windows.end_s
+        window = [
+            s
+            for s in samples
+            if float(s["elapsed_s"]) >= start and (stop is None or float(s["elapsed_s"]) <= stop)
+        ]
     per_series: dict[str, SeriesTrend] = {}
     for name in SERIES:
         t_s: list[float] = []

@@ -361,3 +361,54 @@ def test_on_the_long_soaks_own_noise_120_mib_per_hour_is_caught_within_20_minute
     cell = power.measure(rss, 1200, stride=1, trials=100)
     assert (cell.false_leaks_flat, cell.false_leaks_step) == (0, 0)
     assert cell.min_detectable_per_hour is not None and cell.min_detectable_per_hour <= 120
+
+
+def _gpu_leak_then_exit() -> list[dict]:
+    """The H200 trace of tests/faults' GPU leak (2026-12-02): 3.4 s of startup, 3.1 s of
+    training that holds 128 MiB more every 0.1 s, then 0.7 s of a flat exit while the last
+    progress line stays the same, then the process gone (0 MiB)."""
+    samples = []
+    for k in range(74):
+        elapsed = round(0.1 * k, 1)
+        gpu = 14 + 128 * (min(k, 65) - 34) if k >= 34 and k < 73 else 0
+        sample = _sample(elapsed, bytes_total=100 + min(k, 65), gpu=gpu)
+        if k >= 34:
+            sample["progress"]["last"] = {
+                "phase": "training/learner_update",
+                "iteration": min(k, 65) - 33,
+            }
+        samples.append(sample)
+    return samples
+
+
+def test_a_gpu_leak_through_training_is_growing_though_the_exit_is_flat() -> None:
+    report = analyse_trends(
+        _gpu_leak_then_exit(),
+        thresholds=DEFAULT_THRESHOLDS,
+        mode="enforce",
+        warmup_s=0,
+        min_window_s=1,
+    )
+    assert report.windows.end == "last_training_progress"
+    assert (report.window_start_s, report.window_end_s) == (3.4, 6.5)
+    assert report.series["gpu_memory_mib"].verdict == "growing"
+    assert report.verdict == "growing"
+    assert report.to_json()["window_end"] == "last_training_progress"
+
+
+def test_the_window_ends_at_the_last_new_training_line_not_at_finalize() -> None:
+    samples = _flat_soak(600, startup_s=25)
+    for sample in samples[-5:]:
+        sample["progress"]["last"] = {"phase": "finalize/checkpoint", "iteration": 1}
+    report = analyse_trends(samples, thresholds=DEFAULT_THRESHOLDS, mode="enforce")
+    assert report.window_end_s == samples[-6]["elapsed_s"]
+    assert report.windows.planned_length_s == samples[-6]["elapsed_s"] - 25
+
+
+def test_a_trainer_without_training_lines_is_judged_to_its_last_sample() -> None:
+    samples = [_sample(float(i), bytes_total=0 if i < 10 else 100) for i in range(60)]
+    report = analyse_trends(
+        samples, thresholds=DEFAULT_THRESHOLDS, mode="enforce", warmup_s=5, min_window_s=10
+    )
+    assert report.windows.end == "last_sample"
+    assert report.window_end_s == 59.0
