@@ -107,6 +107,7 @@ def test_mps_without_a_daemon_fails_before_cuda_starts_and_writes_nothing(
         ("void at::native::vectorized_elementwise_kernel<4, at::native::lerp_kernel_tensor_weight(at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#2}::operator()() const::{lambda(float, float, float)#1}>", "optimizer"),
         ("void at::native::multi_tensor_apply_kernel<at::native::TensorListMetadata<2>, at::native::UnaryOpFunctor<float, 2, 1, 1>, at::native::Copy<float, float>>", "optimizer"),
         ("aten::_foreach_copy_", "optimizer"),
+        ("void at::native::multi_tensor_apply_kernel<TensorListMetadata<1>, BinaryOpScalarFunctor<float, 1, 1, 0>, std::plus<float>, float>", "optimizer"),
         ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>", "elementwise"),
         ("triton_poi_fused__to_copy_exp_mul_tanh_1", "elementwise"),
         ("void at::native::distribution_elementwise_grid_stride_kernel<float, normal_kernel>", "other"),

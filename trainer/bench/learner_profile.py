@@ -71,7 +71,7 @@ _RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("other", ("normal", "philox", "random", "randint", "distribution", "memcpy", "memset")),
     (
         "optimizer",
-        ("adam", "lerp", "optimizer", "unaryopfunctor", "aten::_foreach_copy"),
+        ("adam", "lerp", "optimizer", "binaryop", "unaryopfunctor", "aten::_foreach_copy"),
     ),
     ("c51_projection", ("scatter", "floor")),
     ("gemm", ("gemm", "nvjet", "cutlass", "xmma", "cublas", "bmm", "matmul", "aten::mm", "addmm")),
