@@ -159,4 +159,6 @@ def _window_rows(trends: dict[str, Any]) -> list[tuple[str, str]]:
     text = f"warm-up {trends['warmup_s']:g} s, minimum {trends['min_window_s']:g} s"
     if trends["window_rule"] == "scaled" and trends.get("planned_length_s") is not None:
         text += f" (scaled to {trends['planned_length_s']:g} s)"
+    if trends.get("window_end") == "last_training_progress":
+        text += ", to training's end"
     return [("trend window", text)]

@@ -533,6 +533,7 @@ def test_the_summary_table_shows_the_budget_what_was_reached_and_the_trend_windo
             "min_window_s": 300.0,
             "window_rule": "scaled",
             "planned_length_s": 600.0,
+            "window_end": "last_training_progress",
         },
     }
     table = cli.render_summary(artifact, tmp_path / "a.json")
@@ -540,7 +541,9 @@ def test_the_summary_table_shows_the_budget_what_was_reached_and_the_trend_windo
     rows = {c[0].strip(): c[1].strip() for c in cells if len(c) == 2}
     assert rows["budget"] == "600 s of training"
     assert rows["reached"] == "iteration 71,234 after 600.0 s of training (stopped by duration)"
-    assert rows["trend window"] == "warm-up 120 s, minimum 300 s (scaled to 600 s)"
+    assert (
+        rows["trend window"] == "warm-up 120 s, minimum 300 s (scaled to 600 s), to training's end"
+    )
 
 
 @pytest.mark.parametrize("main", [g1_soak_main, soak_run_main])
