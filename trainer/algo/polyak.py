@@ -1,4 +1,4 @@
-"""The target critic's Polyak average as one elementwise pass (docs/runtime.md, "Learner profile").
+"""The target critic's Polyak average in two launches (docs/runtime.md, "Learner profile").
 
 ``target += tau * (critic - target)`` over ~2.4M values, four times per cycle. As multi-tensor
 foreach ops it is three passes over every value, split across several launches per update;
@@ -36,7 +36,8 @@ def flat_size(like: list[Tensor]) -> int:
 
 
 class PolyakTarget:
-    """Moves ``target``'s parameters ``tau`` of the way to ``source``'s, in one kernel.
+    """Moves ``target``'s parameters ``tau`` of the way to ``source``'s: one multi-tensor
+    gather of ``source`` into a flat buffer, then one ``lerp_`` of the two flat buffers.
 
     On construction the target's parameters are re-seated as views into one zero-padded fp32
     buffer (their values and the ``Parameter`` objects are kept, so ``state_dict``,
