@@ -111,6 +111,23 @@ def test_the_target_moves_tau_of_the_way_to_the_stepped_critic() -> None:
         assert not torch.equal(target, before)
 
 
+def test_a_restored_target_is_still_the_one_the_polyak_update_moves() -> None:
+    learner = make_learner(updates_per_step=1, policy_frequency=2, normalize_reward=False)
+    fill(learner, 3)
+    state = learner.state_dict()
+    run_cycle(learner, 0)
+    learner.load_state_dict(state)
+    restored = [p.detach().clone() for p in learner.critic_target.parameters()]
+    for name, p in learner.critic_target.named_parameters():
+        assert torch.equal(p, state["critic_target"][name]), name
+    run_cycle(learner, 1)
+    tau = learner.cfg.tau
+    for before, critic, target in zip(
+        restored, learner.critic.parameters(), learner.critic_target.parameters(), strict=True
+    ):
+        torch.testing.assert_close(target, before + tau * (critic.detach() - before))
+
+
 def test_non_finite_critic_loss_skips_the_step_and_the_polyak_but_advances_the_schedule() -> None:
     learner = make_learner(updates_per_step=1, policy_frequency=2, normalize_reward=False)
     fill(learner, 3)
