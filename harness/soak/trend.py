@@ -325,10 +325,10 @@ class TrendWindows:
     """What the warm-up counts from: the first ``training/`` progress line, else the first
     run-dir bytes; None when neither was seen."""
     anchor_s: float | None
-    end: Literal["last_training_progress", "last_sample"] = "last_sample"
+    end: Literal["last_training_progress", "last_sample"]
     """Where the window ends: at the last sample that showed a new ``training/`` progress
     line (training-anchored), else at the last sample."""
-    end_s: float | None = None
+    end_s: float | None
 
 
 def scaled_windows(planned_length_s: float) -> tuple[float, float]:

@@ -607,7 +607,7 @@ class FlashSacLearner:
         return finite
 
     def _polyak(self, critic_ok: Tensor) -> None:
-        """``target += tau * (critic - target)`` in one pass (``trainer/algo/polyak.py``)."""
+        """``target += tau * (critic - target)``: a gather and one lerp (``trainer/algo/polyak.py``)."""
         self._polyak_target.update(critic_ok * self.cfg.tau)  # skipped step: tau 0, target kept
 
     # ----------------------------------------------------------------- diagnostics, state

@@ -20,19 +20,22 @@ ALIGN_ELEMENTS = 16
 """Every view starts on a 64-byte boundary of the buffer (fp32), as a separate allocation would."""
 
 
-def flat_views(buffer: Tensor, like: list[Tensor]) -> list[Tensor]:
-    """Views of ``buffer`` shaped like ``like``, each at an ``ALIGN_ELEMENTS``-aligned offset."""
-    views, offset = [], 0
-    for tensor in like:
-        count = tensor.numel()
-        views.append(buffer[offset : offset + count].view(tensor.shape))
-        offset += count + (-count % ALIGN_ELEMENTS)
-    return views
+def _padded(count: int) -> int:
+    return count + (-count % ALIGN_ELEMENTS)
 
 
 def flat_size(like: list[Tensor]) -> int:
     """Elements of a buffer that holds ``like`` at aligned offsets (:func:`flat_views`)."""
-    return sum(t.numel() + (-t.numel() % ALIGN_ELEMENTS) for t in like)
+    return sum(_padded(t.numel()) for t in like)
+
+
+def flat_views(buffer: Tensor, like: list[Tensor]) -> list[Tensor]:
+    """Views of ``buffer`` shaped like ``like``, each at an ``ALIGN_ELEMENTS``-aligned offset."""
+    views, offset = [], 0
+    for tensor in like:
+        views.append(buffer[offset : offset + tensor.numel()].view(tensor.shape))
+        offset += _padded(tensor.numel())
+    return views
 
 
 class PolyakTarget:
@@ -60,7 +63,6 @@ class PolyakTarget:
         ):
             view.copy_(param.data)
             param.data = view
-        self.target_params = [p.data for p in target_params]
         self.source_buffer = torch.zeros(size, dtype=torch.float32, device=device)
         self._source_views = flat_views(self.source_buffer, self.source_params)
 

@@ -101,6 +101,11 @@ def _version(name: str) -> str:
         return "not-installed"
 
 
+def _random_actions(gen: torch.Generator, out: Tensor) -> Tensor:
+    """Uniform actions in (-1, 1), drawn into ``out`` on its device."""
+    return torch.rand(out.shape, generator=gen, device=out.device, out=out) * 2 - 1
+
+
 def measure(env: G1TrackingEnv, iters: int, warmup: int, seed: int) -> dict[str, float]:
     """Time the full task, then physics alone from the same starting state."""
     device, n = env.device, env.num_envs
@@ -111,11 +116,11 @@ def measure(env: G1TrackingEnv, iters: int, warmup: int, seed: int) -> dict[str,
     start_qvel = env.backend.qvel.clone()
 
     for _ in range(warmup):
-        env.step(torch.rand(actions.shape, generator=gen, device=device, out=actions) * 2 - 1)
+        env.step(_random_actions(gen, actions))
     _sync(device)
     t0 = time.perf_counter()
     for _ in range(iters):
-        env.step(torch.rand(actions.shape, generator=gen, device=device, out=actions) * 2 - 1)
+        env.step(_random_actions(gen, actions))
     _sync(device)
     task_s = time.perf_counter() - t0
     env.check_health()
@@ -163,9 +168,7 @@ def _solver_iterations(
         return None
     counts = []
     for _ in range(samples):
-        env.step(
-            torch.rand(actions.shape, generator=gen, device=actions.device, out=actions) * 2 - 1
-        )
+        env.step(_random_actions(gen, actions))
         counts.append(env.backend.solver_iterations().float())
     every = torch.cat(counts)
     return {

@@ -486,7 +486,9 @@ class MjWarpBackend:
         solver loop ends when every world has converged (or hit ``opt.iterations``), so the
         slowest world sets the cost of each substep."""
         with self._stream_scope():
-            return self._wp.to_torch(self._d.solver_niter).clone()
+            counts = self._wp.to_torch(self._d.solver_niter).clone()
+        self._release_to_caller()  # the copy ran on warp's stream; the caller reads on its own
+        return counts
 
     def transfer_stats(self) -> None:
         """Device-resident: no host bridge, so no counters (docs/contracts.md §backend-probe)."""
