@@ -26,7 +26,12 @@ def test_a_profile_beside_an_env_records_the_neighbour_and_its_rate(tmp_path: Pa
     assert cli([*args, "--beside-env", "2", "--beside-sim", "mujoco", "--output", str(out)]) == 0
     doc = load_strict(out)
     assert validate(doc, "learner_profile.v1.json") == []
-    assert doc["config"]["beside_env"] == {"sim": "mujoco", "num_envs": 2, "mps_daemon": None}
+    assert doc["config"]["beside_env"] == {
+        "sim": "mujoco",
+        "num_envs": 2,
+        "stream_priority": "default",
+        "mps_daemon": None,
+    }
     (run,) = doc["runs"]
     assert run["beside_env_steps_per_s"] > 0
     assert "learner cycle, beside 2 mujoco envs" in capsys.readouterr().out
@@ -88,4 +93,27 @@ def test_on_cuda_the_record_says_whether_a_daemon_answered_on_the_pipe_in_use(
 
     monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path))  # no daemon behind it
     spec = Spec(4, (), torch.device("cuda"), 1, 1, 0, 1, CPU_NEIGHBOUR)
-    assert _beside_record(spec) == {"sim": "mujoco", "num_envs": 2, "mps_daemon": False}
+    assert _beside_record(spec) == {
+        "sim": "mujoco",
+        "num_envs": 2,
+        "stream_priority": "default",
+        "mps_daemon": False,
+    }
+
+
+def test_a_high_stream_priority_is_refused_for_the_cpu_physics_before_anything_is_built(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "lp.json"
+    args = [*TINY, "--device", "cpu", "--variants", "legacy", "--beside-env", "2"]
+    argv = [
+        *args,
+        "--beside-sim",
+        "mujoco",
+        "--beside-stream-priority",
+        "high",
+        "--output",
+        str(out),
+    ]
+    assert cli(argv) == 2
+    assert not out.exists()

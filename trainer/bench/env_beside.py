@@ -48,6 +48,7 @@ class EnvBesideSpec:
         motion_file: motion asset id or path (the built-in synthetic dance by default).
         warmup: untimed steps before the neighbour reports ready (compiles, graph capture).
         seed: action and task seed.
+        stream_priority: the mjwarp physics stream, as ``training.collector_stream_priority``.
     """
 
     sim: str
@@ -56,6 +57,7 @@ class EnvBesideSpec:
     motion_file: str = SYNTHETIC_MOTION_ID
     warmup: int = 20
     seed: int = 7
+    stream_priority: str = "default"
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,12 @@ def _step_until_stopped(
 
         device = torch.device(spec.device)
         env = EnvFactory.for_motion(spec.motion_file).build(
-            spec.sim, spec.num_envs, device, seed=spec.seed, compile_task=device.type == "cuda"
+            spec.sim,
+            spec.num_envs,
+            device,
+            seed=spec.seed,
+            compile_task=device.type == "cuda",
+            stream_priority=spec.stream_priority,
         )
         gen = torch.Generator(device=device)
         gen.manual_seed(spec.seed)

@@ -74,7 +74,14 @@ class EnvFactory:
         return cls(cfg, model, motion)
 
     def build(
-        self, sim: str, num_envs: int, device: torch.device, *, seed: int, compile_task: bool
+        self,
+        sim: str,
+        num_envs: int,
+        device: torch.device,
+        *,
+        seed: int,
+        compile_task: bool,
+        stream_priority: str = "default",
     ) -> G1TrackingEnv:
         """The collector's ``make_env`` at ``num_envs`` (inductor-compiled when asked)."""
         return make_env(
@@ -86,6 +93,7 @@ class EnvFactory:
             motion=self.motion,
             model=self.model,
             compile_backend=True if compile_task else None,
+            backend_options={"stream_priority": stream_priority},
         )
 
 

@@ -49,6 +49,7 @@ from trainer.algo.learner import FlashSacLearner
 from trainer.bench.env_beside import EnvBeside, EnvBesideSpec
 from trainer.config.errors import ConfigError
 from trainer.config.loader import load_config
+from trainer.config.schema import STREAM_PRIORITIES
 from trainer.runtime.mps import MPS_MODE, resolve_cuda_process_sharing
 from trainer.sim.backend import BACKEND_NAMES
 from trainer.task.spec import G1_TRACKING_SPEC
@@ -362,7 +363,12 @@ def _beside_record(spec: Spec) -> dict[str, Any] | None:
         return None
     # a daemon on the pipe both processes join (CUDA_MPS_PIPE_DIRECTORY or the default)
     mps = observe_ambient()["ambient_server"] if spec.device.type == "cuda" else None
-    return {"sim": spec.beside.sim, "num_envs": spec.beside.num_envs, "mps_daemon": mps}
+    return {
+        "sim": spec.beside.sim,
+        "num_envs": spec.beside.num_envs,
+        "stream_priority": spec.beside.stream_priority,
+        "mps_daemon": mps,
+    }
 
 
 def _runs(spec: Spec, cfg: FlashSacCfg, variants: Sequence[str]) -> list[dict[str, Any]]:
@@ -462,9 +468,21 @@ def _parse_device(text: str) -> torch.device:
         ) from None
 
 
-def _beside_spec(num_envs: int, sim: str, device: torch.device) -> EnvBesideSpec | None:
+def _beside_spec(
+    num_envs: int, sim: str, device: torch.device, stream_priority: str
+) -> EnvBesideSpec | None:
     if num_envs == 0:
         return None
+    if stream_priority not in STREAM_PRIORITIES:
+        raise typer.BadParameter(
+            f"{stream_priority!r} must be one of {', '.join(STREAM_PRIORITIES)}",
+            param_hint="--beside-stream-priority",
+        )
+    if stream_priority != "default" and sim != Backend.MJWARP.value:
+        raise typer.BadParameter(
+            f"{stream_priority!r} applies to --beside-sim mjwarp only; use default",
+            param_hint="--beside-stream-priority",
+        )
     if sim not in BACKEND_NAMES:
         raise typer.BadParameter(
             f"{sim!r} must be one of {', '.join(BACKEND_NAMES)}", param_hint="--beside-sim"
@@ -474,7 +492,9 @@ def _beside_spec(num_envs: int, sim: str, device: torch.device) -> EnvBesideSpec
             f"mjwarp needs a CUDA device, not {device}; use --beside-sim mujoco",
             param_hint="--beside-sim",
         )
-    return EnvBesideSpec(sim=sim, num_envs=num_envs, device=str(device))
+    return EnvBesideSpec(
+        sim=sim, num_envs=num_envs, device=str(device), stream_priority=stream_priority
+    )
 
 
 def _parse_variants(text: str) -> list[str]:
@@ -514,6 +534,13 @@ def main(
     beside_sim: Annotated[
         str, typer.Option(help="Backend of the env beside: mjwarp (CUDA) or mujoco.")
     ] = Backend.MJWARP.value,
+    beside_stream_priority: Annotated[
+        str,
+        typer.Option(
+            help="Stream of the env beside's mjwarp physics: default, or high (the device's"
+            " highest priority), as training.collector_stream_priority."
+        ),
+    ] = "default",
     mps: Annotated[
         bool,
         typer.Option(
@@ -544,7 +571,7 @@ def main(
             "cuda requested but torch.cuda.is_available() is False; use --device cpu",
             param_hint="--device",
         )
-    beside = _beside_spec(beside_env, beside_sim, dev)
+    beside = _beside_spec(beside_env, beside_sim, dev, beside_stream_priority)
     spec = Spec(
         num_envs, tuple(override or ()), dev, cycles, profile_cycles, warmup, fill_ticks,
         beside=beside, mps=mps,

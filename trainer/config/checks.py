@@ -124,6 +124,11 @@ def _check_device_pairing(sim: str, training: TrainingCfg) -> None:
             "training.cuda_process_sharing=mps needs a CUDA learner but training.device=cpu; "
             "use training.device=auto or cuda_process_sharing=null"
         )
+    if training.collector_stream_priority != "default" and sim != Backend.MJWARP:
+        raise ConfigError(
+            f"training.collector_stream_priority={training.collector_stream_priority} applies to "
+            f"--sim mjwarp only (--sim {sim} steps its physics on the CPU); use default"
+        )
 
 
 def _check_lock_step(training: TrainingCfg) -> None:

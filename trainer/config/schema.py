@@ -31,12 +31,16 @@ DeviceRequest = Literal["auto", "cpu", "cuda"]
 CudaProcessSharing = Literal["mps"]
 """The one ``training.cuda_process_sharing`` mode besides null (docs/contracts.md §cumps)."""
 
+StreamPriority = Literal["default", "high"]
+"""Accepted ``training.collector_stream_priority`` values (docs/runtime.md §collector-stream)."""
+
 MotionHubMode = Literal["auto", "skip", "require"]
 """Accepted ``training.motion_hub`` values (as ``g1-pull-assets --hub``)."""
 
 DEVICE_REQUESTS: tuple[str, ...] = typing.get_args(DeviceRequest)
 CUDA_PROCESS_SHARING_MODES: tuple[str | None, ...] = (None, *typing.get_args(CudaProcessSharing))
 MOTION_HUB_MODES: tuple[str, ...] = typing.get_args(MotionHubMode)
+STREAM_PRIORITIES: tuple[str, ...] = typing.get_args(StreamPriority)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,6 +79,10 @@ class TrainingCfg:
 
     cuda_process_sharing: CudaProcessSharing | None
     """null (separate CUDA contexts) or ``"mps"`` (CUDA MPS execution sharing, docs/contracts.md §cumps)."""
+
+    collector_stream_priority: StreamPriority
+    """The stream the collector's mjwarp physics runs on: ``default`` (Warp's) or ``high``
+    (the device's highest priority; no gain under MPS, docs/runtime.md §collector-stream)."""
 
     env_steps_per_sync: int
     """Env steps per collector/learner synchronisation; the lock-step runtime supports 1."""

@@ -51,6 +51,14 @@ def _default_env_factory() -> EnvFactory:
     return make_env
 
 
+def _backend_options(ctx: RunContext, threads: ThreadPlan | None) -> dict[str, object]:
+    """``make_backend``'s options for the collector: its stream priority, its physics threads."""
+    options: dict[str, object] = {"stream_priority": ctx.training.collector_stream_priority}
+    if threads is not None and threads.collector_physics is not None:
+        options["num_threads"] = threads.collector_physics
+    return options
+
+
 def _preflight_motion(ctx: RunContext) -> ResolvedMotion:
     """The clip preflight resolved (``RunContext.motion_*``): the collector loads exactly it."""
     from trainer.task.motion import ResolvedMotion
@@ -99,9 +107,7 @@ class CollectorHandle:
                 "seed": int(ctx.seed.effective_seed),
             }
             motion = _preflight_motion(ctx)
-            physics = threads.collector_physics if threads is not None else None
-            if physics is not None:
-                env_kwargs["backend_options"] = {"num_threads": physics}
+            env_kwargs["backend_options"] = _backend_options(ctx, threads)
         me = os.getpid()
         from contracts.procfs import start_time_ticks
 

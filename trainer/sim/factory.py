@@ -27,6 +27,7 @@ def make_backend(
     scene: SceneCfg,
     *,
     num_threads: int | None = None,
+    stream_priority: str = "default",
 ) -> SimBackend:
     """Build the named backend for ``num_envs`` worlds of ``model``.
 
@@ -38,6 +39,8 @@ def make_backend(
         scene: ``env.scene``: substeps per step and (mjwarp) the contact/constraint buffers.
         num_threads: CPU MuJoCo physics threads (None = every CPU of the affinity mask);
             must be None for mjwarp, whose physics runs on the device.
+        stream_priority: mjwarp's stream, ``default`` or ``high`` (the device's highest
+            priority); the CPU physics has no stream and takes only ``default``.
 
     Raises:
         ValueError: unknown name, bad ``num_envs``, or ``num_threads`` for mjwarp.
@@ -51,8 +54,11 @@ def make_backend(
         if num_threads is not None:
             msg = f"num_threads={num_threads} applies to --sim mujoco only; mjwarp runs on the GPU"
             raise ValueError(msg)
-        return MjWarpBackend(model, num_envs, device, scene)
+        return MjWarpBackend(model, num_envs, device, scene, stream_priority=stream_priority)
     if name == Backend.MUJOCO:
+        if stream_priority != "default":
+            msg = f"stream_priority={stream_priority!r} applies to mjwarp only; use 'default'"
+            raise ValueError(msg)
         return MujocoCpuBackend(model, num_envs, device, scene, num_threads=num_threads)
     msg = f"unknown sim backend {name!r}; valid backends: {list(BACKEND_NAMES)}"
     raise ValueError(msg)

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from trainer.config.schema import STREAM_PRIORITIES, StreamPriority
 from trainer.sim.backend import BackendFailure, DiagnosticEntry, sensor_slices
 from trainer.sim.scene import SceneCfg
 
@@ -154,6 +155,9 @@ class MjWarpBackend:
             (contacts per world; MJWarp shares ``nconmax·num_envs``) and ``njmax`` (constraint
             rows per world).
         use_cuda_graph: capture step/reset as CUDA graphs (always requested in production).
+        stream_priority: ``"high"`` steps on a stream of the device's highest priority and
+            makes it Warp's current stream of the device; ``"default"`` steps on Warp's
+            stream of the device (docs/runtime.md §collector-stream).
         warp_device: Warp device; defaults to the torch device.
         _allow_cpu_for_tests: permit ``warp_device="cpu"`` (tests only; graphs off).
 
@@ -172,6 +176,7 @@ class MjWarpBackend:
         scene: SceneCfg,
         *,
         use_cuda_graph: bool = True,
+        stream_priority: StreamPriority = "default",
         warp_device: str | None = None,
         _allow_cpu_for_tests: bool = False,
     ) -> None:
@@ -202,7 +207,7 @@ class MjWarpBackend:
             self._wp_device = wp.get_device(f"cuda:{index}")
         self._kernels = _build_kernels()
         host_data = self._put_worlds()
-        self._bind_streams()
+        self._bind_streams(stream_priority)
         self._bind_views()
         self._key_qpos = torch.as_tensor(host_data.qpos, dtype=torch.float32, device=self.device)
         self._key_ctrl = torch.as_tensor(host_data.ctrl, dtype=torch.float32, device=self.device)
@@ -243,16 +248,32 @@ class MjWarpBackend:
             self._health_wp = wp.zeros(3, dtype=int)
         return host_data
 
-    def _bind_streams(self) -> None:
+    def _bind_streams(self, priority: StreamPriority) -> None:
         """Warp's stream and its torch twin (both None on Warp's CPU test device)."""
-        if self._wp_device.is_cuda:
-            self._wp_stream = self._wp.get_stream(self._wp_device)
-            self._torch_stream = torch.cuda.ExternalStream(
-                self._wp_stream.cuda_stream, device=self.device
-            )
-        else:
+        if priority not in STREAM_PRIORITIES:
+            msg = f"stream_priority={priority!r} must be one of {list(STREAM_PRIORITIES)}"
+            raise ValueError(msg)
+        self.stream_priority = priority
+        if not self._wp_device.is_cuda:
             self._wp_stream = None
             self._torch_stream = None
+            return
+        if priority == "high":
+            _, highest = torch.cuda.Stream.priority_range()
+            # torch owns the stream; Warp and the ExternalStream only borrow its handle.
+            self._owned_stream = torch.cuda.Stream(device=self.device, priority=highest)
+            self._wp_stream = self._wp.Stream(
+                self._wp_device, cuda_stream=self._owned_stream.cuda_stream
+            )
+            # Warp launches, allocates and captures on the device's current stream, whatever
+            # stream a capture names, so ours must be that stream. sync: it waits for the
+            # uploads that ran on the previous one.
+            self._wp.set_stream(self._wp_stream, device=self._wp_device, sync=True)
+        else:
+            self._wp_stream = self._wp.get_stream(self._wp_device)
+        self._torch_stream = torch.cuda.ExternalStream(
+            self._wp_stream.cuda_stream, device=self.device
+        )
 
     def _bind_views(self) -> None:
         """Zero-copy torch views of the Warp arrays (fixed for the backend's life)."""

@@ -49,6 +49,14 @@ def test_owner_defaults_pass(sim: str) -> None:
         (["algo.n_step=3"], "only algo.n_step=1 is implemented"),
         (["training.device=tpu"], 'training.device="tpu" must be one of "auto", "cpu", "cuda"'),
         (["training.env_steps_per_sync=2"], "lock-step"),
+        (
+            ["training.collector_stream_priority=high"],
+            "training.collector_stream_priority=high applies to --sim mjwarp only",
+        ),
+        (
+            ["training.collector_stream_priority=urgent"],
+            'training.collector_stream_priority="urgent" must be one of "default", "high"',
+        ),
         (["training.log_interval=0"], "training.log_interval=0 must be >= 1"),
         (["training.motion_hub=always"], 'must be one of "auto", "skip", "require"'),
         (

@@ -307,6 +307,7 @@ def make_run_context(
         replay_ingress_slot_rows=None,
         collector_metrics_interval=1,
         cuda_process_sharing=None,
+        collector_stream_priority="default",
         env_steps_per_sync=1,
         log_interval=1,
         motion_hub="skip",

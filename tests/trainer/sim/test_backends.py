@@ -357,3 +357,47 @@ def test_mjwarp_sizes_its_buffers_from_the_scene_and_fails_closed_once_closed(mo
         backend.step(torch.zeros(1, model.nu))
     with pytest.raises(BackendFailure, match="closed"):
         backend.launch_reset()
+
+
+def test_a_stream_priority_outside_the_set_or_on_the_cpu_physics_is_refused(model):
+    with pytest.raises(ValueError, match="applies to mjwarp only"):
+        make_backend("mujoco", model, 1, "cpu", default_scene_cfg(), stream_priority="high")
+
+
+@pytest.mark.slow
+def test_mjwarp_refuses_an_unknown_stream_priority(model):
+    pytest.importorskip("mujoco_warp")
+    from trainer.sim.mjwarp import MjWarpBackend
+
+    with pytest.raises(ValueError, match="stream_priority='urgent' must be one of"):
+        MjWarpBackend(
+            model,
+            1,
+            torch.device("cpu"),
+            default_scene_cfg(),
+            stream_priority="urgent",
+            warp_device="cpu",
+            _allow_cpu_for_tests=True,
+        )
+
+
+@pytest.mark.gpu
+def test_mjwarp_on_the_high_priority_stream_steps_the_worlds_the_default_one_does(model):
+    """Warp must launch, allocate and capture on the high stream (a capture on a stream that
+    is not Warp's current one fails), and the worlds must evolve as on the default stream."""
+    pytest.importorskip("mujoco_warp")
+    states = {}
+    for priority in ("default", "high"):
+        backend = make_backend(
+            "mjwarp", model, NUM_ENVS, "cuda", default_scene_cfg(), stream_priority=priority
+        )
+        assert backend.stream_priority == priority
+        assert backend.diagnostics()["diagnostics"]["cuda_graph"]["enabled"] is True
+        if priority == "high":
+            assert backend.torch_stream.priority == torch.cuda.Stream.priority_range()[1]
+        for step in range(5):
+            backend.step(_ctrl(model, step).cuda())
+        states[priority] = (backend.qpos.cpu(), backend.qvel.cpu())
+        backend.close()
+    for default, high in zip(states["default"], states["high"], strict=True):
+        torch.testing.assert_close(high, default, rtol=1e-5, atol=1e-5)
