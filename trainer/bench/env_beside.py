@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from contracts.motions import SYNTHETIC_MOTION_ID
+from trainer.config.schema import StreamPriority
 
 READY_TIMEOUT_S = 900.0
 """A cold mjwarp build with inductor compiles takes ~3 minutes on the H200 (docs/benchmarks.md)."""
@@ -57,7 +58,7 @@ class EnvBesideSpec:
     motion_file: str = SYNTHETIC_MOTION_ID
     warmup: int = 20
     seed: int = 7
-    stream_priority: str = "default"
+    stream_priority: StreamPriority = "default"
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from contracts.cli_app import run_app
 from contracts.jsonio import write_json_atomic
 from contracts.names import Backend
 from trainer.config.defaults import default_task_cfg
+from trainer.config.schema import StreamPriority
 from trainer.sim.backend import BACKEND_NAMES, BackendFailure
 from trainer.sim.scene import build_g1_model
 from trainer.task.config import G1TrackingCfg
@@ -81,7 +82,7 @@ class EnvFactory:
         *,
         seed: int,
         compile_task: bool,
-        stream_priority: str = "default",
+        stream_priority: StreamPriority = "default",
     ) -> G1TrackingEnv:
         """The collector's ``make_env`` at ``num_envs`` (inductor-compiled when asked)."""
         return make_env(

@@ -113,7 +113,7 @@ def _check_runtime_sizes(training: TrainingCfg, num_envs: int) -> None:
 
 
 def _check_device_pairing(sim: str, training: TrainingCfg) -> None:
-    """A CPU learner cannot serve mjwarp or CUDA MPS."""
+    """A CPU learner cannot serve mjwarp or CUDA MPS; only mjwarp has a stream priority."""
     if sim == Backend.MJWARP and training.device == "cpu":
         raise ConfigError(
             "training.device=cpu cannot run --sim mjwarp (MuJoCo Warp trains on one CUDA GPU); "

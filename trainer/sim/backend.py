@@ -154,7 +154,7 @@ class StagedSimBackend(SimBackend, Protocol):
     can run them inside its own CUDA graphs' stream without any host synchronization."""
 
     @property
-    def torch_stream(self) -> torch.cuda.ExternalStream | None:
+    def torch_stream(self) -> torch.cuda.Stream | None:
         """The stream the launches enqueue on (None on a CPU test device)."""
         ...
 

@@ -11,6 +11,7 @@ import mujoco
 import torch
 
 from contracts.names import Backend
+from trainer.config.schema import StreamPriority
 from trainer.sim.backend import BACKEND_NAMES, SimBackend
 from trainer.sim.mjwarp import MjWarpBackend
 from trainer.sim.mujoco_cpu import MujocoCpuBackend
@@ -27,7 +28,7 @@ def make_backend(
     scene: SceneCfg,
     *,
     num_threads: int | None = None,
-    stream_priority: str = "default",
+    stream_priority: StreamPriority = "default",
 ) -> SimBackend:
     """Build the named backend for ``num_envs`` worlds of ``model``.
 

@@ -14,7 +14,8 @@ Warp call sequences are captured once as CUDA graphs (``wp.ScopedCapture``) and 
 
 Graph contract: a captured graph holds raw pointers. Never rebind a view or replace a Warp
 array of ``Data``; write through ``view[:] = ...`` or ``copy_``. Torch and Warp share Warp's
-stream (``torch.cuda.ExternalStream``); ``step``/``reset_rows`` order themselves after the
+stream (a ``torch.cuda.ExternalStream`` of it, or with ``stream_priority="high"`` a torch
+stream that Warp borrows); ``step``/``reset_rows`` order themselves after the
 caller's current stream and make the caller wait for them with stream events, never with a
 host synchronization.
 
@@ -258,22 +259,22 @@ class MjWarpBackend:
             self._wp_stream = None
             self._torch_stream = None
             return
-        if priority == "high":
-            _, highest = torch.cuda.Stream.priority_range()
-            # torch owns the stream; Warp and the ExternalStream only borrow its handle.
-            self._owned_stream = torch.cuda.Stream(device=self.device, priority=highest)
-            self._wp_stream = self._wp.Stream(
-                self._wp_device, cuda_stream=self._owned_stream.cuda_stream
-            )
-            # Warp launches, allocates and captures on the device's current stream, whatever
-            # stream a capture names, so ours must be that stream. sync: it waits for the
-            # uploads that ran on the previous one.
-            self._wp.set_stream(self._wp_stream, device=self._wp_device, sync=True)
-        else:
+        if priority == "default":
             self._wp_stream = self._wp.get_stream(self._wp_device)
-        self._torch_stream = torch.cuda.ExternalStream(
-            self._wp_stream.cuda_stream, device=self.device
+            self._torch_stream = torch.cuda.ExternalStream(
+                self._wp_stream.cuda_stream, device=self.device
+            )
+            return
+        # torch owns the stream; Warp borrows its handle.
+        _, highest = torch.cuda.Stream.priority_range()
+        self._torch_stream = torch.cuda.Stream(device=self.device, priority=highest)
+        self._wp_stream = self._wp.Stream(
+            self._wp_device, cuda_stream=self._torch_stream.cuda_stream
         )
+        # Warp launches, allocates and captures on the device's current stream, whatever
+        # stream a capture names, so ours must be that stream. sync: it waits for the
+        # uploads that ran on the previous one.
+        self._wp.set_stream(self._wp_stream, device=self._wp_device, sync=True)
 
     def _bind_views(self) -> None:
         """Zero-copy torch views of the Warp arrays (fixed for the backend's life)."""
@@ -381,7 +382,7 @@ class MjWarpBackend:
 
     # ------------------------------------------------------------------ staged launches
     @property
-    def torch_stream(self) -> torch.cuda.ExternalStream | None:
+    def torch_stream(self) -> torch.cuda.Stream | None:
         """Warp's stream as a torch stream (None on Warp's CPU test device).
 
         :meth:`launch_step` and :meth:`launch_reset` enqueue on this stream without any event

@@ -359,7 +359,7 @@ def test_mjwarp_sizes_its_buffers_from_the_scene_and_fails_closed_once_closed(mo
         backend.launch_reset()
 
 
-def test_a_stream_priority_outside_the_set_or_on_the_cpu_physics_is_refused(model):
+def test_a_high_stream_priority_is_refused_for_the_cpu_physics(model):
     with pytest.raises(ValueError, match="applies to mjwarp only"):
         make_backend("mujoco", model, 1, "cpu", default_scene_cfg(), stream_priority="high")
 
