@@ -70,3 +70,32 @@ def test_solver_iterations_summarise_every_world_of_every_sampled_step() -> None
         "samples": 2,
     }
     assert env_throughput._solver_cell(stats) == "26.5/100 of 100"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--sim", "mujoco", "--mjwarp-option", "broadphase=sap_tile"), "mjwarp only"),
+        (("--mjwarp-option", "broadphase=sap"), "broadphase='sap' must be one of"),
+        (("--mjwarp-option", "iterations=10"), "is not KEY=VALUE"),
+    ],
+)
+def test_a_bad_mjwarp_option_is_a_usage_error_before_anything_is_built(
+    monkeypatch, capsys, tmp_path, args: tuple[str, ...], needle: str
+) -> None:
+    out = tmp_path / "et.json"
+    assert _main(monkeypatch, *args, "--output", str(out)) == 2
+    err = capsys.readouterr().err
+    assert "--mjwarp-option" in err and needle in err
+    assert not out.exists()
+
+
+def test_the_document_records_the_mjwarp_options(isolated_cache, tmp_path, monkeypatch) -> None:
+    out = tmp_path / "et.json"
+    code = _main(
+        monkeypatch,
+        *("--sim", "mujoco", "--device", "cpu", "--num-envs", "2"),
+        *("--iters", "1", "--warmup", "0", "--output", str(out)),
+    )
+    assert code == 0
+    assert json.loads(out.read_text())["mjwarp_options"] is None

@@ -42,6 +42,7 @@ from contracts.names import Backend
 from trainer.config.defaults import default_task_cfg
 from trainer.config.schema import StreamPriority
 from trainer.sim.backend import BACKEND_NAMES, BackendFailure
+from trainer.sim.mjwarp_options import MjWarpOptions
 from trainer.sim.scene import build_g1_model
 from trainer.task.config import G1TrackingCfg
 from trainer.task.g1_tracking import G1TrackingEnv, make_env
@@ -83,8 +84,12 @@ class EnvFactory:
         seed: int,
         compile_task: bool,
         stream_priority: StreamPriority = "default",
+        mjwarp_options: MjWarpOptions | None = None,
     ) -> G1TrackingEnv:
         """The collector's ``make_env`` at ``num_envs`` (inductor-compiled when asked)."""
+        options: dict[str, object] = {"stream_priority": stream_priority}
+        if mjwarp_options is not None:
+            options["mjwarp_options"] = mjwarp_options
         return make_env(
             self.cfg,
             sim_backend=sim,
@@ -94,7 +99,7 @@ class EnvFactory:
             motion=self.motion,
             model=self.model,
             compile_backend=True if compile_task else None,
-            backend_options={"stream_priority": stream_priority},
+            backend_options=options,
         )
 
 
@@ -267,6 +272,7 @@ def _document(
     iters: int,
     warmup: int,
     results: list[dict],
+    mjwarp_options: MjWarpOptions | None,
 ) -> dict:
     """The ``--output`` JSON document."""
     return {
@@ -277,6 +283,7 @@ def _document(
         "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
         "physics_substeps_per_control_step": cfg.scene.decimation,
         "sim_dt": cfg.scene.sim_dt,
+        "mjwarp_options": None if mjwarp_options is None else mjwarp_options.to_json(),
         "iters": iters,
         "warmup": warmup,
         "motion": motion_source,
@@ -304,29 +311,64 @@ def run(
             "--compile/--no-compile", help="Compile the step phases with inductor (CUDA)."
         ),
     ] = True,
+    mjwarp_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="MJWarp option KEY=VALUE, repeatable: broadphase=nxn|sap_tile|sap_segmented,"
+            " qacc_smooth=true|false (defaults: MJWarp's; mjwarp only)."
+        ),
+    ] = None,
     output: Annotated[Path, typer.Option(help="JSON result path.")] = Path(
         "artifacts/env_throughput.json"
     ),
 ) -> None:
-    """Measure full-task and physics-only env control steps/s for each size."""
+    """Measure full-task and physics-only env control steps/s for each size.
+
+    Example: ``python -m trainer.bench.env_throughput --num-envs 1024 --mjwarp-option
+    broadphase=sap_tile --output /tmp/et-sap.json``
+    """
     if sim not in BACKEND_NAMES:
         raise typer.BadParameter(f"--sim {sim!r} must be one of {list(BACKEND_NAMES)}")
+    options = _mjwarp_options(mjwarp_option or [], sim)
     sizes = _parse_sizes(num_envs)
     factory = EnvFactory.for_motion(motion_file)
     torch_device = torch.device(device)
     results = []
     for n in sizes:
         t0 = time.perf_counter()
-        env = factory.build(sim, n, torch_device, seed=seed, compile_task=compile_task)
+        env = factory.build(
+            sim, n, torch_device, seed=seed, compile_task=compile_task, mjwarp_options=options
+        )
         setup_s = time.perf_counter() - t0
         results.append(_measure_size(env, setup_s, iters, warmup, seed))
         print(f"num_envs={n} done ({setup_s:.1f} s setup)", file=sys.stderr)
         del env
     doc = _document(
-        sim, torch_device, factory.cfg, str(factory.motion.source), iters, warmup, results
+        sim,
+        torch_device,
+        factory.cfg,
+        str(factory.motion.source),
+        iters,
+        warmup,
+        results,
+        options,
     )
     write_json_atomic(output, doc)
     print(tabulate([_row(res) for res in results], headers=list(_HEADERS)))
+
+
+def _mjwarp_options(items: list[str], sim: str) -> MjWarpOptions | None:
+    """``--mjwarp-option`` parsed (None when none was given); a bad one is a usage error."""
+    if not items:
+        return None
+    if sim != Backend.MJWARP:
+        raise typer.BadParameter(
+            f"applies to --sim mjwarp only, not {sim!r}; drop it", param_hint="--mjwarp-option"
+        )
+    try:
+        return MjWarpOptions.parse(items)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--mjwarp-option") from exc
 
 
 def main(argv: list[str] | None = None) -> int:

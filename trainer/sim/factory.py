@@ -14,6 +14,7 @@ from contracts.names import Backend
 from trainer.config.schema import StreamPriority
 from trainer.sim.backend import BACKEND_NAMES, SimBackend
 from trainer.sim.mjwarp import MjWarpBackend
+from trainer.sim.mjwarp_options import DEFAULT_MJWARP_OPTIONS, MjWarpOptions
 from trainer.sim.mujoco_cpu import MujocoCpuBackend
 from trainer.sim.scene import SceneCfg
 
@@ -29,6 +30,7 @@ def make_backend(
     *,
     num_threads: int | None = None,
     stream_priority: StreamPriority = "default",
+    mjwarp_options: MjWarpOptions | None = None,
 ) -> SimBackend:
     """Build the named backend for ``num_envs`` worlds of ``model``.
 
@@ -42,6 +44,8 @@ def make_backend(
             must be None for mjwarp, whose physics runs on the device.
         stream_priority: mjwarp's stream, ``default`` or ``high`` (the device's highest
             priority); the CPU physics has no stream and takes only ``default``.
+        mjwarp_options: MJWarp's broadphase and solver start (None: MJWarp's defaults);
+            mjwarp only.
 
     Raises:
         ValueError: unknown name, bad ``num_envs``, or ``num_threads`` for mjwarp.
@@ -55,10 +59,16 @@ def make_backend(
         if num_threads is not None:
             msg = f"num_threads={num_threads} applies to --sim mujoco only; mjwarp runs on the GPU"
             raise ValueError(msg)
-        return MjWarpBackend(model, num_envs, device, scene, stream_priority=stream_priority)
+        options = DEFAULT_MJWARP_OPTIONS if mjwarp_options is None else mjwarp_options
+        return MjWarpBackend(
+            model, num_envs, device, scene, stream_priority=stream_priority, options=options
+        )
     if name == Backend.MUJOCO:
         if stream_priority != "default":
             msg = f"stream_priority={stream_priority!r} applies to mjwarp only; use 'default'"
+            raise ValueError(msg)
+        if mjwarp_options is not None:
+            msg = "mjwarp_options apply to mjwarp only; --sim mujoco runs MuJoCo's own pipeline"
             raise ValueError(msg)
         return MujocoCpuBackend(model, num_envs, device, scene, num_threads=num_threads)
     msg = f"unknown sim backend {name!r}; valid backends: {list(BACKEND_NAMES)}"

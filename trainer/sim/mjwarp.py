@@ -43,6 +43,7 @@ from torch import Tensor
 
 from trainer.config.schema import STREAM_PRIORITIES, StreamPriority
 from trainer.sim.backend import BackendFailure, DiagnosticEntry, sensor_slices
+from trainer.sim.mjwarp_options import DEFAULT_MJWARP_OPTIONS, MjWarpOptions
 from trainer.sim.scene import SceneCfg
 
 __all__ = ["MjWarpBackend", "require_mjwarp_device"]
@@ -159,6 +160,8 @@ class MjWarpBackend:
         stream_priority: ``"high"`` steps on a stream of the device's highest priority and
             makes it Warp's current stream of the device; ``"default"`` steps on Warp's
             stream of the device (docs/runtime.md §collector-stream).
+        options: MJWarp's broadphase and solver start (:class:`MjWarpOptions`; its defaults
+            are MJWarp's).
         warp_device: Warp device; defaults to the torch device.
         _allow_cpu_for_tests: permit ``warp_device="cpu"`` (tests only; graphs off).
 
@@ -178,6 +181,7 @@ class MjWarpBackend:
         *,
         use_cuda_graph: bool = True,
         stream_priority: StreamPriority = "default",
+        options: MjWarpOptions = DEFAULT_MJWARP_OPTIONS,
         warp_device: str | None = None,
         _allow_cpu_for_tests: bool = False,
     ) -> None:
@@ -199,6 +203,7 @@ class MjWarpBackend:
         self.decimation = scene.decimation
         self.nbody = model.nbody
         self.nconmax, self.njmax = scene.nconmax, scene.njmax
+        self.options = options
         self._closed = False
         if cpu_test:
             self._wp_device = wp.get_device("cpu")
@@ -235,6 +240,7 @@ class MjWarpBackend:
         mujoco.mj_forward(model, host_data)
         with wp.ScopedDevice(self._wp_device):
             self._m = mjw.put_model(model)
+            self.options.apply(self._m.opt)
             self._d = mjw.put_data(
                 model, host_data, nworld=n, nconmax=self.nconmax, njmax=self.njmax
             )

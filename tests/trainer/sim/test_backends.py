@@ -401,3 +401,32 @@ def test_mjwarp_on_the_high_priority_stream_steps_the_worlds_the_default_one_doe
         backend.close()
     for default, high in zip(states["default"], states["high"], strict=True):
         torch.testing.assert_close(high, default, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+def test_mjwarp_options_change_how_contacts_are_found_not_the_worlds(model):
+    """The SAP broadphases and a solver start without qacc_smooth must step the worlds the
+    defaults do (same contacts, same converged constraint forces)."""
+    pytest.importorskip("mujoco_warp")
+    from trainer.sim.mjwarp_options import MjWarpOptions
+
+    states = {}
+    variants = {
+        "default": MjWarpOptions(),
+        "sap_tile": MjWarpOptions(broadphase="sap_tile"),
+        "sap_segmented": MjWarpOptions(broadphase="sap_segmented"),
+        "no_qacc_smooth": MjWarpOptions(qacc_smooth=False),
+    }
+    for name, options in variants.items():
+        backend = make_backend(
+            "mjwarp", model, NUM_ENVS, "cuda", default_scene_cfg(), mjwarp_options=options
+        )
+        assert backend.options == options
+        assert backend.diagnostics()["diagnostics"]["cuda_graph"]["enabled"] is True
+        for step in range(5):
+            backend.step(_ctrl(model, step).cuda())
+        states[name] = (backend.qpos.cpu(), backend.qvel.cpu())
+        backend.close()
+    for name in variants:
+        for ref, got in zip(states["default"], states[name], strict=True):
+            torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4, msg=name)
