@@ -1,0 +1,71 @@
+"""``python -m trainer.bench.one_context``: its refusals, its document and its table."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from rich.console import Console
+
+from contracts.schemas import validate
+from trainer.bench import one_context
+
+DOC = {
+    "tool": "one_context",
+    "schema_version": 1,
+    "device": "NVIDIA H200",
+    "torch": "2.11.0",
+    "config": {"num_envs": 1024, "env_stream_priority": "default", "cycles": 500, "reps": 1},
+    "alone": {"cycle_ms": 4.19, "env_steps_per_s": 218444.8},
+    "free": [{"cycle_ms": 5.38, "env_steps_per_s": 107899.2}],
+    "paced": [{"iteration_ms": 8.897, "env_steps_per_s": 115097.3}],
+}
+
+
+def test_an_unknown_stream_priority_is_a_usage_error(capsys) -> None:
+    assert one_context.cli(["--env-stream-priority", "urgent"]) == 2
+    assert "'urgent' must be one of default, high" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without CUDA")
+def test_without_cuda_it_refuses_in_one_line_and_writes_nothing(tmp_path, capsys) -> None:
+    out = tmp_path / "oc.json"
+    assert one_context.cli(["--output", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "needs a CUDA device" in err
+    assert not out.exists()
+
+
+def test_the_schema_takes_the_document_and_refuses_a_float_count() -> None:
+    assert validate(DOC, one_context.SCHEMA) == []
+    bad = copy.deepcopy(DOC)
+    bad["config"]["num_envs"] = 1024.0
+    assert validate(bad, one_context.SCHEMA) != []
+    bad = copy.deepcopy(DOC)
+    bad["paced"] = []
+    assert validate(bad, one_context.SCHEMA) != []
+
+
+def test_the_table_has_a_row_per_mode_and_repetition() -> None:
+    console = Console(width=160, record=True)
+    one_context.render(DOC, console)
+    text = console.export_text()
+    assert "learner + 1024 mjwarp envs in one CUDA context (env stream default)" in text
+    cells = [line.strip("│┃ ").split() for line in text.splitlines()]
+    rows = [c[0] for c in cells if c[:1] in (["alone"], ["free"], ["paced"])]
+    assert rows == ["alone", "free", "paced"]
+    assert "115,097" in text and "8.897" in text
+
+
+@pytest.mark.gpu
+def test_a_small_measurement_writes_a_valid_document(tmp_path) -> None:
+    pytest.importorskip("mujoco_warp")
+    out = tmp_path / "oc.json"
+    args = ["--num-envs", "64", "--cycles", "5", "--reps", "1", "--output", str(out), "--json"]
+    assert one_context.cli(args) == 0
+    import json
+
+    doc = json.loads(out.read_text())
+    assert validate(doc, one_context.SCHEMA) == []
+    assert doc["paced"][0]["iteration_ms"] > 0

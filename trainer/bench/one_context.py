@@ -1,0 +1,330 @@
+"""The learner's update cycle and the env in one process, one CUDA context (issue 19).
+
+``python -m trainer.bench.one_context --num-envs 1024 --output /tmp/one-context.json``
+
+In ``train`` the collector is a process of its own. Without MPS its CUDA context and the
+learner's are time-sliced, and the iteration pays the switches between them
+(docs/runtime.md, "Learner profile"). This tool measures what a collector inside the
+learner's process would give: it builds the learner of the g1 owner (as the learner profile
+does) and the collector's env (``make_env``), each on a stream of its own, the env stepped by
+a thread, and times
+
+* ``alone``: the cycle with the env idle, and the env with the learner idle;
+* ``free``: both running flat out at once (the cycle in CUDA events, the env's steps/s);
+* ``paced``: one cycle per env step, ordered as in ``train``. Cycle i waits on the GPU for
+  env step i (it samples the rows that step wrote), and env step i waits for cycle i-1
+  (its action reads the policy that cycle published). The iteration is wall time per pair.
+
+The env's actions are uniform random, so the physics is the task's but not the policy's.
+CUDA only: without a GPU there is one stream and nothing to measure (exit 1).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import torch
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from contracts.cli_app import run_app
+from contracts.jsonio import dumps_strict, write_json_atomic
+from contracts.motions import SYNTHETIC_MOTION_ID
+from contracts.schemas import validate
+from trainer.algo.learner import FlashSacLearner
+from trainer.bench.env_throughput import EnvFactory
+from trainer.bench.learner_profile import VARIANTS, Spec, fill_replay, owner_cfg
+from trainer.config.schema import STREAM_PRIORITIES, StreamPriority
+from trainer.task.spec import G1_TRACKING_SPEC
+
+SCHEMA = "one_context.v1.json"
+HOST_LEAD = 4
+"""How many steps (or cycles) a side's host may enqueue ahead of its GPU work."""
+ENV_ALONE_S = 3.0
+
+app = typer.Typer(add_completion=False)
+
+
+class OneContextError(RuntimeError):
+    """The measurement cannot run here, or its env thread failed; the message says why."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    num_envs: int
+    env_stream_priority: StreamPriority
+    cycles: int
+    reps: int
+    device: torch.device
+
+
+class EnvThread:
+    """The env on a stream of its own, stepped by a daemon thread: flat out, or paced."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.ready, self.stop, self.paced = threading.Event(), threading.Event(), threading.Event()
+        self.steps = 0
+        self.step_done: list[torch.cuda.Event] = []
+        self.cycle_done: list[torch.cuda.Event] = []  # appended by the learner side
+        self.error: str | None = None
+        self._thread = threading.Thread(target=self._run, name="env-one-context", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        self.ready.wait()
+        self.raise_if_failed()
+
+    def close(self) -> None:
+        self.stop.set()
+        self._thread.join(timeout=60)
+
+    def raise_if_failed(self) -> None:
+        if self.error is not None:
+            raise OneContextError(f"the env thread failed: {self.error}")
+
+    def _run(self) -> None:
+        plan, dev = self.plan, self.plan.device
+        try:
+            with torch.cuda.stream(torch.cuda.Stream(device=dev)):
+                env = EnvFactory.for_motion(SYNTHETIC_MOTION_ID).build(
+                    "mjwarp", plan.num_envs, dev, seed=7, compile_task=True,
+                    stream_priority=plan.env_stream_priority,
+                )  # fmt: skip
+                gen = torch.Generator(device=dev).manual_seed(7)
+                actions = torch.empty(plan.num_envs, env.spec.action_dim, device=dev)
+
+                def step() -> None:
+                    env.step(
+                        torch.rand(actions.shape, generator=gen, device=dev, out=actions) * 2 - 1
+                    )
+
+                for _ in range(30):
+                    step()
+                torch.cuda.current_stream().synchronize()
+                self.ready.set()
+                while not self.stop.is_set():
+                    if self.paced.is_set():
+                        self._paced_step(step)
+                    else:
+                        for _ in range(10):
+                            step()
+                        torch.cuda.current_stream().synchronize()
+                        self.steps += 10 * plan.num_envs
+        except Exception as exc:  # noqa: BLE001 - reported to the main thread, which raises it
+            self.error = f"{type(exc).__name__}: {exc}"
+            self.ready.set()
+
+    def _paced_step(self, step: Callable[[], None]) -> None:
+        i = len(self.step_done)
+        while i >= 1 and len(self.cycle_done) < i:
+            if self.stop.is_set():
+                return
+            time.sleep(0)
+        stream = torch.cuda.current_stream()
+        if i >= 1:
+            stream.wait_event(self.cycle_done[i - 1])
+        if i >= HOST_LEAD:
+            self.step_done[i - HOST_LEAD].synchronize()
+        step()
+        done = torch.cuda.Event()
+        done.record(stream)
+        self.step_done.append(done)
+        self.steps += self.plan.num_envs
+
+
+def _timed_ms(fn: Callable[[], None], iters: int, stream: torch.cuda.Stream) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    stream.synchronize()
+    start.record(stream)
+    for _ in range(iters):
+        fn()
+    end.record(stream)
+    end.synchronize()
+    return start.elapsed_time(end) / iters
+
+
+def _build_learner(plan: Plan) -> FlashSacLearner:
+    spec = Spec(
+        num_envs=plan.num_envs, overrides=(), device=plan.device, cycles=plan.cycles,
+        profile_cycles=1, warmup=20, fill_ticks=64,
+    )  # fmt: skip
+    cfg = owner_cfg(spec)
+    learner = FlashSacLearner(
+        cfg, G1_TRACKING_SPEC, num_envs=cfg.num_envs, device=plan.device, fusion=VARIANTS["fused"]
+    )
+    fill_replay(learner, spec.fill_ticks)
+    learner.prepare_iteration()
+    learner.capture_graphs()
+    for _ in range(spec.warmup):
+        learner.prepare_iteration()
+        learner.update_cycle()
+    return learner
+
+
+def measure(plan: Plan) -> dict[str, Any]:
+    """Build both sides, then time them alone, free-running and paced."""
+    stream = torch.cuda.Stream(device=plan.device)
+    with torch.cuda.stream(stream):
+        learner = _build_learner(plan)
+
+        def cycle() -> None:
+            learner.prepare_iteration()
+            learner.update_cycle()
+
+        cycle_alone = _timed_ms(cycle, plan.cycles, stream)
+        env = EnvThread(plan)
+        env.start()
+        try:
+            env_alone = _env_rate(env, lambda: time.sleep(ENV_ALONE_S))
+            free = []
+            for _ in range(plan.reps):
+                timing: dict[str, float] = {}
+                rate = _env_rate(
+                    env, lambda t=timing: t.update(ms=_timed_ms(cycle, plan.cycles, stream))
+                )
+                free.append({"cycle_ms": round(timing["ms"], 4), "env_steps_per_s": round(rate, 1)})
+            paced = _paced(env, cycle, plan, stream)
+        finally:
+            env.close()
+    return {
+        "alone": {"cycle_ms": round(cycle_alone, 4), "env_steps_per_s": round(env_alone, 1)},
+        "free": free,
+        "paced": paced,
+    }
+
+
+def _env_rate(env: EnvThread, during: Callable[[], None]) -> float:
+    steps, start = env.steps, time.perf_counter()
+    during()
+    env.raise_if_failed()
+    return (env.steps - steps) / (time.perf_counter() - start)
+
+
+def _paced(
+    env: EnvThread, cycle: Callable[[], None], plan: Plan, stream: torch.cuda.Stream
+) -> list[dict[str, float]]:
+    env.paced.set()
+
+    def run(count: int) -> None:
+        for _ in range(count):
+            j = len(env.cycle_done)
+            while len(env.step_done) <= j:
+                env.raise_if_failed()
+                time.sleep(0)
+            stream.wait_event(env.step_done[j])
+            if j >= HOST_LEAD:
+                env.cycle_done[j - HOST_LEAD].synchronize()
+            cycle()
+            done = torch.cuda.Event()
+            done.record(stream)
+            env.cycle_done.append(done)
+
+    run(100)  # into the steady state
+    reps = []
+    for _ in range(plan.reps):
+        first, start = len(env.cycle_done), time.perf_counter()
+        run(plan.cycles)
+        env.cycle_done[-1].synchronize()
+        iteration_s = (time.perf_counter() - start) / (len(env.cycle_done) - first)
+        reps.append({
+            "iteration_ms": round(iteration_s * 1e3, 4),
+            "env_steps_per_s": round(plan.num_envs / iteration_s, 1),
+        })  # fmt: skip
+    return reps
+
+
+def build_document(plan: Plan) -> dict[str, Any]:
+    return {
+        "tool": "one_context",
+        "schema_version": 1,
+        "device": torch.cuda.get_device_name(plan.device),
+        "torch": torch.__version__,
+        "config": {
+            "num_envs": plan.num_envs,
+            "env_stream_priority": plan.env_stream_priority,
+            "cycles": plan.cycles,
+            "reps": plan.reps,
+        },
+        **measure(plan),
+    }
+
+
+def render(doc: dict[str, Any], console: Console) -> None:
+    n = doc["config"]["num_envs"]
+    table = Table(
+        title=f"learner + {n} mjwarp envs in one CUDA context "
+        f"(env stream {doc['config']['env_stream_priority']})",
+        title_justify="left",
+    )
+    for col in ("mode", "learner cycle ms", "env steps/s", "env step ms", "iteration ms"):
+        table.add_column(col, justify="left" if col == "mode" else "right")
+    alone = doc["alone"]
+    table.add_row("alone", f"{alone['cycle_ms']:.3f}", f"{alone['env_steps_per_s']:,.0f}",
+                  f"{n / alone['env_steps_per_s'] * 1e3:.3f}", "-")  # fmt: skip
+    for rep in doc["free"]:
+        table.add_row("free", f"{rep['cycle_ms']:.3f}", f"{rep['env_steps_per_s']:,.0f}",
+                      f"{n / rep['env_steps_per_s'] * 1e3:.3f}", "-")  # fmt: skip
+    for rep in doc["paced"]:
+        table.add_row("paced 1:1", "-", f"{rep['env_steps_per_s']:,.0f}", "-",
+                      f"{rep['iteration_ms']:.3f}")  # fmt: skip
+    console.print(table)
+
+
+@app.command()
+def main(
+    num_envs: Annotated[int, typer.Option(min=1, help="Envs and algo.num_envs.")] = 1024,
+    env_stream_priority: Annotated[
+        str, typer.Option(help="The env's mjwarp stream: default, or high (the device's highest).")
+    ] = "default",
+    cycles: Annotated[int, typer.Option(min=1, help="Cycles per timed repetition.")] = 500,
+    reps: Annotated[int, typer.Option(min=1, help="Repetitions of free and paced.")] = 3,
+    output: Annotated[Path | None, typer.Option(help="Write the JSON document here.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print only the JSON document.")] = False,
+) -> None:
+    """Time the learner's cycle and the env in one process, alone, together and paced.
+
+    Example: ``python -m trainer.bench.one_context --num-envs 1024 --output /tmp/oc.json``
+    """
+    if env_stream_priority not in STREAM_PRIORITIES:
+        raise typer.BadParameter(
+            f"{env_stream_priority!r} must be one of {', '.join(STREAM_PRIORITIES)}",
+            param_hint="--env-stream-priority",
+        )
+    if not torch.cuda.is_available():
+        raise OneContextError(
+            "one_context needs a CUDA device (two streams of one context); run it on the GPU "
+            "machine, or use learner_profile --beside-env for the two-process case"
+        )
+    plan = Plan(num_envs, env_stream_priority, cycles, reps, torch.device("cuda", 0))  # type: ignore[arg-type]
+    doc = build_document(plan)
+    errors = validate(doc, SCHEMA)
+    if errors:
+        raise OneContextError(f"the document does not match {SCHEMA}: {errors[0]}")
+    if output is not None:
+        write_json_atomic(output, doc)
+    if json_out:
+        sys.stdout.write(dumps_strict(doc))
+    else:
+        render(doc, Console())
+
+
+def cli(argv: list[str] | None = None) -> int:
+    """Entry point: usage errors exit 2, a failed measurement exits 1."""
+    return run_app(
+        app,
+        sys.argv[1:] if argv is None else argv,
+        prog="python -m trainer.bench.one_context",
+        failures={OneContextError: str},
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli())
