@@ -48,6 +48,7 @@ SCHEMA = "one_context.v1.json"
 HOST_LEAD = 4
 """How many steps (or cycles) a side's host may enqueue ahead of its GPU work."""
 ENV_ALONE_S = 3.0
+STOP_TIMEOUT_S = 60.0
 
 app = typer.Typer(add_completion=False)
 
@@ -84,7 +85,10 @@ class EnvThread:
 
     def close(self) -> None:
         self.stop.set()
-        self._thread.join(timeout=60)
+        self._thread.join(timeout=STOP_TIMEOUT_S)
+        if self._thread.is_alive():
+            msg = f"the env thread did not stop within {STOP_TIMEOUT_S:g} s of the request"
+            raise OneContextError(msg)
 
     def raise_if_failed(self) -> None:
         if self.error is not None:
