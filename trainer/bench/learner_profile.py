@@ -289,11 +289,11 @@ def summarize(kernels: Sequence[Kernel], cycles: int) -> dict[str, Any]:
     }
 
 
-def run_variant(
-    spec: Spec, cfg: FlashSacCfg, variant: str, beside: EnvBeside | None = None
-) -> dict[str, Any]:
-    """Build, fill, capture, time and profile one learner (``beside`` stepping meanwhile)."""
-    t0 = time.perf_counter()
+def build_captured_learner(
+    spec: Spec, cfg: FlashSacCfg, variant: str
+) -> tuple[FlashSacLearner, int]:
+    """The learner of ``variant`` with synthetic replay rows, its graphs captured and
+    ``spec.warmup`` cycles run (no device sync); returns it and its replay rows."""
     learner = FlashSacLearner(
         cfg, G1_TRACKING_SPEC, num_envs=cfg.num_envs, device=spec.device, fusion=VARIANTS[variant]
     )
@@ -303,6 +303,15 @@ def run_variant(
     for _ in range(spec.warmup):
         learner.prepare_iteration()
         learner.update_cycle()
+    return learner, rows
+
+
+def run_variant(
+    spec: Spec, cfg: FlashSacCfg, variant: str, beside: EnvBeside | None = None
+) -> dict[str, Any]:
+    """Build, fill, capture, time and profile one learner (``beside`` stepping meanwhile)."""
+    t0 = time.perf_counter()
+    learner, rows = build_captured_learner(spec, cfg, variant)
     if spec.device.type == "cuda":
         torch.cuda.synchronize(spec.device)
     setup_s = time.perf_counter() - t0
@@ -576,16 +585,27 @@ def main(
         num_envs, tuple(override or ()), dev, cycles, profile_cycles, warmup, fill_ticks,
         beside=beside, mps=mps,
     )  # fmt: skip
-    doc = build_document(spec, chosen)
-    violations = validate(doc, SCHEMA)
+    emit_document(build_document(spec, chosen), SCHEMA, output, json_out, render)
+
+
+def emit_document(
+    doc: dict[str, Any],
+    schema: str,
+    output: Path | None,
+    json_out: bool,
+    render_fn: Callable[[dict[str, Any], Console], None],
+) -> None:
+    """Validate a bench document, write it to ``output`` (atomically) when given, then print
+    it as JSON (``--json``) or as its tables; a document off its schema raises RuntimeError."""
+    violations = validate(doc, schema)
     if violations:
-        raise RuntimeError(f"profile document violates {SCHEMA}: {violations[0]}")
+        raise RuntimeError(f"the document violates {schema}: {violations[0]}")
     if output is not None:
         write_json_atomic(output, doc)
     if json_out:
         typer.echo(dumps_strict(doc))
     else:
-        render(doc, Console())
+        render_fn(doc, Console())
 
 
 def cli(argv: Sequence[str] | None = None) -> int:
