@@ -113,7 +113,8 @@ def _check_runtime_sizes(training: TrainingCfg, num_envs: int) -> None:
 
 
 def _check_device_pairing(sim: str, training: TrainingCfg) -> None:
-    """A CPU learner cannot serve mjwarp or CUDA MPS; only mjwarp has a stream priority."""
+    """A CPU learner cannot serve mjwarp or CUDA MPS; only mjwarp has a stream priority; MPS
+    needs the collector in a process of its own."""
     if sim == Backend.MJWARP and training.device == "cpu":
         raise ConfigError(
             "training.device=cpu cannot run --sim mjwarp (MuJoCo Warp trains on one CUDA GPU); "
@@ -128,6 +129,12 @@ def _check_device_pairing(sim: str, training: TrainingCfg) -> None:
         raise ConfigError(
             f"training.collector_stream_priority={training.collector_stream_priority} applies to "
             f"--sim mjwarp only (--sim {sim} steps its physics on the CPU); use default"
+        )
+    if training.collector_placement == "thread" and training.cuda_process_sharing == "mps":
+        raise ConfigError(
+            "training.collector_placement=thread runs the collector inside train's one CUDA "
+            "context, so training.cuda_process_sharing=mps has no second process to share the "
+            "GPU with; use collector_placement=process with mps, or cuda_process_sharing=null"
         )
 
 

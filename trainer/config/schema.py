@@ -34,6 +34,9 @@ CudaProcessSharing = Literal["mps"]
 StreamPriority = Literal["default", "high"]
 """Accepted ``training.collector_stream_priority`` values (docs/runtime.md §collector-stream)."""
 
+CollectorPlacement = Literal["process", "thread"]
+"""Accepted ``training.collector_placement`` values (docs/runtime.md §collector-placement)."""
+
 MotionHubMode = Literal["auto", "skip", "require"]
 """Accepted ``training.motion_hub`` values (as ``g1-pull-assets --hub``)."""
 
@@ -41,6 +44,7 @@ DEVICE_REQUESTS: tuple[str, ...] = typing.get_args(DeviceRequest)
 CUDA_PROCESS_SHARING_MODES: tuple[str | None, ...] = (None, *typing.get_args(CudaProcessSharing))
 MOTION_HUB_MODES: tuple[str, ...] = typing.get_args(MotionHubMode)
 STREAM_PRIORITIES: tuple[str, ...] = typing.get_args(StreamPriority)
+COLLECTOR_PLACEMENTS: tuple[str, ...] = typing.get_args(CollectorPlacement)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +87,11 @@ class TrainingCfg:
     collector_stream_priority: StreamPriority
     """The stream the collector's mjwarp physics runs on: ``default`` (Warp's) or ``high``
     (the device's highest priority; no gain under MPS, docs/runtime.md §collector-stream)."""
+
+    collector_placement: CollectorPlacement
+    """Where the collector runs: ``process`` (a spawned child with its own CUDA context; the
+    ring and ingress are CUDA IPC) or ``thread`` (a thread of ``train``, one CUDA context, no
+    IPC; not with MPS, docs/runtime.md §collector-placement)."""
 
     env_steps_per_sync: int
     """Env steps per collector/learner synchronisation; the lock-step runtime supports 1."""

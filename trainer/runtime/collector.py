@@ -43,7 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -104,6 +104,9 @@ class CollectorSpec:
     torch_threads: int | None = None
     motion: ResolvedMotion | None = None
     log_level: int = logging.INFO
+    in_thread: bool = False
+    """A thread of the learner's process (``training.collector_placement=thread``): its
+    waits yield the GIL, and the ring and ingress are the learner's own objects."""
 
 
 @dataclass
@@ -128,6 +131,35 @@ class CollectorResources:
     total_ticks: int
     metrics_interval: int
     evaluation: EvalPlan | None = None
+
+
+class Mailbox(Protocol):
+    """Where the collector's ``CollectorResources`` arrive (``receive_resources``)."""
+
+    def arrived(self) -> bool: ...
+
+    def take(self) -> CollectorResources: ...
+
+
+class LocalMailbox:
+    """The mailbox of a collector thread: the learner puts the resources object itself."""
+
+    def __init__(self) -> None:
+        self._resources: CollectorResources | None = None
+        self._done = threading.Event()
+
+    def put(self, resources: CollectorResources) -> None:
+        self._resources = resources
+        self._done.set()
+
+    def arrived(self) -> bool:
+        return self._done.is_set()
+
+    def take(self) -> CollectorResources:
+        self._done.wait()
+        resources, self._resources = self._resources, None
+        assert resources is not None, "take() once"
+        return resources
 
 
 class ResourceMailbox:
@@ -205,6 +237,7 @@ class Collector:
             check_peer=make_identity_check(spec.learner_pid, spec.learner_start_ticks),
             interrupt=self._check_stop,
             stale_after_s=spec.stale_after_s,
+            yield_while_spinning=spec.in_thread,
         )
         self.env: TrainingEnv | None = None
         self.res: CollectorResources | None = None
@@ -230,13 +263,16 @@ class Collector:
             "env built in %.1f s (%s)", built, ", ".join(f"{k} {v:.1f} s" for k, v in parts.items())
         )
         self.startup_s.update(env_build=round(built, 3), env_build_parts=parts)
+        self.block.set(Word.ENV_BUILT, 1)
+        self.block.add(Word.COLLECTOR_PROGRESS)
 
-    def receive_resources(self, mailbox: ResourceMailbox) -> None:
+    def receive_resources(self, mailbox: Mailbox) -> None:
         """Wait (with liveness checks) for the learner's resources and attach them."""
         start = time.perf_counter()
         self.waiter.wait(mailbox.arrived, "the learner's ring and replay ingress")
         self.res = mailbox.take()
-        self._shared = StorageWatch(shared_tensors(self.res.ring, self.res.ingress))
+        if not self.spec.in_thread:  # a thread's copies are the learner's own objects
+            self._shared = StorageWatch(shared_tensors(self.res.ring, self.res.ingress))
         assert self.env is not None, "build_env() first"
         check_env_spec(self.env.spec, self.res.env_spec)  # after the watch: a failure frees them
         self.startup_s["resources_wait"] = round(time.perf_counter() - start, 3)
@@ -360,7 +396,8 @@ class Collector:
         diagnostics text and sets ``SHARED_RELEASED``. Returns those names.
         """
         if self._shared is None:
-            return []  # never received: nothing of the learner's to free
+            self.res = None  # never received, or a thread's: nothing of ours to free
+            return []
 
         def drop() -> None:
             if self.res is not None:  # also empties the ring and ingress a frame may hold
@@ -417,15 +454,50 @@ def collector_main(spec: CollectorSpec, conn: Connection, launched_at: float) ->
         format=f"%(asctime)s collector[{os.getpid()}] %(levelname)s %(message)s",
     )
     mailbox = ResourceMailbox(conn)
+    spec.block.set(Word.COLLECTOR_PID, os.getpid())
+    if spec.torch_threads is not None:
+        torch.set_num_threads(spec.torch_threads)
+    collector, failed = serve(spec, mailbox, launched_at)
+    # Past serve() the exception is gone, and with it the traceback whose frames still
+    # referenced the shared tensors (run()'s locals), so the release below frees them.
+    _release_quietly(collector)
+    _close_quietly(collector)
+    if failed:
+        collector = None
+        sys.stderr.flush()
+        os._exit(1)
+
+
+def collector_thread_main(spec: CollectorSpec, mailbox: Mailbox, launched_at: float) -> None:
+    """Entry point of a collector thread (``training.collector_placement=thread``).
+
+    It steps the env on a CUDA stream of its own, so the learner's work on its stream never
+    queues behind the env's. A failure is reported through the control block, as a
+    process's is; the thread then ends (there is no exit code).
+    """
+    collector, _ = serve(spec, mailbox, launched_at)
+    _release_quietly(collector)
+    _close_quietly(collector)
+
+
+def serve(
+    spec: CollectorSpec, mailbox: Mailbox, launched_at: float
+) -> tuple[Collector | None, bool]:
+    """Build the env, take the resources, run every tick, serve the evaluation, await the stop.
+
+    An exception is written to the control block's error area, classified (backend or
+    collector) and logged; the collector state ends ``FINISHED`` either way. Returns the
+    collector (None when it could not be built) and whether it failed.
+    """
     block = spec.block
-    block.set(Word.COLLECTOR_PID, os.getpid())
     collector: Collector | None = None
     failure: tuple[FailureKind, str, str] | None = None
     try:
-        if spec.torch_threads is not None:
-            torch.set_num_threads(spec.torch_threads)
         if spec.device.startswith("cuda"):
-            torch.cuda.set_device(torch.device(spec.device))
+            device = torch.device(spec.device)
+            torch.cuda.set_device(device)
+            if spec.in_thread:  # the current stream is per thread; the learner has its own
+                torch.cuda.set_stream(torch.cuda.Stream(device=device))
         collector = Collector(spec)
         collector.startup_s["process_up"] = round(max(0.0, time.time() - launched_at), 3)
         logger.info("collector up %.1f s after launch", collector.startup_s["process_up"])
@@ -438,7 +510,7 @@ def collector_main(spec: CollectorSpec, conn: Connection, launched_at: float) ->
         collector.wait_for_stop()
     except (StopRequested, PeerDied) as err:
         logger.info("collector stopping: %s", err)
-    except BaseException as err:  # noqa: BLE001 - reported through the control block, then exit 1
+    except BaseException as err:  # noqa: BLE001 - reported through the control block
         kind = FailureKind.BACKEND if is_backend_error(err) else FailureKind.COLLECTOR
         failure = (
             kind,
@@ -446,19 +518,12 @@ def collector_main(spec: CollectorSpec, conn: Connection, launched_at: float) ->
             "".join(traceback.format_exception(err)),
         )
         traceback.clear_frames(err.__traceback__)
-    # Past the except clauses the exception is gone, and with it the traceback whose frames
-    # still referenced the shared tensors (run()'s locals), so the release below frees them.
     if failure is not None:
         kind, text, trace = failure
         block.write_error(kind, text)
         logger.error("collector failed: %s", trace)
     block.set(Word.COLLECTOR_STATE, State.FINISHED)
-    _release_quietly(collector)
-    _close_quietly(collector)
-    if failure is not None:
-        collector = None
-        sys.stderr.flush()
-        os._exit(1)
+    return collector, failure is not None
 
 
 def _release_quietly(collector: Collector | None) -> None:

@@ -1,7 +1,7 @@
-"""The shared control block: sequence counters both runtime processes poll.
+"""The shared control block: sequence counters the learner and the collector poll.
 
 The learner allocates one small CPU shared-memory block before it spawns the collector and
-hands it over at spawn. Every word has exactly one writer (named in ``Word``), so plain
+hands it over at spawn (a collector thread shares the same block as plain memory). Every word has exactly one writer (named in ``Word``), so plain
 aligned int64 stores are enough: x86-64 keeps stores in program order, and a reader that
 sees a counter advance also sees the data written before it (CPU ring) or the CUDA event
 recorded before it (device ring, where the event orders the GPU work).
@@ -52,6 +52,9 @@ class Word(IntEnum):
     EVAL_REQUEST = 27  # learner: the final iteration once every checkpoint is on disk
     EVAL_DONE = 28  # collector: 1 once the evaluation's outcome is in the text area
     TICK_LIMIT = 29  # learner: ticks of this run; lowered once when the time budget ends it
+    ENV_BUILT = (
+        30  # collector: 1 once its env is built (a thread collector's learner captures after)
+    )
 
 
 NUM_WORDS = 32
@@ -97,13 +100,18 @@ class ControlBlock:
         self._error: np.ndarray = error.numpy()  # [ERROR_BYTES] uint8
 
     @classmethod
-    def create(cls) -> ControlBlock:
-        return cls(
-            torch.zeros(NUM_WORDS, dtype=torch.int64).share_memory_(),
-            torch.zeros(METRICS_SLOTS, dtype=torch.float64).share_memory_(),
-            torch.zeros(TEXT_BYTES, dtype=torch.uint8).share_memory_(),
-            torch.zeros(ERROR_BYTES, dtype=torch.uint8).share_memory_(),
+    def create(cls, *, shared: bool = True) -> ControlBlock:
+        """``shared``: in shared memory for a collector process; False for a collector thread."""
+        tensors = (
+            torch.zeros(NUM_WORDS, dtype=torch.int64),
+            torch.zeros(METRICS_SLOTS, dtype=torch.float64),
+            torch.zeros(TEXT_BYTES, dtype=torch.uint8),
+            torch.zeros(ERROR_BYTES, dtype=torch.uint8),
         )
+        if shared:
+            for tensor in tensors:
+                tensor.share_memory_()
+        return cls(*tensors)
 
     def __reduce__(self):
         return (ControlBlock, self._tensors)

@@ -3,8 +3,9 @@
 ``capacity`` slots, each holding one tick's actor observations [N, obs_dim], critic
 observations [N, critic_obs_dim], done flags [N] and actions [N, action_dim]. The tensors
 live on the collector's device: CUDA tensors shared through CUDA IPC when the simulator
-runs on the GPU, CPU shared-memory tensors otherwise. The learner allocates them before the
-spawn, so both processes see the same memory for the whole run (no per-tick allocation).
+runs on the GPU, CPU shared-memory tensors otherwise; plain tensors when the collector is a
+thread of the learner's process. The learner allocates them before the hand-over, so both
+sides see the same memory for the whole run (no per-tick allocation).
 
 Tick protocol (tick t uses slot ``t % capacity``; counters in control.py):
 
@@ -17,7 +18,8 @@ Tick protocol (tick t uses slot ``t % capacity``; counters in control.py):
 3. collector sees it, waits on ``action_ready[slot]``, copies the actions out, records
    ``action_consumed[slot]``, then ``CONSUMED_TICK = t + 1``.
 
-So a device ring uses 3 interprocess CUDA events per slot (``ipc_event_count``). Host
+So a device ring uses 3 CUDA events per slot, interprocess ones for a collector process
+(``ipc_event_count``). Host
 counters say *that* a step was enqueued; the events order the GPU work behind it, so no
 side ever synchronises its stream with the host inside the loop.
 
@@ -37,11 +39,15 @@ import torch
 from trainer.runtime.control import ControlBlock, Word
 
 
-def _make_events(count: int, device: torch.device) -> list[torch.cuda.Event] | None:
+def make_events(
+    count: int, device: torch.device, *, interprocess: bool
+) -> list[torch.cuda.Event] | None:
+    """``count`` ordering events on a CUDA ``device`` (None on the CPU); ``interprocess`` for a
+    collector process (CUDA IPC), plain for a collector thread."""
     if device.type != "cuda":
         return None
     with torch.cuda.device(device):
-        return [torch.cuda.Event(blocking=False, interprocess=True) for _ in range(count)]
+        return [torch.cuda.Event(blocking=False, interprocess=interprocess) for _ in range(count)]
 
 
 @dataclass
@@ -72,7 +78,9 @@ class InferenceRing:
     Args:
         capacity: number of slots (``training.inference_slot_capacity``, 1..16).
         num_envs, obs_dim, critic_obs_dim, action_dim: slot shapes.
-        device: the collector's device; ``cuda`` allocates an IPC-shared device ring.
+        device: the collector's device; ``cuda`` allocates a device ring.
+        interprocess: the collector is a process: CPU slots in shared memory, CUDA events
+            that cross processes. False for a collector thread (plain memory and events).
     """
 
     def __init__(
@@ -84,6 +92,7 @@ class InferenceRing:
         critic_obs_dim: int,
         action_dim: int,
         device: torch.device | str,
+        interprocess: bool = True,
     ) -> None:
         if not 1 <= capacity <= 16:
             raise ValueError(f"training.inference_slot_capacity={capacity} must be in 1..16")
@@ -94,7 +103,8 @@ class InferenceRing:
         self.critic_obs = torch.zeros(capacity, num_envs, critic_obs_dim, dtype=torch.float32, **kw)
         self.done = torch.zeros(capacity, num_envs, dtype=torch.bool, **kw)
         self.actions = torch.zeros(capacity, num_envs, action_dim, dtype=torch.float32, **kw)
-        if self.device.type == "cpu":
+        self.interprocess = interprocess
+        if self.device.type == "cpu" and interprocess:
             for t in (self.obs, self.critic_obs, self.done, self.actions):
                 t.share_memory_()
         self.nbytes = sum(
@@ -102,7 +112,7 @@ class InferenceRing:
             for t in (self.obs, self.critic_obs, self.done, self.actions)
         )
         """Bytes of the four slot tensors (kept after ``release_tensors``)."""
-        events = _make_events(3 * capacity, self.device)
+        events = make_events(3 * capacity, self.device, interprocess=interprocess)
         self.obs_ready = events[0::3] if events else None
         self.action_ready = events[1::3] if events else None
         self.action_consumed = events[2::3] if events else None
@@ -113,7 +123,7 @@ class InferenceRing:
 
     @property
     def ipc_event_count(self) -> int:
-        return 3 * self.capacity if self.is_device_ring else 0
+        return 3 * self.capacity if self.is_device_ring and self.interprocess else 0
 
     def release_tensors(self) -> None:
         """Drop this process's references to the slot tensors (shutdown, shared_tensors.py).

@@ -44,7 +44,7 @@ from trainer.rundir.metrics import MetricsWriter
 from trainer.rundir.progress import ProgressWriter
 from trainer.rundir.summary import write_summary
 from trainer.runtime.budget import TimeBudget
-from trainer.runtime.collector_handle import CollectorHandle
+from trainer.runtime.collector_handle import make_collector_handle
 from trainer.runtime.control import ControlBlock
 from trainer.runtime.learner_shutdown import LearnerShutdown
 from trainer.runtime.learner_startup import LearnerStartup, RunParts, StartupHooks
@@ -85,7 +85,9 @@ class LearnerRuntime:
         self.progress: ProgressWriter | None = None
         self.tracker = ShutdownTracker(on_phase=self._on_phase, check_cancel=self.signals.check)
         self.resources = res = LearnerResources()
-        self.collector = CollectorHandle(self.signals, self.hooks.stale_after_s)
+        self.collector = make_collector_handle(
+            ctx.training.collector_placement, self.signals, self.hooks.stale_after_s
+        )
         self.pump = MetricsPump(
             self.run_dir, plan, int(ctx.training.env_steps_per_sync), self.collector, res
         )
@@ -249,6 +251,8 @@ class LearnerRuntime:
         before = self.resources.torch_threads_before
         if before is not None:
             torch.set_num_threads(before)  # in-process callers
+        if self.resources.stream_before is not None:
+            torch.cuda.set_stream(self.resources.stream_before)
 
 
 def run_training(

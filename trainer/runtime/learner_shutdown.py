@@ -20,9 +20,7 @@ from trainer.runtime.learner_startup import RunParts
 from trainer.runtime.run_report import RunReport
 from trainer.runtime.shared_tensors import release_learner_side
 from trainer.runtime.shutdown import (
-    BENIGN_COLLECTOR_EXITCODES,
     classify_exception,
-    collector_exit,
     error_entry,
 )
 from trainer.runtime.tick_loop import TickLoop
@@ -54,14 +52,9 @@ class LearnerShutdown:
         tr.enter(ShutdownPhase.FINALIZE_EVALUATION)
         p.evaluation.run(host)
         block.set(Word.STOP, 1)
-        exitcode = self.parts.collector.join()
-        if exitcode not in BENIGN_COLLECTOR_EXITCODES:
-            tr.cleanup_errors.append(
-                error_entry(
-                    type_name="CollectorExit",
-                    message=f"collector exited with code {exitcode} after its last tick",
-                )
-            )
+        problem = self.parts.collector.join()
+        if problem is not None:
+            tr.cleanup_errors.append(error_entry(type_name="CollectorExit", message=problem))
         tr.enter(ShutdownPhase.FINALIZE_COLLECTOR_METRICS_DRAIN)
         self.parts.collector.read_info()
         report = self.parts.collector.read_report()
@@ -81,7 +74,12 @@ class LearnerShutdown:
             tr.cleanup_errors.append(error_entry(type_name="SharedTensorsHeld", message=problem))
         tr.enter(ShutdownPhase.FINALIZE_LOGGER_FINISH)
         self.parts.pump.finish()
-        return {"ingress": ingress, "ring": ring_snapshot, "flight": flight, "exitcode": exitcode}
+        return {
+            "ingress": ingress,
+            "ring": ring_snapshot,
+            "flight": flight,
+            "collector": self.parts.collector.exit_record(),
+        }
 
     # -- shared tensors (shared_tensors.py) ------------------------------------------------
     def release_shared_tensors(self) -> list[str]:
@@ -114,7 +112,7 @@ class LearnerShutdown:
         shutdown = self.parts.tracker.record(
             classification=ShutdownClassification.NORMAL_COMPLETION,
             owner=Owner.LEARNER,
-            collector=collector_exit(False, snap["exitcode"]),
+            collector=snap["collector"],
             replay_ingress=snap["ingress"],
             inference_ring=snap["ring"],
             phase=ShutdownPhase.FINALIZE_LOGGER_FINISH,

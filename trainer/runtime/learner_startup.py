@@ -1,9 +1,10 @@
 """The learner's startup phases (``startup/begin`` .. ``startup/collector_start``).
 
-Thread plan, memory budget and device checks come first; then the collector is spawned, so
+Thread plan, memory budget and device checks come first; then the collector is started, so
 its env build (the slowest startup step) overlaps everything after: the learner, the
-inference ring and replay ingress, the metrics writer, the resume, and the learner's graph
-capture. The ring, the ingress and the tick count reach the collector at
+inference ring and replay ingress, the metrics writer, the resume, and (a collector
+process only) the learner's graph capture; next to a collector thread the learner captures
+once the env is built. The ring, the ingress and the tick count reach the collector at
 ``startup/collector_start`` (docs/runtime.md, "Startup overlap"); startup ends once the
 collector reports its env built.
 """
@@ -128,6 +129,10 @@ class LearnerStartup:
         tr.enter(ShutdownPhase.STARTUP_CUDA_PREFLIGHT)
         if plan.device.type == "cuda":
             torch.cuda.set_device(plan.device)
+            if not p.collector.interprocess:
+                # A collector thread shares this context: each side queues on its own stream.
+                p.resources.stream_before = torch.cuda.current_stream(plan.device)
+                torch.cuda.set_stream(torch.cuda.Stream(device=plan.device))
         if (
             plan.collector_device.type == "cuda"
             and plan.device.type == "cuda"
@@ -179,6 +184,7 @@ class LearnerStartup:
             critic_obs_dim=spec.critic_obs_dim,
             action_dim=spec.action_dim,
             device=plan.collector_device,
+            interprocess=p.collector.interprocess,
         )
         res.ingress = ReplayIngress(
             depth=int(self.training.replay_ingress_depth),
@@ -186,6 +192,7 @@ class LearnerStartup:
             num_envs=plan.num_envs,
             device=plan.collector_device,
             row_width=spec.row_width,
+            interprocess=p.collector.interprocess,
         )
         res.shared = StorageWatch(shared_tensors(res.ring, res.ingress))
         block.set(Word.EPOCH, 1)
@@ -209,17 +216,31 @@ class LearnerStartup:
             check_peer=p.collector.check,
             interrupt=p.signals.check,
             stale_after_s=self.hooks.stale_after_s,
+            yield_while_spinning=not p.collector.interprocess,
         )
         tr.enter(ShutdownPhase.STARTUP_COLLECTOR_START)
-        self._hand_over_resources()
-        # Compile and capture the learner's graphs while the collector finishes its env.
-        start = time.monotonic()
-        res.learner.capture_graphs()
-        p.state.learner_capture_s = time.monotonic() - start
+        if p.collector.interprocess:
+            # Compile and capture the learner's graphs while the collector finishes its env.
+            self._hand_over_resources()
+            self._capture_learner_graphs()
+        else:
+            # One process: a capture must not overlap the env's compiles and captures (a
+            # module load or an allocation in another thread invalidates it), and the env
+            # must not step during ours, so the thread gets its resources after it.
+            waiter.wait(lambda: bool(block.ints[Word.ENV_BUILT]), "the collector to build its env")
+            self._capture_learner_graphs()
+            self._hand_over_resources()
         waiter.wait(
             lambda: bool(block.ints[Word.COLLECTOR_READY]), "the collector to build its env"
         )
         p.collector.read_info()
+
+    def _capture_learner_graphs(self) -> None:
+        p = self.parts
+        assert p.resources.learner is not None
+        start = time.monotonic()
+        p.resources.learner.capture_graphs()
+        p.state.learner_capture_s = time.monotonic() - start
 
     def _hand_over_resources(self) -> None:
         p = self.parts

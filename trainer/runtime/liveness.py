@@ -1,7 +1,7 @@
-"""Waiting on the peer process: low-latency polling, peer death and the stalled-peer watchdog.
+"""Waiting on the peer: low-latency polling, peer death and the stalled-peer watchdog.
 
-Both runtime processes wait on counters in the shared control block (control.py). A wait
-spins for a few microseconds (an iteration is ~10 ms at 100k env steps/s, so a wake-up
+The learner and the collector (a process, or a thread of ``train``) wait on counters in the
+control block (control.py). A wait spins for a few microseconds (an iteration is ~10 ms at 100k env steps/s, so a wake-up
 must cost far less than that), then sleeps in growing steps up to 250 µs. Every
 ``check_interval_s`` it also checks:
 
@@ -51,6 +51,8 @@ class Waiter:
         interrupt: called every check interval; raises to abandon the wait (cancellation,
             stop request) or returns normally.
         stale_after_s: watchdog period (docs/contracts.md §shutdown: 30 s).
+        yield_while_spinning: release the GIL on every spin (the peer is a thread of this
+            process: a plain spin would hold the GIL it needs for up to the switch interval).
     """
 
     def __init__(
@@ -61,6 +63,7 @@ class Waiter:
         check_peer: Callable[[], None],
         interrupt: Callable[[], None] | None = None,
         stale_after_s: float = STALE_AFTER_S,
+        yield_while_spinning: bool = False,
     ) -> None:
         if side == "learner":
             self._my_state, self._peer_state = Word.LEARNER_STATE, Word.COLLECTOR_STATE
@@ -74,6 +77,7 @@ class Waiter:
         self._check_peer = check_peer
         self._interrupt = interrupt
         self._stale_after_s = stale_after_s
+        self._yield = yield_while_spinning
         self.side = side
         self.wait_s = 0.0  # cumulative seconds spent waiting (timings)
 
@@ -137,6 +141,8 @@ class Waiter:
                             f"for {now - stale_since:.1f} s (watchdog {self._stale_after_s:g} s)"
                         )
                 if now < spin_until:
+                    if self._yield:
+                        time.sleep(0)  # releases the GIL: the peer thread runs meanwhile
                     continue
                 time.sleep(sleep_s)
                 sleep_s = min(sleep_s * 2, MAX_SLEEP_S)

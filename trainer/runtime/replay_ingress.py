@@ -3,7 +3,8 @@
 ``depth`` slots (``training.replay_ingress_depth``, default 2) of ``slot_rows`` packed rows
 [slot_rows, EnvSpec.row_width] each (``training.replay_ingress_slot_rows``, default ``num_envs``). One
 chunk is one slot's worth of rows; a tick of N envs is ``N / slot_rows`` chunks. Slots live
-on the collector's device (IPC-shared CUDA memory or CPU shared memory).
+on the collector's device (IPC-shared CUDA memory or CPU shared memory; plain memory for a
+collector thread).
 
 Protocol (counters in control.py, one writer each):
 
@@ -30,6 +31,7 @@ from typing import Any
 import torch
 
 from trainer.runtime.control import ControlBlock, Word
+from trainer.runtime.inference_ring import make_events
 from trainer.runtime.liveness import StopRequested, Waiter
 
 
@@ -42,6 +44,7 @@ class ReplayIngress:
         num_envs: rows per tick.
         row_width: packed row width (the env's ``EnvSpec.row_width``).
         device: the collector's device.
+        interprocess: as ``InferenceRing``'s (False for a collector thread).
     """
 
     def __init__(
@@ -52,6 +55,7 @@ class ReplayIngress:
         num_envs: int,
         device: torch.device | str,
         row_width: int,
+        interprocess: bool = True,
     ) -> None:
         if not 1 <= depth <= 16:
             raise ValueError(f"training.replay_ingress_depth={depth} must be in 1..16")
@@ -70,21 +74,16 @@ class ReplayIngress:
         )
         self.nbytes = self.slots.numel() * self.slots.element_size()
         """Bytes of the slots (kept after ``release_tensors``)."""
-        if self.device.type == "cpu":
+        self.interprocess = interprocess
+        if self.device.type == "cpu" and interprocess:
             self.slots.share_memory_()
-            self.slot_ready = self.slot_free = None
-        else:
-            with torch.cuda.device(self.device):
-                self.slot_ready = [
-                    torch.cuda.Event(blocking=False, interprocess=True) for _ in range(depth)
-                ]
-                self.slot_free = [
-                    torch.cuda.Event(blocking=False, interprocess=True) for _ in range(depth)
-                ]
+        events = make_events(2 * depth, self.device, interprocess=interprocess)
+        self.slot_ready = events[0::2] if events else None
+        self.slot_free = events[1::2] if events else None
 
     @property
     def ipc_event_count(self) -> int:
-        return 0 if self.slot_ready is None else 2 * self.depth
+        return 0 if self.slot_ready is None or not self.interprocess else 2 * self.depth
 
     def release_tensors(self) -> None:
         """Drop this process's reference to the slots (shutdown, shared_tensors.py).

@@ -12,7 +12,7 @@ import torch
 
 from contracts.names import PhaseGroup
 from trainer.rundir.summary import null_cuda_process_sharing
-from trainer.runtime.inference_ring import FlightSnapshot
+from trainer.runtime.inference_ring import FlightSnapshot, InferenceRing
 from trainer.runtime.learner_startup import RunParts
 
 
@@ -39,6 +39,7 @@ class RunManifest:
             "inference_ring_capacity": int(ctx.training.inference_slot_capacity),
             "collector_metrics_interval": int(ctx.training.collector_metrics_interval),
             "collector_backend_device": str(plan.collector_device),
+            "collector_placement": self.collector.placement,
             "cuda_process_sharing": sharing,
             "shutdown": shutdown,
             "runtime_limits": self._limits(),
@@ -86,7 +87,7 @@ class RunManifest:
                 if ingress is not None
                 else None,
             },
-            "inference_transport": "cuda_ipc" if ring.is_device_ring else "cpu_shared_memory",
+            "inference_transport": _transport(ring),
         }
 
     def _flight_record(self, flight: FlightSnapshot) -> dict[str, Any]:
@@ -173,3 +174,10 @@ class RunManifest:
                 "collector": self.collector.info.get("startup"),
             },
         }
+
+
+def _transport(ring: InferenceRing) -> str:
+    """How the ring's slots reach the collector (``inference_transport``)."""
+    if not ring.interprocess:
+        return "in_process"
+    return "cuda_ipc" if ring.is_device_ring else "cpu_shared_memory"

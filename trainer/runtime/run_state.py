@@ -110,6 +110,9 @@ class LearnerResources:
     threads: ThreadPlan | None = None
     """Thread counts of this run's processes (chosen at ``startup/begin``)."""
     torch_threads_before: int | None = None
+    stream_before: torch.cuda.Stream | None = None
+    """The caller's current CUDA stream, replaced by the learner's own next to a collector
+    thread (restored at the end, for in-process callers)."""
     memory_budget: dict[str, Any] | None = None
     learner: Learner | None = None
     ring: InferenceRing | None = None

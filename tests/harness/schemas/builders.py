@@ -71,6 +71,7 @@ def make_manifest() -> dict[str, Any]:
         "inference_ring_capacity": 1,
         "collector_metrics_interval": 100,
         "collector_backend_device": "cuda:0",
+        "collector_placement": "process",
         "inference_flight": {
             "queue_depth": 0,
             "publication_lag": 0,

@@ -57,6 +57,14 @@ def test_owner_defaults_pass(sim: str) -> None:
             ["training.collector_stream_priority=urgent"],
             'training.collector_stream_priority="urgent" must be one of "default", "high"',
         ),
+        (
+            ["training.collector_placement=thread", "training.cuda_process_sharing=mps"],
+            "training.cuda_process_sharing=mps has no second process to share the GPU with",
+        ),
+        (
+            ["training.collector_placement=fiber"],
+            'training.collector_placement="fiber" must be one of "process", "thread"',
+        ),
         (["training.log_interval=0"], "training.log_interval=0 must be >= 1"),
         (["training.motion_hub=always"], 'must be one of "auto", "skip", "require"'),
         (

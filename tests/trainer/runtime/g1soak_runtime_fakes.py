@@ -76,12 +76,15 @@ class FakeEnv:
         build_sleep_s: float = 0.0,
         fail_at_build: bool = False,
         build_marker: str | None = None,
+        built_marker: str | None = None,
     ) -> None:
         if build_marker is not None:
             open(build_marker, "w").close()  # "the env build has begun"
         time.sleep(build_sleep_s)  # a slow env build (compile, graph capture)
         if fail_at_build:
             raise FakeBackendError("the fake backend could not load its model")
+        if built_marker is not None:
+            open(built_marker, "w").close()  # "the env build has ended"
         self.setup_seconds = {"build": build_sleep_s}
         self.num_envs = num_envs
         self.device = torch.device(device)
@@ -228,8 +231,10 @@ class FakeLearner:
         keep_inputs: bool = False,
         nan_actions: bool = False,
         check_order: bool = True,
+        capture_needs_file: str | None = None,
     ) -> None:
         self.kept: list[torch.Tensor] | None = [] if keep_inputs else None
+        self.capture_needs_file = capture_needs_file
         if fail_at_build:
             raise MemoryError("the fake learner could not allocate its replay")
         if wait_for_file is not None:  # e.g. the env build's marker: proves the overlap
@@ -272,7 +277,10 @@ class FakeLearner:
         return {"Loss/critic": torch.tensor(1.0 / self.updates), "Loss/actor": torch.tensor(-0.5)}
 
     def capture_graphs(self) -> None:
-        """Nothing to capture (no CUDA graphs)."""
+        """Nothing to capture (no CUDA graphs); with ``capture_needs_file``, fails unless that
+        file exists (e.g. the env build's end marker: proves no overlap)."""
+        if self.capture_needs_file is not None and not os.path.exists(self.capture_needs_file):
+            raise RuntimeError(f"captured before {self.capture_needs_file} existed")
 
     def cuda_graph_diagnostics(self) -> dict:
         return {"requested": False, "enabled": False, "disable_reason": "fake learner"}
@@ -308,6 +316,7 @@ def make_run_context(
         collector_metrics_interval=1,
         cuda_process_sharing=None,
         collector_stream_priority="default",
+        collector_placement="process",
         env_steps_per_sync=1,
         log_interval=1,
         motion_hub="skip",

@@ -50,6 +50,38 @@ def test_a_real_mjwarp_training_run_ends_without_the_cuda_ipc_warning(tmp_path: 
     assert manifest["shutdown"]["cleanup"]["errors"] == []
 
 
+def test_a_real_mjwarp_run_with_a_collector_thread_trains_in_one_cuda_context(
+    tmp_path: Path,
+) -> None:
+    # The learner compiles and captures its graphs next to the env's in one process: a
+    # capture that overlapped the env's build would fail the run (learner_startup.py).
+    run_dir = tmp_path / "run"
+    proc = _run(
+        train_argv(
+            run_dir,
+            "algo.num_envs=64",
+            "algo.max_iterations=40",
+            "algo.batch_size=256",
+            "algo.learning_starts=2",
+            "algo.save_interval=20",
+            "training.no_play=true",
+            "training.collector_placement=thread",
+            "env.commands.motion.motion_file=motions/g1/synthetic_dance.npz",
+            sim="mjwarp",
+        )
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    summary = load_strict(run_dir / "run_summary.json")
+    manifest = summary["runtime_manifest"]
+    assert (manifest["collector_placement"], manifest["inference_transport"]) == (
+        "thread",
+        "in_process",
+    )
+    assert manifest["shutdown"]["cleanup"]["errors"] == []
+    assert manifest["cuda_graph"]["learner"]["enabled"] is True
+    assert summary["completed_iterations"] == 40
+
+
 @pytest.mark.parametrize(("case", "rc"), [("complete", 0), ("collector_raises", 1)])
 def test_device_ring_runs_end_without_the_cuda_ipc_warning(
     tmp_path: Path, case: str, rc: int

@@ -401,3 +401,132 @@ def test_unsupported_env_steps_per_sync_fails_closed_with_a_summary(make_ctx):
     assert (shutdown["classification"], shutdown["phase"]) == ("learner_failure", "startup/begin")
     assert "env_steps_per_sync=2" in shutdown["exception"]["message"]
     assert shutdown["collector"] is None
+
+
+# -- training.collector_placement=thread -------------------------------------------------------
+def _thread_ctx(make_ctx, algo=None, **training):
+    return make_ctx(training={"collector_placement": "thread", **training}, algo=algo)
+
+
+def _collector_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "g1soak-collector"]
+
+
+def test_a_collector_thread_run_completes_in_one_process_and_passes_the_soak_checks(make_ctx):
+    ctx = _thread_ctx(make_ctx, replay_ingress_slot_rows=4)
+    _write_run_config(ctx)
+    state, hooks = _hooks(ctx)
+    assert run_training(ctx, **hooks) == 0
+    summary = load_strict(ctx.run_dir / "run_summary.json")
+    assert validate(summary, "run_summary.v1.json") == []
+    manifest = summary["runtime_manifest"]
+    assert manifest["collector_placement"] == "thread"
+    assert manifest["inference_transport"] == "in_process"
+    assert manifest["inference_memory_budget"]["ipc_event_count"] == 0
+    shutdown = manifest["shutdown"]
+    assert shutdown["classification"] == "normal_completion"
+    assert shutdown["cleanup"]["errors"] == []
+    # A thread has no exit code; it ended, and no process was ever spawned for it.
+    assert shutdown["collector"] == {
+        "alive": False,
+        "exitcode": None,
+        "signal": None,
+        "signal_name": None,
+    }
+    assert summary["total_env_steps"] == (2 + 6) * 8
+    assert state["learner"].committed_at_update == [(2 + i) * 8 for i in range(6)]
+    assert manifest["timings"]["startup"]["collector"]["env_build"] >= 0
+    verdict = judge_run_dir(ctx.run_dir, monitor_reasons=[], monitor_classification=None)
+    assert verdict.status == "passed", verdict.reasons
+    assert _children_of_me() == [] and _collector_threads() == []
+
+
+@pytest.mark.parametrize(
+    ("env_kwargs", "classification", "error_type", "phase"),
+    [
+        pytest.param(
+            {"fail_at_tick": 3}, "collector_failure", "ValueError", "training/", id="raises"
+        ),
+        pytest.param(
+            {"backend_fail_at_tick": 3},
+            "backend_worker_failure",
+            "FakeBackendError",
+            "training/",
+            id="backend-raises",
+        ),
+        pytest.param(
+            {"fail_at_build": True},
+            "backend_worker_failure",
+            "FakeBackendError",
+            "startup/collector_start",
+            id="env-build-fails",
+        ),
+    ],
+)
+def test_collector_thread_failures_are_classified_without_an_exit_code(
+    make_ctx, env_kwargs, classification, error_type, phase
+):
+    ctx = _thread_ctx(make_ctx)
+    _, hooks = _hooks(ctx, **env_kwargs)
+    summary, shutdown = _run_failing(ctx, hooks)
+    assert (shutdown["classification"], shutdown["owner"]) == (classification, "collector")
+    assert shutdown["exception"]["type"] == error_type
+    assert shutdown["phase"].startswith(phase)
+    assert shutdown["collector"] == {
+        "alive": False,
+        "exitcode": None,
+        "signal": None,
+        "signal_name": None,
+    }
+    assert summary["status"] == "failed"
+    assert _collector_threads() == []
+
+
+def test_a_learner_failure_stops_the_collector_thread(make_ctx):
+    ctx = _thread_ctx(make_ctx)
+    _, hooks = _hooks(ctx, learner_box={"raise_at_iteration": 2})
+    _, shutdown = _run_failing(ctx, hooks)
+    assert (shutdown["classification"], shutdown["phase"]) == (
+        "learner_failure",
+        "training/learner_update",
+    )
+    assert shutdown["collector"]["alive"] is False
+    assert _collector_threads() == []
+
+
+def test_the_learner_captures_only_after_the_collector_thread_built_its_env(make_ctx, tmp_path):
+    # In one process a capture must not overlap the env's build; the fake learner's capture
+    # fails unless the env build has finished (its marker is written when the build ends).
+    marker = tmp_path / "env-built"
+    ctx = _thread_ctx(make_ctx)
+    _, hooks = _hooks(
+        ctx,
+        learner_box={"capture_needs_file": str(marker)},
+        built_marker=str(marker),
+        build_sleep_s=0.5,
+    )
+    assert run_training(ctx, **hooks) == 0
+
+
+def test_a_signal_cancels_a_collector_thread_run(make_ctx):
+    ctx = _thread_ctx(make_ctx, algo={"max_iterations": 100000})
+    _, hooks = _hooks(ctx, step_sleep_s=0.002)
+    progress = ctx.run_dir / "progress.jsonl"
+
+    def interrupt_when_training() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if progress.exists() and "training/startup_complete" in progress.read_text():
+                break
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    thread = threading.Thread(target=interrupt_when_training)
+    thread.start()
+    try:
+        _, shutdown = _run_failing(ctx, hooks)
+    finally:
+        thread.join()
+    assert (shutdown["classification"], shutdown["owner"]) == ("external_cancellation", "external")
+    assert shutdown["collector"]["alive"] is False
+    assert _collector_threads() == []
