@@ -136,7 +136,8 @@ class CollectorHandle(ABC):
         me = os.getpid()
         from contracts.procfs import start_time_ticks
 
-        self.block = ControlBlock.create(shared=self.interprocess)
+        if self.block is None:
+            self.block = ControlBlock.create(shared=self.interprocess)
         return CollectorSpec(
             block=self.block,
             env_factory=factory,
@@ -386,6 +387,11 @@ class ProcessCollector(CollectorHandle):
 class ThreadCollector(CollectorHandle):
     """``collector_placement=thread``: a thread of ``train`` (see the module docstring).
 
+    It is launched at ``startup/collector_start``, after the learner built its resources:
+    a CUDA graph capture in one thread is invalidated by an allocation or a module load in
+    another (the capture mode is global), so the env's build and captures and the learner's
+    build and captures take turns instead of overlapping.
+
     A thread cannot be killed: a stop is a request it sees at its next wait or tick, and a
     collector hung inside ``env.step`` is reported alive at the end instead of being
     escalated. It is a daemon thread, so it never keeps ``train`` from exiting.
@@ -395,6 +401,8 @@ class ThreadCollector(CollectorHandle):
 
     def __init__(self, signals: SignalGuard, stale_after_s: float) -> None:
         super().__init__(signals, stale_after_s)
+        # Before the launch: the learner builds its resources into it, then starts the env.
+        self.block = ControlBlock.create(shared=False)
         self.thread: threading.Thread | None = None
         self._mailbox = LocalMailbox()
 

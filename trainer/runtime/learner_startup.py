@@ -1,12 +1,13 @@
 """The learner's startup phases (``startup/begin`` .. ``startup/collector_start``).
 
-Thread plan, memory budget and device checks come first; then the collector is started, so
-its env build (the slowest startup step) overlaps everything after: the learner, the
-inference ring and replay ingress, the metrics writer, the resume, and (a collector
-process only) the learner's graph capture; next to a collector thread the learner captures
-once the env is built. The ring, the ingress and the tick count reach the collector at
+Thread plan, memory budget and device checks come first; then a collector process is
+started, so its env build (the slowest startup step) overlaps everything after: the
+learner, the inference ring and replay ingress, the metrics writer, the resume, and the
+learner's graph capture. The ring, the ingress and the tick count reach the collector at
 ``startup/collector_start`` (docs/runtime.md, "Startup overlap"); startup ends once the
-collector reports its env built.
+collector reports its env built. A collector thread takes turns with the learner instead
+(a CUDA graph capture does not survive another thread's allocations): it is started at
+``startup/collector_start``, and the learner captures once the env is built.
 """
 
 from __future__ import annotations
@@ -143,10 +144,15 @@ class LearnerStartup:
                 f"learner device {plan.device} and collector device {plan.collector_device} are different GPUs; "
                 "the runtime needs both on one physical GPU"
             )
-        # The collector builds its env (the slowest startup step) while we build ours.
+        if p.collector.interprocess:
+            # The collector builds its env (the slowest startup step) while we build ours.
+            self._launch_collector()
+
+    def _launch_collector(self) -> None:
+        p, hooks = self.parts, self.hooks
         p.collector.launch(
             p.ctx,
-            plan,
+            p.plan,
             p.resources.threads,
             env_factory=hooks.env_factory,
             env_kwargs=hooks.env_kwargs,
@@ -224,9 +230,10 @@ class LearnerStartup:
             self._hand_over_resources()
             self._capture_learner_graphs()
         else:
-            # One process: a capture must not overlap the env's compiles and captures (a
-            # module load or an allocation in another thread invalidates it), and the env
-            # must not step during ours, so the thread gets its resources after it.
+            # One process: a CUDA graph capture is invalidated by an allocation or a module
+            # load in another thread, so the env builds (and captures) only now that our
+            # resources exist, we capture once it is built, and it gets its resources after.
+            self._launch_collector()
             waiter.wait(lambda: bool(block.ints[Word.ENV_BUILT]), "the collector to build its env")
             self._capture_learner_graphs()
             self._hand_over_resources()

@@ -530,3 +530,18 @@ def test_a_signal_cancels_a_collector_thread_run(make_ctx):
     assert (shutdown["classification"], shutdown["owner"]) == ("external_cancellation", "external")
     assert shutdown["collector"]["alive"] is False
     assert _collector_threads() == []
+
+
+def test_a_collector_thread_builds_its_env_only_after_the_learner_built_its_own(make_ctx, tmp_path):
+    # One CUDA context: the learner's allocations must not overlap the env's graph captures.
+    marker = tmp_path / "env-build-started"
+    ctx = _thread_ctx(make_ctx)
+    seen: list[bool] = []
+
+    def learner_factory(ctx, device):
+        seen.append(marker.exists())
+        return fakes.FakeLearner(ctx.algo_cfg.num_envs, device)
+
+    _, hooks = _hooks(ctx, build_marker=str(marker))
+    assert run_training(ctx, **{**hooks, "learner_factory": learner_factory}) == 0
+    assert seen == [False] and marker.exists()
