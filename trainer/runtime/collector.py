@@ -1,6 +1,7 @@
-"""The collector process: owns the simulator, steps the G1 env, feeds the learner.
+"""The collector: owns the simulator, steps the G1 env, feeds the learner.
 
-Spawned once by the learner (``torch.multiprocessing`` spawn context) as soon as its CUDA
+A process or a thread of ``train`` (``training.collector_placement``; both run ``serve``).
+The process is spawned once by the learner (``torch.multiprocessing`` spawn context) as soon as its CUDA
 preflight passed, with a ``CollectorSpec``: the shared control block and how to build the
 env. It builds the env at once, while the learner constructs its networks and replay
 (the two slow startups overlap, docs/runtime.md "Startup overlap"), then receives the
@@ -27,6 +28,11 @@ simulator backend raised, ``collector_failure`` otherwise) and the process exits
 However it ends, it frees its copies of the shared ring and ingress tensors before it exits
 and acknowledges that with ``SHARED_RELEASED`` (shared_tensors.py: the learner is their
 CUDA IPC producer and must outlive every copy).
+
+A collector thread (``collector_thread_main``) is started at ``startup/collector_start``,
+after the learner built its side, steps on a CUDA stream of its own, gets the resources as
+objects (``LocalMailbox``), yields the GIL in its waits and simply ends on a failure (the
+error flag says why); it shares the learner's objects, so it has nothing to release.
 """
 
 from __future__ import annotations
