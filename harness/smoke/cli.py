@@ -1,7 +1,8 @@
 """``python -m harness.smoke`` (``scripts/gpu_smoke.sh``): the GPU smoke, one table at the end.
 
 Runs, in order, continuing past a failing step: the probe's canonical command; ``g1-soak``
-at 1024 envs x 2,000 iterations in null mode, then ``extract-metrics`` on it; ``cumps
+at 1024 envs x 2,000 iterations in null mode, then ``extract-metrics`` on it; the same with
+the collector as a thread of ``train`` (``training.collector_placement=thread``); ``cumps
 start``, the same soak in MPS mode, ``cumps stop``, ``extract-metrics`` on it; ``pytest -m
 gpu``. Every step's output goes to ``<out>/smoke.log``; the bulky artifacts (run
 directories, soak and probe JSON) to ``<out>/artifacts/steps/<step>/``. Exit 0 iff every
@@ -44,6 +45,7 @@ class Part(str, enum.Enum):
 
     probe = "probe"
     null = "null"
+    thread = "thread"
     mps = "mps"
     pytest = "pytest"
 
@@ -153,7 +155,7 @@ class Smoke:
             self.outcomes.append(Outcome("probe", "skipped"))
         else:
             self.probe()
-        for part in (Part.null, Part.mps):
+        for part in (Part.null, Part.thread, Part.mps):
             if part in skip:
                 self.outcomes += [Outcome(f"soak {part.value}", "skipped")]
                 self.outcomes += [Outcome(f"metrics {part.value}", "skipped")]
@@ -180,7 +182,8 @@ class Smoke:
         folder = self._folder(f"soak_{mode}")
         run_dir, artifact = folder / "run", folder / "soak.json"
         name = f"soak {mode}"
-        argv = steps.soak_argv(self.python, run_dir, artifact, mps=mps)
+        overrides = {Part.mps: [steps.MPS_OVERRIDE], Part.thread: [steps.THREAD_OVERRIDE]}
+        argv = steps.soak_argv(self.python, run_dir, artifact, overrides.get(part, []))
         self._step(name, "soak", argv, lambda d: steps.judge_soak(name, d.rc, run_dir, artifact))
         if mps:
             self._command("cumps stop", steps.cumps_argv(self.python, "stop"))

@@ -8,6 +8,7 @@ The judging functions read only files and captured text, so fixture logs test th
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ PROBE_ARGS = (
 SOAK_NUM_ENVS = 1024
 SOAK_ITERATIONS = 2000
 MPS_OVERRIDE = "training.cuda_process_sharing=mps"
+THREAD_OVERRIDE = "training.collector_placement=thread"
 METRICS_LAST = 20
 
 
@@ -94,14 +96,16 @@ def judge_probe(rc: int, console: str, output: Path) -> Outcome:
 
 
 # -- soak --------------------------------------------------------------------------------
-def soak_argv(python: str, run_dir: Path, artifact: Path, *, mps: bool) -> list[str]:
+def soak_argv(
+    python: str, run_dir: Path, artifact: Path, overrides: Sequence[str] = ()
+) -> list[str]:
     argv = [
         python, "-m", "harness.soak", "--sim", "mjwarp", "--motion", "synthetic",
         "--num-envs", str(SOAK_NUM_ENVS), "--iterations", str(SOAK_ITERATIONS),
         "--min-duration-seconds", "0", "--log-dir", str(run_dir), "--output", str(artifact),
     ]  # fmt: skip
-    if mps:
-        argv += ["--extra-override", MPS_OVERRIDE]
+    for override in overrides:
+        argv += ["--extra-override", override]
     return argv
 
 

@@ -233,6 +233,7 @@ class ScriptedRunner:
     def __init__(self, script: dict) -> None:
         self.script = script
         self.calls: list[str] = []
+        self.argv: dict[str, list[str]] = {}
         self.notes: list[str] = []
 
     def note(self, line: str) -> None:
@@ -240,6 +241,7 @@ class ScriptedRunner:
 
     def stream(self, title: str, argv: list[str], timeout_s: float) -> Finished:
         self.calls.append(title)
+        self.argv[title] = argv
         rc, output, write = self.script[title]
         if write is not None:
             write(argv)
@@ -276,6 +278,8 @@ def full_script(**override) -> dict:
         "probe": (0, "", _probe_writes),
         "soak null": (0, "", _soak_writes(clean)),
         "metrics null": (0, json.dumps({"steps_per_sec": 82_000.0}), None),
+        "soak thread": (0, "", _soak_writes(clean)),
+        "metrics thread": (0, json.dumps({"steps_per_sec": 130_000.0}), None),
         "cumps start": (0, "started", None),
         "soak mps": (0, "", _soak_writes(clean)),
         "cumps stop": (0, "stopped", None),
@@ -338,7 +342,9 @@ def test_without_an_mps_daemon_the_mps_soak_fails_without_running(tmp_path: Path
 
 def test_skipped_parts_are_rows_and_run_nothing(tmp_path: Path) -> None:
     runner = ScriptedRunner(full_script())
-    outcomes = Smoke(tmp_path, runner, sys.executable).run({Part.probe, Part.mps, Part.pytest})
+    outcomes = Smoke(tmp_path, runner, sys.executable).run(
+        {Part.probe, Part.thread, Part.mps, Part.pytest}
+    )
     assert runner.calls == ["soak null", "metrics null"]
     assert [o.status for o in outcomes] == [
         "skipped",
@@ -347,7 +353,17 @@ def test_skipped_parts_are_rows_and_run_nothing(tmp_path: Path) -> None:
         "skipped",
         "skipped",
         "skipped",
+        "skipped",
+        "skipped",
     ]
+
+
+def test_the_thread_soak_runs_the_collector_as_a_thread(tmp_path: Path) -> None:
+    runner = ScriptedRunner(full_script())
+    Smoke(tmp_path, runner, sys.executable).run({Part.probe, Part.null, Part.mps, Part.pytest})
+    assert runner.calls == ["soak thread", "metrics thread"]
+    argv = runner.argv["soak thread"]
+    assert argv[argv.index("--extra-override") + 1] == "training.collector_placement=thread"
 
 
 # -- the command runner, with real processes ------------------------------------------------------
@@ -402,7 +418,9 @@ def test_the_cli_refuses_an_out_directory_used_before(tmp_path: Path, capsys) ->
 
 
 def test_the_cli_prints_the_table_last_and_writes_the_log(tmp_path: Path, capsys) -> None:
-    skip = [arg for part in ("probe", "null", "mps", "pytest") for arg in ("--skip", part)]
+    skip = [
+        arg for part in ("probe", "null", "thread", "mps", "pytest") for arg in ("--skip", part)
+    ]
     assert cli.main(["--out", str(tmp_path / "smoke"), *skip]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"GPU smoke: passed; log: {tmp_path / 'smoke' / 'smoke.log'}"
@@ -411,10 +429,12 @@ def test_the_cli_prints_the_table_last_and_writes_the_log(tmp_path: Path, capsys
 
 
 def test_the_cli_json_output(tmp_path: Path, capsys) -> None:
-    skip = [arg for part in ("probe", "null", "mps", "pytest") for arg in ("--skip", part)]
+    skip = [
+        arg for part in ("probe", "null", "thread", "mps", "pytest") for arg in ("--skip", part)
+    ]
     assert cli.main(["--out", str(tmp_path / "smoke"), "--json", *skip]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["status"] == "passed" and [s["status"] for s in doc["steps"]] == ["skipped"] * 6
+    assert doc["status"] == "passed" and [s["status"] for s in doc["steps"]] == ["skipped"] * 8
 
 
 def test_a_run_shorter_than_one_window_is_judged_by_its_finalize_lines() -> None:

@@ -78,7 +78,10 @@ def _assert_same_state(actual: dict, expected: dict) -> None:
 
 @pytest.fixture(scope="module")
 def lineage(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A 4-iteration run (model_2, model_4), then a resume from model_2 to iteration 5."""
+    """A 4-iteration run (model_2, model_4), then a resume from model_2 to iteration 5.
+
+    The first run's collector is a process, the resumed run's a thread: a checkpoint does
+    not depend on where the collector ran."""
     root = tmp_path_factory.mktemp("resume")
     cache = root / "xdg-cache"
     mp = pytest.MonkeyPatch()
@@ -90,7 +93,12 @@ def lineage(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         assert done.returncode == 0, done.stderr[-4000:]
         before = _snapshot(first)
         second = root / "second"
-        done = _resume(second, first / "model_2.pt", f"algo.num_envs={NUM_ENVS}")
+        done = _resume(
+            second,
+            first / "model_2.pt",
+            f"algo.num_envs={NUM_ENVS}",
+            "training.collector_placement=thread",
+        )
         assert done.returncode == 0, done.stderr[-4000:]
         assert _snapshot(first) == before, "the resumed run changed the old run directory"
     finally:
@@ -110,6 +118,7 @@ def test_resumed_run_continues_the_global_iteration_count(lineage: dict[str, Pat
     assert resumed["path"] == str(first / "model_2.pt")
     assert resumed["iteration"] == 2
     assert resumed["sha256"] == hashlib.sha256((first / "model_2.pt").read_bytes()).hexdigest()
+    assert manifest["collector_placement"] == "thread"
     assert manifest["runtime_limits"]["start_iteration"] == 2
     assert manifest["runtime_limits"]["total_ticks"] == WARMUP + 3
     # model_2 stands for the lineage's earlier checkpoint; 4 and 5 are this run's.
