@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from importlib import metadata
 from pathlib import Path
@@ -22,11 +23,11 @@ import pytest
 from trainer.sim.scene import BUNDLED_G1_MJCF
 
 REPO = Path(__file__).resolve().parents[1]
-OUR_SCRIPTS = {
-    entry.name: entry.value
-    for entry in metadata.distribution("g1soak").entry_points
-    if entry.group == "console_scripts"
-}
+# pyproject.toml's, not the installed metadata: collection must work where the project is not
+# installed (the GPU machine runs the tests from a bare checkout).
+OUR_SCRIPTS: dict[str, str] = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+    "scripts"
+]
 
 
 @pytest.mark.parametrize("name", sorted(OUR_SCRIPTS))

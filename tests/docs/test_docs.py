@@ -18,8 +18,8 @@ import re
 import shlex
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -30,14 +30,9 @@ from tests.docs.doc_anchors import anchors
 
 REPO = Path(__file__).resolve().parents[2]
 DOC_FILES = sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md"]
-# Our console scripts, as pyproject.toml declares them (tests/test_install.py checks they are ours).
-SCRIPTS = tuple(
-    sorted(
-        entry.name
-        for entry in metadata.distribution("g1soak").entry_points
-        if entry.group == "console_scripts"
-    )
-)
+# Our console scripts, as pyproject.toml declares them (tests/test_install.py checks they are ours);
+# read from the file, not the installed metadata, so collection works from a bare checkout.
+SCRIPTS = tuple(sorted(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]))
 MODULES = {"trainer": "train", "harness.docs_gen": "docs_gen", "harness.smoke": "smoke"}
 # Repository scripts that are documented like commands, with the module they run.
 REPO_SCRIPTS = {"scripts/gpu_smoke.sh": "smoke"}
