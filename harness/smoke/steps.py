@@ -200,7 +200,13 @@ def judge_pytest(rc: int, output: str) -> Outcome:
     """Passed iff pytest exited 0 and at least one GPU test ran and passed."""
     counts = parse.pytest_counts(output)
     problems = [] if rc == 0 else [f"pytest exited {rc}"]
-    if not counts.get("passed"):
+    # pytest's short summary names each module or test that errored ("ERROR tests/x.py").
+    errored = [line.split()[1] for line in output.splitlines() if line.startswith("ERROR ")]
+    if errored:
+        problems.append(
+            f"errors in {', '.join(errored[:3])}" + (" ..." if len(errored) > 3 else "")
+        )
+    elif not counts.get("passed"):
         problems.append("no GPU test passed (is CUDA visible?)")
     shown = [f"{n} {word}" for word, n in counts.items() if word != "deselected"]
     return judged("pytest -m gpu", problems, key=", ".join(shown) or "-", data={"counts": counts})

@@ -224,6 +224,17 @@ def test_judge_pytest() -> None:
     none_ran = steps.judge_pytest(0, "12 skipped, 300 deselected in 3.0s\n")
     assert none_ran.problems == ["no GPU test passed (is CUDA visible?)"]
     assert steps.judge_pytest(1, "1 failed, 13 passed in 200.0s\n").problems == ["pytest exited 1"]
+    # A collection error stops pytest before any test: name the module, not CUDA.
+    collection = steps.judge_pytest(
+        2,
+        "ERROR tests/docs/test_docs.py\nERROR tests/test_install.py\n"
+        "!!!!!!!!!! Interrupted: 2 errors during collection !!!!!!!!!!\n"
+        "1683 deselected, 2 errors in 17.55s\n",
+    )
+    assert collection.problems == [
+        "pytest exited 2",
+        "errors in tests/docs/test_docs.py, tests/test_install.py",
+    ]
 
 
 # -- sequencing and the table -------------------------------------------------------------------
