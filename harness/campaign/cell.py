@@ -215,6 +215,7 @@ def _throughput(run_summary: Mapping[str, Any] | None) -> dict[str, Any] | None:
         for key in (
             "final_env_steps_per_sec",
             "tail_env_steps_per_sec",
+            "steady_env_steps_per_sec",
             "total_env_steps",
             "completed_iterations",
         )

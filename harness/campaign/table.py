@@ -60,7 +60,7 @@ def row(cell: Mapping[str, Any], directory: Path, *, short: bool = True) -> list
         str(len(cell["attempts"])),
         attempt.get("host") or "-",
         (uuid[4:12] if short else uuid) if uuid else "-",
-        _number(throughput.get("tail_env_steps_per_sec"), 1),
+        _number(throughput.get("steady_env_steps_per_sec"), 1),
         _number(final.get("success_rate"), 3),
         "-" if residual is None else str(residual),
         _number(attempt.get("wall_time_s"), 1),

@@ -164,6 +164,7 @@ def run_rows(artifact: dict[str, Any], data: RunData) -> list[tuple[str, Any]]:
         ("started / ended (UTC)", f"{artifact['started_at_utc']} / {artifact['ended_at_utc']}"),
         ("soak duration (s)", f"{artifact['duration_s']:.1f}"),
         ("training wall time (s)", summary.get("training_wall_time_sec")),
+        ("env steps/s (steady)", _steady(summary)),
         ("env steps/s (final / tail)", _rates(summary)),
         ("command", " ".join(artifact["command"])),
     ]
@@ -185,6 +186,11 @@ def _devices(config: dict[str, Any]) -> str | None:
     if not isinstance(devices, dict):
         return None
     return f"{devices.get('learner')} / {devices.get('collector')}"
+
+
+def _steady(summary: dict[str, Any]) -> str | None:
+    value = summary.get("steady_env_steps_per_sec")
+    return None if value is None else f"{value:,.0f}"
 
 
 def _rates(summary: dict[str, Any]) -> str | None:

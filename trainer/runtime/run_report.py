@@ -109,6 +109,9 @@ class RunReport:
             ),
             "final_env_steps_per_sec": final.get("env_steps_per_sec"),
             "tail_env_steps_per_sec": tail_fps,
+            "steady_env_steps_per_sec": (
+                state.steady.env_steps_per_sec() if state.steady is not None else None
+            ),
             "final_learner_replay_rows_per_sec": final.get("replay_rows_per_sec"),
             "final_cycle_wall_ms": final.get("cycle_device_ms", final.get("cycle_host_ms")),
             "final_inference_ms": final.get("inference_ms"),

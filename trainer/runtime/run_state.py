@@ -24,6 +24,7 @@ from trainer.runtime.liveness import Waiter
 from trainer.runtime.protocols import Learner
 from trainer.runtime.replay_ingress import ReplayIngress
 from trainer.runtime.shared_tensors import StorageWatch
+from trainer.runtime.steady_rate import SteadyRate
 
 TAIL_WINDOW = 100
 
@@ -96,6 +97,8 @@ class RunState:
         default_factory=lambda: collections.deque(maxlen=TAIL_WINDOW + 1)
     )
     """(perf_counter at the update's end, env steps) of the last TAIL_WINDOW + 1 updates."""
+    steady: SteadyRate | None = None
+    """Marks the first and the last update of the run on the device's timeline (TickLoop)."""
 
     @property
     def run_iterations(self) -> int:

@@ -32,6 +32,7 @@ from trainer.runtime.run_checkpoints import RunCheckpoints
 from trainer.runtime.run_state import LearnerResources, RunPlan, RunState, released_env_steps
 from trainer.runtime.shutdown import ShutdownTracker
 from trainer.runtime.signals import SignalGuard
+from trainer.runtime.steady_rate import SteadyRate
 from trainer.runtime.tick_window import TickWindow
 
 logger = logging.getLogger(__name__)
@@ -163,6 +164,7 @@ class TickLoop:
     def _begin(self, progress: ProgressWriter) -> None:
         self.tracker.enter(ShutdownPhase.TRAINING_STARTUP_COMPLETE)
         self.state.training_start = time.monotonic()
+        self.state.steady = SteadyRate(self.plan.device)
         self.budget.start()
         progress.start_training()
         self.window = TickWindow()
@@ -204,9 +206,14 @@ class TickLoop:
         w.iterations += 1
         state.iteration += 1
         self.tracker.iteration = state.iteration
+        env_steps = (tick + 1) * self.plan.num_envs
+        assert state.steady is not None
         if state.first_iteration_end is None:
             state.first_iteration_end = time.monotonic()
-        state.tail.append((end, (tick + 1) * self.plan.num_envs))
+            state.steady.first_update_done(env_steps)
+        if tick == state.total_ticks - 1:
+            state.steady.last_update_done(env_steps)
+        state.tail.append((end, env_steps))
         self.pump.accumulate(w, metrics)
 
     def _after_update(self, tick: int, progress: ProgressWriter) -> None:

@@ -162,6 +162,7 @@ def test_a_two_by_two_campaign_passes_every_cell(
         assert attempt["residual_process_count"] == 0 and attempt["residual_processes"] == []
         assert attempt["throughput"]["completed_iterations"] == 5
         assert attempt["throughput"]["tail_env_steps_per_sec"] > 0
+        assert attempt["throughput"]["steady_env_steps_per_sec"] > 0
         assert attempt["node_id"] and attempt["host"]
         artifact = load_strict(directory / attempt["artifact"])
         assert validate(artifact, "soak_artifact.0.3.0.json") == []

@@ -39,6 +39,7 @@ def _passed_fields(rel: str) -> dict:
         "throughput": {
             "final_env_steps_per_sec": 9.0,
             "tail_env_steps_per_sec": 9.5,
+            "steady_env_steps_per_sec": 9.25,
             "total_env_steps": 28,
             "completed_iterations": 5,
         },
@@ -124,6 +125,8 @@ def test_status_tables_the_cells_and_links_them_in_html(spec, capsys) -> None:
     rows = [line.split() for line in out.splitlines() if line.strip().startswith("base-s")]
     table = {cells[0]: cells[1] for cells in rows if not cells[0].endswith(":")}
     assert table == {ids[0]: "passed", ids[1]: "failed", ids[2]: "running"}
+    passed = next(cells for cells in rows if cells[0] == ids[0])
+    assert "9.2" in passed and "9.5" not in passed  # steps/s is the steady rate, not the tail
     assert f"{ids[1]}: resource_leak: 1 residual process" in out
     assert "no soak-campaign run is driving this campaign" in out  # running, no lock held
 

@@ -59,6 +59,7 @@ def bench(
         "update_ms": update_ms,
         "wall_s": round(wall, 2),
         "status": summary["status"],
+        "steady_env_steps_per_sec": summary.get("steady_env_steps_per_sec"),
         "tail_env_steps_per_sec": summary.get("tail_env_steps_per_sec"),
         "tail_iteration_ms": 1024e3 / summary["tail_env_steps_per_sec"]
         if summary.get("tail_env_steps_per_sec")

@@ -83,6 +83,8 @@ def _assert_invariants(summary: dict, run_dir: Path, iterations: int) -> None:
     assert summary["status"] == "completed"
     assert summary["completed_iterations"] == iterations
     assert summary["total_env_steps"] == (WARMUP + iterations) * NUM_ENVS
+    # The last update is the one the budget or the cap made last, whichever ended the run.
+    assert summary["steady_env_steps_per_sec"] > 0
     manifest = summary["runtime_manifest"]
     ingress = manifest["replay_ingress"]
     chunks = summary["total_env_steps"] // ingress["ingress_slot_rows"]
