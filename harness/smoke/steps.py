@@ -130,19 +130,21 @@ def judge_soak(step: str, rc: int, run_dir: Path, artifact: Path) -> Outcome:
         problems.append(f"the soak console has torch's warning {parse.CUDA_IPC_WARNING!r}")
     summary, _ = _read_json(run_dir / "run_summary.json")
     tail = summary.get("tail_env_steps_per_sec") if isinstance(summary, dict) else None
+    run_rate = summary.get("steady_env_steps_per_sec") if isinstance(summary, dict) else None
     rates = parse.check_rates(parse.train_rates(console), tail)
     if not rates.sane:
         problems.append(f"rate line: {rates.reason}")
     key = (
         f"soak {verdict or '-'}; train: {parse.rate_text(rates.median)} env steps/s "
         f"({len(rates.steady)} steady of {rates.lines} lines, tail {parse.rate_text(tail)}, "
-        f"{'sane' if rates.sane else 'NOT sane'})"
+        f"{'sane' if rates.sane else 'NOT sane'}); device-timed {parse.rate_text(run_rate)}"
     )
     data = {
         "verdict": verdict,
         "train_line_median_env_steps_per_s": rates.median,
         "train_line_steady": list(rates.steady),
         "tail_env_steps_per_sec": tail,
+        "steady_env_steps_per_sec": run_rate,
         "rate_sane": rates.sane,
     }
     return judged(step, problems, key=key, ipc_warning=ipc, data=data)

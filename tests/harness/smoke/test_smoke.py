@@ -159,7 +159,8 @@ def write_soak(
     if text is None:
         text = console((800, 80_000), (1600, 84_000))
     (run_dir / "soak-console.log").write_text(text)
-    (run_dir / "run_summary.json").write_text(json.dumps({"tail_env_steps_per_sec": tail}))
+    summary = {"tail_env_steps_per_sec": tail, "steady_env_steps_per_sec": 82_300.0}
+    (run_dir / "run_summary.json").write_text(json.dumps(summary))
     return run_dir, artifact
 
 
@@ -170,8 +171,10 @@ def test_judge_soak_passes_a_clean_run(tmp_path: Path) -> None:
     assert outcome.ipc_warning is False
     assert (
         outcome.key
-        == "soak passed; train: 82.0k env steps/s (2 steady of 2 lines, tail 81.0k, sane)"
+        == "soak passed; train: 82.0k env steps/s (2 steady of 2 lines, tail 81.0k, sane);"
+        " device-timed 82.3k"
     )
+    assert outcome.data["steady_env_steps_per_sec"] == 82_300.0
     assert outcome.data["rate_sane"] is True
 
 
