@@ -188,16 +188,20 @@ def _devices(config: dict[str, Any]) -> str | None:
     return f"{devices.get('learner')} / {devices.get('collector')}"
 
 
+def _per_s(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
 def _steady(summary: dict[str, Any]) -> str | None:
     value = summary.get("steady_env_steps_per_sec")
-    return None if value is None else f"{value:,.0f}"
+    return None if value is None else _per_s(value)
 
 
 def _rates(summary: dict[str, Any]) -> str | None:
     final, tail = summary.get("final_env_steps_per_sec"), summary.get("tail_env_steps_per_sec")
     if final is None and tail is None:
         return None
-    return " / ".join("-" if v is None else f"{v:,.0f}" for v in (final, tail))
+    return " / ".join(_per_s(v) for v in (final, tail))
 
 
 def _run_section(artifact: dict[str, Any], data: RunData) -> str:

@@ -129,8 +129,9 @@ def judge_soak(step: str, rc: int, run_dir: Path, artifact: Path) -> Outcome:
     if ipc:
         problems.append(f"the soak console has torch's warning {parse.CUDA_IPC_WARNING!r}")
     summary, _ = _read_json(run_dir / "run_summary.json")
-    tail = summary.get("tail_env_steps_per_sec") if isinstance(summary, dict) else None
-    run_rate = summary.get("steady_env_steps_per_sec") if isinstance(summary, dict) else None
+    summary = summary if isinstance(summary, dict) else {}
+    tail = summary.get("tail_env_steps_per_sec")
+    run_rate = summary.get("steady_env_steps_per_sec")
     rates = parse.check_rates(parse.train_rates(console), tail)
     if not rates.sane:
         problems.append(f"rate line: {rates.reason}")

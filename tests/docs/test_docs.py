@@ -18,7 +18,6 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,12 +26,12 @@ import pytest
 from contracts.jsonio import load_strict
 from harness import docs_gen
 from tests.docs.doc_anchors import anchors
+from tests.test_install import OUR_SCRIPTS
 
 REPO = Path(__file__).resolve().parents[2]
 DOC_FILES = sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md"]
-# Our console scripts, as pyproject.toml declares them (tests/test_install.py checks they are ours);
-# read from the file, not the installed metadata, so collection works from a bare checkout.
-SCRIPTS = tuple(sorted(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]))
+# Our console scripts, as pyproject.toml declares them (tests/test_install.py checks they are ours).
+SCRIPTS = tuple(sorted(OUR_SCRIPTS))
 MODULES = {"trainer": "train", "harness.docs_gen": "docs_gen", "harness.smoke": "smoke"}
 # Repository scripts that are documented like commands, with the module they run.
 REPO_SCRIPTS = {"scripts/gpu_smoke.sh": "smoke"}

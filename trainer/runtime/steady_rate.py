@@ -7,12 +7,11 @@ device (a metric row's values, a checkpoint), so those windows scatter (docs/run
 "Metrics"). This span is timed where the work finished: on CUDA by two timing events that the
 tick loop records on the update stream after the first and the last update, read once after
 the run, so the loop gains no host sync; on the CPU, where the work is done when the call
-returns, by the host clock.
+returns, by the host time the tick loop already read at the update's end.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import torch
@@ -32,18 +31,19 @@ class SteadyRate:
         self.first: _Mark | None = None
         self.last: _Mark | None = None
 
-    def _mark(self, env_steps: int) -> _Mark:
+    def _mark(self, env_steps: int, host_s: float) -> _Mark:
         if not self.cuda:
-            return _Mark(env_steps, time.perf_counter())
+            return _Mark(env_steps, host_s)
         event = torch.cuda.Event(enable_timing=True)
         event.record()  # the caller's current stream: the learner's update stream
         return _Mark(env_steps, event)
 
-    def first_update_done(self, env_steps: int) -> None:
-        self.first = self._mark(env_steps)
+    def first_update_done(self, env_steps: int, host_s: float) -> None:
+        """``host_s``: ``time.perf_counter()`` at the update's end (the CPU's mark)."""
+        self.first = self._mark(env_steps, host_s)
 
-    def last_update_done(self, env_steps: int) -> None:
-        self.last = self._mark(env_steps)
+    def last_update_done(self, env_steps: int, host_s: float) -> None:
+        self.last = self._mark(env_steps, host_s)
 
     def env_steps_per_sec(self) -> float | None:
         """The rate between the two marks (None before both exist or over no env step).

@@ -210,9 +210,9 @@ class TickLoop:
         assert state.steady is not None
         if state.first_iteration_end is None:
             state.first_iteration_end = time.monotonic()
-            state.steady.first_update_done(env_steps)
+            state.steady.first_update_done(env_steps, end)
         if tick == state.total_ticks - 1:
-            state.steady.last_update_done(env_steps)
+            state.steady.last_update_done(env_steps, end)
         state.tail.append((end, env_steps))
         self.pump.accumulate(w, metrics)
 
