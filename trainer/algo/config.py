@@ -150,6 +150,10 @@ class FlashSacCfg:
     """Compile each network's whole forward instead of its trunk alone (needs
     ``use_compile``; docs/runtime.md "Learner profile")."""
 
+    fuse_combo_kernels: bool
+    """Compile the learner with inductor's combo kernels: independent kernels of one graph
+    launched as one (needs ``use_compile``; docs/runtime.md "Learner profile")."""
+
     seed: int | None
     """Torch seed of the learner; null leaves seeding to the caller."""
 

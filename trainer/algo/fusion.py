@@ -14,6 +14,12 @@ of :class:`CycleFusion`, on top of the compiled TD target:
   log-softmax, the actor-update critic's input concatenation) instead of its trunk alone,
   so inductor fuses the heads' weight padding, bf16 casts, bias adds and the log-softmax
   with the trunk's last norm, forward and backward.
+* ``combo_kernels``: every compile above (and the TD target) runs with inductor's combo
+  kernels, which launch independent kernels of one graph as one kernel: the BatchNorm
+  reductions of the twin critic's members and of forward and backward, the per-tensor
+  reductions of the norm control. Same kernels' maths, fewer launches (on the H200 the
+  cycle's norm kernels fell from 250 to 120 and the cycle from 4.21 to 3.92 ms,
+  docs/benchmarks.md "Fourteenth H200 session").
 
 The maths is the same functions of ``trainer.algo.losses`` and ``trainer.algo.norms``, so
 the results equal the eager path up to floating-point reassociation inside the fused
@@ -37,26 +43,41 @@ from trainer.algo.norms import RenormPlan
 
 @dataclass(frozen=True)
 class CycleFusion:
-    """Which fusions the learner compiles (``CycleFusion()``: all three; the learner's
+    """Which fusions the learner compiles (``CycleFusion()``: all four; the learner's
     default comes from ``algo.fuse_*``).
 
     Attributes:
         renorm: compile each network's norm-control plan into one function.
         losses: compile the loss maths around the networks.
         networks: compile each network's whole forward, not only its trunk.
+        combo_kernels: compile with inductor's combo (horizontally fused) kernels.
     """
 
     renorm: bool = True
     losses: bool = True
     networks: bool = True
+    combo_kernels: bool = True
 
     @classmethod
     def none(cls) -> CycleFusion:
         """No fusion: the update cycle as it ran before issue 19 (the profile's ``legacy``)."""
-        return cls(renorm=False, losses=False, networks=False)
+        return cls(renorm=False, losses=False, networks=False, combo_kernels=False)
 
     def as_dict(self) -> dict[str, bool]:
-        return {"renorm": self.renorm, "losses": self.losses, "networks": self.networks}
+        return {
+            "renorm": self.renorm,
+            "losses": self.losses,
+            "networks": self.networks,
+            "combo_kernels": self.combo_kernels,
+        }
+
+    def compile_options(self, backend: str) -> dict[str, bool] | None:
+        """``torch.compile(options=...)`` for ``backend``: inductor's config for these
+        compiles only (forward and backward), so an env compiled in the same process keeps
+        inductor's defaults. Other backends take no inductor options."""
+        if backend != "inductor" or not self.combo_kernels:
+            return None
+        return {"combo_kernels": True}
 
 
 def sample_action(mu: Tensor, rho: Tensor, eps: Tensor) -> tuple[Tensor, Tensor]:
@@ -80,11 +101,11 @@ class LossFns:
     temperature: Callable[[Tensor, Tensor, float], tuple[Tensor, Tensor]] = losses.temperature_loss
 
 
-def compile_losses(backend: str = "inductor") -> LossFns:
+def compile_losses(backend: str = "inductor", options: dict[str, bool] | None = None) -> LossFns:
     """Every :class:`LossFns` member compiled (static shapes, one graph each)."""
 
     def compiled(fn: Callable) -> Callable:
-        return torch.compile(fn, fullgraph=True, dynamic=False, backend=backend)
+        return torch.compile(fn, fullgraph=True, dynamic=False, backend=backend, options=options)
 
     return LossFns(
         sample=compiled(sample_action),
@@ -94,6 +115,10 @@ def compile_losses(backend: str = "inductor") -> LossFns:
     )
 
 
-def compile_renorm(plan: RenormPlan, backend: str = "inductor") -> Callable[[], None]:
+def compile_renorm(
+    plan: RenormPlan, backend: str = "inductor", options: dict[str, bool] | None = None
+) -> Callable[[], None]:
     """``plan.apply`` as one compiled function (in place on the same tensors)."""
-    return torch.compile(plan.apply, fullgraph=True, dynamic=False, backend=backend)
+    return torch.compile(
+        plan.apply, fullgraph=True, dynamic=False, backend=backend, options=options
+    )

@@ -75,8 +75,8 @@ class FlashSacLearner:
         ``spec`` sizes the networks, the replay rows and the action noise (the env's
         ``spec``, or the task's torch-free ``G1_TRACKING_SPEC`` before any env exists).
 
-        Default: ``algo.fuse_renorm`` / ``fuse_losses`` / ``fuse_networks`` (the profile
-        passes its variants).
+        Default: ``algo.fuse_renorm`` / ``fuse_losses`` / ``fuse_networks`` /
+        ``fuse_combo_kernels`` (the profile passes its variants).
         """
         cfg.validate()
         self.cfg = cfg
@@ -89,7 +89,10 @@ class FlashSacLearner:
         self.target_entropy = cfg.resolved_target_entropy(spec.action_dim)
         if fusion is None:
             fusion = CycleFusion(
-                renorm=cfg.fuse_renorm, losses=cfg.fuse_losses, networks=cfg.fuse_networks
+                renorm=cfg.fuse_renorm,
+                losses=cfg.fuse_losses,
+                networks=cfg.fuse_networks,
+                combo_kernels=cfg.fuse_combo_kernels,
             )
         self.fusion = fusion
         self._init_precision()
@@ -275,22 +278,28 @@ class FlashSacLearner:
             status.disable_reason = "torch.compile is unavailable"
         else:
             compile_in_process()  # before the first compile: no inductor worker pool
-            self._td_target = torch.compile(_td_target, fullgraph=True, dynamic=False)
             status.enabled = True
             self._enable_fusion(self.fusion)
 
     def _enable_fusion(self, fusion: CycleFusion, backend: str = "inductor") -> None:
         """Compile the fusions ``fusion`` asks for (once compile is on; tests pass ``backend``)."""
         self._fusion_active = fusion
-        self._loss_fns = compile_losses(backend) if fusion.losses else LossFns()
+        options = fusion.compile_options(backend)
+        if self._compile_status.enabled:
+            self._td_target = torch.compile(
+                _td_target, fullgraph=True, dynamic=False, backend=backend, options=options
+            )
+        self._loss_fns = compile_losses(backend, options) if fusion.losses else LossFns()
         plans = {"actor": self.actor_plan, "critic": self.critic_plan}
         self._renorm = {
-            name: compile_renorm(plan, backend) if fusion.renorm else plan.apply
+            name: compile_renorm(plan, backend, options) if fusion.renorm else plan.apply
             for name, plan in plans.items()
         }
-        self._compile_networks(fusion.networks, backend)
+        self._compile_networks(fusion.networks, backend, options)
 
-    def _compile_networks(self, whole: bool, backend: str) -> None:
+    def _compile_networks(
+        self, whole: bool, backend: str, options: dict[str, bool] | None = None
+    ) -> None:
         """Compile every network whole (``whole``), else its trunk alone while compile is on,
         else nothing. Trunk alone: inductor fuses BN statistics, ReLU, residual adds and casts
         around the cuBLAS matmuls (forward and backward), one compiled variant per BN mode."""
@@ -301,14 +310,14 @@ class FlashSacLearner:
         self._critic_t, self._target_t = self.critic.forward_t, self.critic_target.forward_t
         if whole:
             for net in nets:
-                net.compile(dynamic=False, backend=backend)
+                net.compile(dynamic=False, backend=backend, options=options)
             self._critic_t, self._target_t = (
-                torch.compile(f, dynamic=False, backend=backend)
+                torch.compile(f, dynamic=False, backend=backend, options=options)
                 for f in (self.critic.forward_t, self.critic_target.forward_t)
             )
         elif self._compile_status.enabled:
             for net in nets:
-                net.trunk.compile(dynamic=False, backend=backend)
+                net.trunk.compile(dynamic=False, backend=backend, options=options)
 
     def acting(self) -> contextlib.AbstractContextManager:
         """Where the tick loop serves ``act()``: the learner's high-priority inference stream

@@ -15,8 +15,8 @@ compile and CUDA graph as configured), then measures:
 
 On the CPU the same runs eagerly and the "kernels" are leaf aten ops (categories from op
 names, optimizer ops by their ``Optimizer.step`` scope). ``--variants
-legacy,renorm,losses,networks,fused`` runs the cycle without the issue-19 fusions, with each
-one alone, and with all three, in one process.
+legacy,renorm,losses,networks,combo,fused`` runs the cycle without the issue-19 fusions, with
+each one alone, and with all four, in one process (``no_combo``: the first three).
 """
 
 from __future__ import annotations
@@ -61,9 +61,11 @@ TOP_KERNELS = 20
 VARIANTS = {
     "fused": CycleFusion(),
     "legacy": CycleFusion.none(),
-    "renorm": CycleFusion(renorm=True, losses=False, networks=False),
-    "losses": CycleFusion(renorm=False, losses=True, networks=False),
-    "networks": CycleFusion(renorm=False, losses=False, networks=True),
+    "renorm": CycleFusion(renorm=True, losses=False, networks=False, combo_kernels=False),
+    "losses": CycleFusion(renorm=False, losses=True, networks=False, combo_kernels=False),
+    "networks": CycleFusion(renorm=False, losses=False, networks=True, combo_kernels=False),
+    "combo": CycleFusion(renorm=False, losses=False, networks=False, combo_kernels=True),
+    "no_combo": CycleFusion(combo_kernels=False),
 }
 
 # (category, substrings of a lower-cased kernel or op name), first match wins; see
@@ -526,7 +528,8 @@ def main(
     variants: Annotated[
         str,
         typer.Option(
-            help="Comma list of legacy (no issue-19 fusion), renorm, losses, networks, fused (all three)."
+            help="Comma list of legacy (no issue-19 fusion), renorm, losses, networks, combo, "
+            "fused (all four), no_combo (fused without combo)."
         ),
     ] = "legacy,fused",
     cycles: Annotated[int, typer.Option(min=1, help="Timed cycles (CUDA events).")] = 200,
@@ -563,9 +566,9 @@ def main(
 ) -> None:
     """Profile the learner's update cycle: time alone, kernels per cycle, top kernels, shares.
 
-    Example (H200, the soak's shape, each fusion alone and both):
+    Example (H200, the soak's shape, each fusion alone and all of them):
 
-        python -m trainer.bench.learner_profile --variants legacy,renorm,losses,networks,fused --output /tmp/lp.json
+        python -m trainer.bench.learner_profile --variants legacy,renorm,losses,networks,combo,fused --output /tmp/lp.json
 
     Beside a collector-sized env, as in train, both under MPS (after `cumps start`):
 

@@ -47,6 +47,7 @@ SPEC_KEYS = [
     "fuse_renorm",
     "fuse_losses",
     "fuse_networks",
+    "fuse_combo_kernels",
     "seed",
     "save_interval",
 ]

@@ -9,6 +9,7 @@ CPU kernels against eager within fp32 reassociation.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -47,10 +48,20 @@ def _losses_and_grads(fns: LossFns, seed: int) -> list[torch.Tensor]:
     return [action, log_prob, critic, actor, temp, entropy, *grads]
 
 
-@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
-def test_compiled_losses_equal_the_eager_maths_with_their_gradients(backend: str) -> None:
+@pytest.mark.parametrize(
+    ("backend", "options"),
+    [
+        ("aot_eager", None),
+        pytest.param("inductor", None, marks=pytest.mark.slow),
+        pytest.param("inductor", CycleFusion().compile_options("inductor"), marks=pytest.mark.slow),
+    ],
+    ids=["aot_eager", "inductor", "inductor-combo"],
+)
+def test_compiled_losses_equal_the_eager_maths_with_their_gradients(
+    backend: str, options: dict | None
+) -> None:
     eager = _losses_and_grads(LossFns(), seed=3)
-    fused = _losses_and_grads(compile_losses(backend), seed=3)
+    fused = _losses_and_grads(compile_losses(backend, options), seed=3)
     exact = backend == "aot_eager"
     for a, b in zip(eager, fused, strict=True):
         torch.testing.assert_close(b, a, atol=0 if exact else 1e-5, rtol=0 if exact else 1e-5)
@@ -126,8 +137,8 @@ def test_a_fused_learner_trains_exactly_like_the_eager_one(fusion: CycleFusion) 
 def test_fusion_is_reported_requested_but_off_where_the_learner_does_not_compile() -> None:
     diag = make_learner(fusion=CycleFusion()).cuda_graph_diagnostics()["fusion"]  # CPU
     assert diag == {
-        "requested": {"renorm": True, "losses": True, "networks": True},
-        "enabled": {"renorm": False, "losses": False, "networks": False},
+        "requested": {"renorm": True, "losses": True, "networks": True, "combo_kernels": True},
+        "enabled": {"renorm": False, "losses": False, "networks": False, "combo_kernels": False},
         "disable_reason": None,
     }
 
@@ -135,22 +146,67 @@ def test_fusion_is_reported_requested_but_off_where_the_learner_does_not_compile
 def test_the_learner_requests_every_fusion_by_default() -> None:
     # The owner's algo.fuse_* are true since the seventh H200 session (docs/benchmarks.md).
     default = make_learner().cuda_graph_diagnostics()["fusion"]
-    assert default["requested"] == {"renorm": True, "losses": True, "networks": True}
+    assert default["requested"] == {
+        "renorm": True,
+        "losses": True,
+        "networks": True,
+        "combo_kernels": True,
+    }
 
 
 @pytest.mark.parametrize(
-    ("renorm", "fused_losses", "networks"),
-    [(True, False, False), (False, True, False), (False, False, True), (True, True, True)],
+    ("renorm", "fused_losses", "networks", "combo"),
+    [
+        (True, False, False, False),
+        (False, True, False, False),
+        (False, False, True, False),
+        (False, False, False, True),
+        (True, True, True, True),
+    ],
 )
 def test_the_fuse_keys_choose_the_fusions_the_learner_requests(
-    renorm: bool, fused_losses: bool, networks: bool
+    renorm: bool, fused_losses: bool, networks: bool, combo: bool
 ) -> None:
-    learner = make_learner(fuse_renorm=renorm, fuse_losses=fused_losses, fuse_networks=networks)
+    learner = make_learner(
+        fuse_renorm=renorm,
+        fuse_losses=fused_losses,
+        fuse_networks=networks,
+        fuse_combo_kernels=combo,
+    )
     assert learner.cuda_graph_diagnostics()["fusion"]["requested"] == {
         "renorm": renorm,
         "losses": fused_losses,
         "networks": networks,
+        "combo_kernels": combo,
     }
+
+
+@pytest.mark.parametrize(
+    ("fusion", "backend", "options"),
+    [
+        (CycleFusion(), "inductor", {"combo_kernels": True}),
+        (CycleFusion(combo_kernels=False), "inductor", None),
+        (CycleFusion(), "aot_eager", None),  # inductor's options mean nothing to other backends
+    ],
+    ids=["combo", "no-combo", "aot_eager"],
+)
+def test_combo_kernels_reach_every_learner_compile_and_only_the_learners(
+    monkeypatch: pytest.MonkeyPatch, fusion: CycleFusion, backend: str, options: dict | None
+) -> None:
+    learner = make_learner(seed=2)
+    learner._compile_status.enabled = True  # as on CUDA, where the learner compiles
+    calls: list[dict] = []
+
+    def record(fn: Callable, **kwargs: object) -> Callable:  # stands in for torch.compile
+        calls.append(kwargs)
+        return fn
+
+    monkeypatch.setattr(torch, "compile", record)
+    learner._enable_fusion(fusion, backend)
+    # TD target, 4 losses, 2 renorm plans, 4 networks and the two critics' forward_t
+    assert len(calls) == 13
+    assert all(call["backend"] == backend and call["options"] == options for call in calls)
+    assert fusion.compile_options(backend) == options
 
 
 def test_dropping_the_networks_fusion_leaves_every_network_eager_without_compile() -> None:
