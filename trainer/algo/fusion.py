@@ -1,8 +1,8 @@
-"""Fewer kernels per update cycle: compiled norm control and compiled loss glue (issue 19).
+"""Fewer kernels per update cycle: the learner's compiled fusions (issue 19).
 
 The update cycle is bound by kernel count, not arithmetic (docs/runtime.md "Learner
-profile"). Two groups of small eager kernels are compiled here, each behind its own switch
-of :class:`CycleFusion`, on top of the compiled TD target:
+profile"). Each fusion below is behind its own switch of :class:`CycleFusion`, on top of the
+compiled TD target:
 
 * ``renorm``: the docs/flashsac.md §norm-control norm control after every optimizer step (a norm, a clamp or hypot and
   one or two divisions per weight, ~45 launches per network) becomes one compiled function

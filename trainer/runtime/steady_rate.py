@@ -53,10 +53,11 @@ class SteadyRate:
         first, last = self.first, self.last
         if first is None or last is None or last.env_steps <= first.env_steps:
             return None
-        if isinstance(first.at, float) and isinstance(last.at, float):
-            seconds = last.at - first.at
-        else:
+        if self.cuda:
             assert isinstance(first.at, torch.cuda.Event) and isinstance(last.at, torch.cuda.Event)
             last.at.synchronize()
             seconds = first.at.elapsed_time(last.at) / 1000.0
+        else:
+            assert isinstance(first.at, float) and isinstance(last.at, float)
+            seconds = last.at - first.at
         return (last.env_steps - first.env_steps) / seconds if seconds > 0 else None

@@ -191,7 +191,7 @@ def test_the_fuse_keys_choose_the_fusions_the_learner_requests(
     ],
     ids=["combo", "no-combo", "aot_eager"],
 )
-def test_combo_kernels_reach_every_learner_compile_and_only_the_learners(
+def test_combo_kernels_reach_every_learner_compile_as_its_own_options(
     monkeypatch: pytest.MonkeyPatch, fusion: CycleFusion, backend: str, options: dict | None
 ) -> None:
     learner = make_learner(seed=2)
