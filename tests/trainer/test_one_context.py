@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -56,6 +57,32 @@ def test_the_table_has_a_row_per_mode_and_repetition() -> None:
     rows = [c[0] for c in cells if c[:1] in (["alone"], ["free"], ["paced"])]
     assert rows == ["alone", "free", "paced"]
     assert "115,097" in text and "8.897" in text
+
+
+class ChunkedEnv:
+    """Stands in for the env thread: its step count moves one chunk on every ``during()``."""
+
+    def __init__(self) -> None:
+        self.plan = SimpleNamespace(num_envs=64)
+        self.steps = 0
+        self.calls = 0
+
+    def raise_if_failed(self) -> None:
+        pass
+
+    def during(self) -> float:
+        self.calls += 1
+        if self.calls > 2:  # the first two windows end before the env finishes a chunk
+            self.steps += one_context.ENV_CHUNK * self.plan.num_envs
+        return float(self.calls)
+
+
+def test_a_window_too_short_for_a_chunk_repeats_instead_of_reading_zero_steps() -> None:
+    env = ChunkedEnv()
+    mean, rate = one_context._while_env_steps(env, env.during)
+    assert env.calls == 2 + one_context.MIN_ENV_CHUNKS
+    assert mean == sum(range(1, env.calls + 1)) / env.calls
+    assert rate > 0
 
 
 @pytest.mark.gpu

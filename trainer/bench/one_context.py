@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import torch
 import typer
@@ -44,9 +44,12 @@ SCHEMA = "one_context.v1.json"
 HOST_LEAD = 4
 """How many steps (or cycles) a side's host may enqueue ahead of its GPU work."""
 ENV_ALONE_S = 3.0
+ENV_CHUNK = 10
+"""Free-running env steps between two syncs; its step count only moves in these chunks."""
+MIN_ENV_CHUNKS = 5
+"""Chunks a free window must span, so that the rate is not rounded to a chunk (or to 0)."""
 STOP_TIMEOUT_S = 60.0
 
-T = TypeVar("T")
 
 app = typer.Typer(add_completion=False)
 
@@ -116,10 +119,10 @@ class EnvThread:
                     if self.paced.is_set():
                         self._paced_step(step)
                     else:
-                        for _ in range(10):
+                        for _ in range(ENV_CHUNK):
                             step()
                         torch.cuda.current_stream().synchronize()
-                        self.steps += 10 * plan.num_envs
+                        self.steps += ENV_CHUNK * plan.num_envs
         except Exception as exc:  # noqa: BLE001 - reported to the main thread, which raises it
             self.error = f"{type(exc).__name__}: {exc}"
             self.ready.set()
@@ -195,7 +198,7 @@ def measure(plan: Plan) -> dict[str, Any]:
         env = EnvThread(plan)
         env.start()
         try:
-            _, env_alone = _while_env_steps(env, lambda: time.sleep(ENV_ALONE_S))
+            _, env_alone = _while_env_steps(env, lambda: _slept(ENV_ALONE_S))
             free = []
             for _ in range(plan.reps):
                 cycle_ms, rate = _while_env_steps(
@@ -212,12 +215,23 @@ def measure(plan: Plan) -> dict[str, Any]:
     }
 
 
-def _while_env_steps(env: EnvThread, during: Callable[[], T]) -> tuple[T, float]:
-    """``during()``'s result and the env's steps/s while it ran."""
+def _slept(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def _while_env_steps(env: EnvThread, during: Callable[[], float]) -> tuple[float, float]:
+    """The mean of ``during()``'s results and the env's steps/s while it ran.
+
+    ``during()`` repeats until the window spans :data:`MIN_ENV_CHUNKS` of the env's chunks:
+    a few short cycles can end before the env finishes one, which would read as 0 steps/s.
+    """
     steps, start = env.steps, time.perf_counter()
-    result = during()
-    env.raise_if_failed()
-    return result, (env.steps - steps) / (time.perf_counter() - start)
+    results, need = [], MIN_ENV_CHUNKS * ENV_CHUNK * env.plan.num_envs
+    while not results or env.steps - steps < need:
+        results.append(during())
+        env.raise_if_failed()
+    return sum(results) / len(results), (env.steps - steps) / (time.perf_counter() - start)
 
 
 def _paced(env: EnvThread, cycle: Callable[[], None], plan: Plan) -> list[dict[str, float]]:

@@ -144,11 +144,14 @@ def test_the_staged_compiled_step_honours_the_evaluation_mode(make_warp_cpu_env)
         assert torch.equal(env.backend.qpos[0], held)
 
 
+MAX_CONTACT_FLIPPED_ROWS = 2
+
+
 @pytest.mark.gpu
 def test_the_compiled_captured_cuda_env_evaluates_noise_free_without_host_syncs(make_cuda_env):
     """The GPU path: inductor-compiled phases replayed as CUDA graphs honour the zeroed noise
     scale (actor obs = clean critic obs on the noisy columns, exactly), the evaluation step
-    never syncs, it agrees with the eager env up to MJWarp's non-bitwise contacts, and the
+    never syncs, it agrees with the eager env on all but a contact-flipped row or two, and the
     env trains again afterwards."""
     from trainer.evaluation.policy import PolicyPoint
     from trainer.evaluation.protocol import Protocol
@@ -175,7 +178,10 @@ def test_the_compiled_captured_cuda_env_evaluates_noise_free_without_host_syncs(
     for (obs, critic, active), (obs_e, active_e) in zip(got, want, strict=True):
         assert torch.equal(obs[:, noisy], critic[:, noisy])
         assert torch.equal(active, active_e)
-        assert (obs - obs_e).abs().max().item() < 2e-2
+        # MJWarp's sums are not bitwise: a contact that one run activates and the other does not
+        # moves that row's joint velocities by ~0.2 (seen on the H200); a wrong phase moves them all
+        diverged = int(((obs - obs_e).abs().amax(dim=1) >= 2e-2).sum())
+        assert diverged <= MAX_CONTACT_FLIPPED_ROWS
     fast.step(torch.zeros(n, 29, device="cuda"))  # back to training: graphs, resets, noise
     fast.check_health()
     torch.manual_seed(0)
