@@ -144,14 +144,14 @@ def test_fusion_is_reported_requested_but_off_where_the_learner_does_not_compile
 
 
 def test_the_learner_requests_the_owners_fusions_by_default() -> None:
-    # renorm, losses and networks are on since the seventh H200 session; combo kernels stay
-    # off until a side-by-side learning record (docs/runtime.md "Learner profile").
+    # renorm, losses and networks are on since the seventh H200 session, combo kernels since
+    # the fifteenth, each after a side-by-side learning record (docs/benchmarks.md).
     default = make_learner().cuda_graph_diagnostics()["fusion"]
     assert default["requested"] == {
         "renorm": True,
         "losses": True,
         "networks": True,
-        "combo_kernels": False,
+        "combo_kernels": True,
     }
 
 
