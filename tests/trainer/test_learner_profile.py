@@ -58,7 +58,7 @@ def test_the_table_names_each_variant_and_category(capsys) -> None:
     [
         (
             ["--variants", "fast"],
-            "must be a comma list of ['combo', 'fused', 'legacy', 'losses', 'networks', 'no_combo', 'renorm']",
+            "must be a comma list of ['combo', 'fused', 'legacy', 'losses', 'multi_kernel', 'networks', 'no_combo', 'no_multi_kernel', 'renorm']",
         ),
         (["--override", "training.log_interval=5"], "is not an algo.* key"),
         (["--override", "algo.batch_size=0"], "algo.batch_size=0"),

@@ -154,6 +154,11 @@ class FlashSacCfg:
     """Compile the learner with inductor's combo kernels: independent kernels of one graph
     launched as one (needs ``use_compile``; docs/runtime.md "Learner profile")."""
 
+    fuse_multi_kernel: bool
+    """Compile the learner with inductor's multi-kernel: the faster of a persistent and a
+    looped version of each reduction (needs ``use_compile``; docs/runtime.md "Learner
+    profile")."""
+
     seed: int | None
     """Torch seed of the learner; null leaves seeding to the caller."""
 

@@ -20,6 +20,10 @@ compiled TD target:
   reductions of the norm control. Same kernels' maths, fewer launches (on the H200 the
   cycle's norm kernels fell from 250 to 120 and the cycle from 4.21 to 3.92 ms,
   docs/benchmarks.md "Fourteenth H200 session").
+* ``multi_kernel``: the same compiles also run with inductor's multi-kernel, which generates
+  a persistent and a looped version of each reduction and keeps the faster, benchmarked at
+  its first call (before any capture). Same maths; on the H200 the cycle's norm kernels fell
+  from 0.75 to 0.51 ms beside combo kernels, docs/benchmarks.md "Fifteenth H200 session".
 
 The maths is the same functions of ``trainer.algo.losses`` and ``trainer.algo.norms``, so
 the results equal the eager path up to floating-point reassociation inside the fused
@@ -40,10 +44,13 @@ from torch import Tensor
 from trainer.algo import losses
 from trainer.algo.norms import RenormPlan
 
+CompileOptions = dict[str, bool | int]
+"""Inductor config keys and values for one ``torch.compile`` call."""
+
 
 @dataclass(frozen=True)
 class CycleFusion:
-    """Which fusions the learner compiles (``CycleFusion()``: all four; the learner's
+    """Which fusions the learner compiles (``CycleFusion()``: all five; the learner's
     default comes from ``algo.fuse_*``).
 
     Attributes:
@@ -51,17 +58,22 @@ class CycleFusion:
         losses: compile the loss maths around the networks.
         networks: compile each network's whole forward, not only its trunk.
         combo_kernels: compile with inductor's combo (horizontally fused) kernels.
+        multi_kernel: compile with inductor's multi-kernel (the faster of a persistent and a
+            looped version of each reduction).
     """
 
     renorm: bool = True
     losses: bool = True
     networks: bool = True
     combo_kernels: bool = True
+    multi_kernel: bool = True
 
     @classmethod
     def none(cls) -> CycleFusion:
         """No fusion: the update cycle as it ran before issue 19 (the profile's ``legacy``)."""
-        return cls(renorm=False, losses=False, networks=False, combo_kernels=False)
+        return cls(
+            renorm=False, losses=False, networks=False, combo_kernels=False, multi_kernel=False
+        )
 
     def as_dict(self) -> dict[str, bool]:
         return {
@@ -69,15 +81,21 @@ class CycleFusion:
             "losses": self.losses,
             "networks": self.networks,
             "combo_kernels": self.combo_kernels,
+            "multi_kernel": self.multi_kernel,
         }
 
-    def compile_options(self, backend: str) -> dict[str, bool] | None:
+    def compile_options(self, backend: str) -> CompileOptions | None:
         """``torch.compile(options=...)`` for ``backend``: inductor's config for these
         compiles only (forward and backward), so an env compiled in the same process keeps
         inductor's defaults. Other backends take no inductor options."""
-        if backend != "inductor" or not self.combo_kernels:
+        if backend != "inductor":
             return None
-        return {"combo_kernels": True}
+        options: CompileOptions = {}
+        if self.combo_kernels:
+            options["combo_kernels"] = True
+        if self.multi_kernel:
+            options["triton.multi_kernel"] = 1  # 1: benchmark both, keep the faster
+        return options or None
 
 
 def sample_action(mu: Tensor, rho: Tensor, eps: Tensor) -> tuple[Tensor, Tensor]:
@@ -101,7 +119,7 @@ class LossFns:
     temperature: Callable[[Tensor, Tensor, float], tuple[Tensor, Tensor]] = losses.temperature_loss
 
 
-def compile_losses(backend: str = "inductor", options: dict[str, bool] | None = None) -> LossFns:
+def compile_losses(backend: str = "inductor", options: CompileOptions | None = None) -> LossFns:
     """Every :class:`LossFns` member compiled (static shapes, one graph each)."""
 
     def compiled(fn: Callable) -> Callable:
@@ -116,7 +134,7 @@ def compile_losses(backend: str = "inductor", options: dict[str, bool] | None = 
 
 
 def compile_renorm(
-    plan: RenormPlan, backend: str = "inductor", options: dict[str, bool] | None = None
+    plan: RenormPlan, backend: str = "inductor", options: CompileOptions | None = None
 ) -> Callable[[], None]:
     """``plan.apply`` as one compiled function (in place on the same tensors)."""
     return torch.compile(

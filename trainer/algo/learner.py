@@ -30,7 +30,7 @@ from trainer import cuda_graphs
 from trainer.algo import learner_state, losses, norms
 from trainer.algo.config import FlashSacCfg
 from trainer.algo.exploration import RepeatedNoise
-from trainer.algo.fusion import CycleFusion, LossFns, compile_losses, compile_renorm
+from trainer.algo.fusion import CompileOptions, CycleFusion, LossFns, compile_losses, compile_renorm
 from trainer.algo.networks import Actor, Critic
 from trainer.algo.polyak import PolyakTarget
 from trainer.algo.replay import DeviceReplay
@@ -76,7 +76,7 @@ class FlashSacLearner:
         ``spec``, or the task's torch-free ``G1_TRACKING_SPEC`` before any env exists).
 
         Default: ``algo.fuse_renorm`` / ``fuse_losses`` / ``fuse_networks`` /
-        ``fuse_combo_kernels`` (the profile passes its variants).
+        ``fuse_combo_kernels`` / ``fuse_multi_kernel`` (the profile passes its variants).
         """
         cfg.validate()
         self.cfg = cfg
@@ -93,6 +93,7 @@ class FlashSacLearner:
                 losses=cfg.fuse_losses,
                 networks=cfg.fuse_networks,
                 combo_kernels=cfg.fuse_combo_kernels,
+                multi_kernel=cfg.fuse_multi_kernel,
             )
         self.fusion = fusion
         self._init_precision()
@@ -298,7 +299,7 @@ class FlashSacLearner:
         self._compile_networks(fusion.networks, backend, options)
 
     def _compile_networks(
-        self, whole: bool, backend: str, options: dict[str, bool] | None = None
+        self, whole: bool, backend: str, options: CompileOptions | None = None
     ) -> None:
         """Compile every network whole (``whole``), else its trunk alone while compile is on,
         else nothing. Trunk alone: inductor fuses BN statistics, ReLU, residual adds and casts

@@ -15,13 +15,15 @@ compile and CUDA graph as configured), then measures:
 
 On the CPU the same runs eagerly and the "kernels" are leaf aten ops (categories from op
 names, optimizer ops by their ``Optimizer.step`` scope). ``--variants
-legacy,renorm,losses,networks,combo,fused`` runs the cycle without the issue-19 fusions, with
-each one alone, and with all four, in one process (``no_combo``: the first three).
+legacy,renorm,losses,networks,combo,multi_kernel,fused`` runs the cycle without the issue-19
+fusions, with each one alone, and with all five, in one process (``no_combo``: the first
+three; ``no_multi_kernel``: all but multi-kernel).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import json
 import tempfile
@@ -58,14 +60,23 @@ SCHEMA = "learner_profile.v1.json"
 OWNER = ("flashsac", "g1_motion_tracking", Backend.MJWARP.value)
 CATEGORIES = ("gemm", "norm", "c51_projection", "optimizer", "elementwise", "other")
 TOP_KERNELS = 20
+
+
+def _only(**on: bool) -> CycleFusion:
+    """The named fusions and no other."""
+    return dataclasses.replace(CycleFusion.none(), **on)
+
+
 VARIANTS = {
     "fused": CycleFusion(),
     "legacy": CycleFusion.none(),
-    "renorm": CycleFusion(renorm=True, losses=False, networks=False, combo_kernels=False),
-    "losses": CycleFusion(renorm=False, losses=True, networks=False, combo_kernels=False),
-    "networks": CycleFusion(renorm=False, losses=False, networks=True, combo_kernels=False),
-    "combo": CycleFusion(renorm=False, losses=False, networks=False, combo_kernels=True),
-    "no_combo": CycleFusion(combo_kernels=False),
+    "renorm": _only(renorm=True),
+    "losses": _only(losses=True),
+    "networks": _only(networks=True),
+    "combo": _only(combo_kernels=True),
+    "multi_kernel": _only(multi_kernel=True),
+    "no_combo": _only(renorm=True, losses=True, networks=True),
+    "no_multi_kernel": CycleFusion(multi_kernel=False),
 }
 
 # (category, substrings of a lower-cased kernel or op name), first match wins; see
@@ -529,7 +540,8 @@ def main(
         str,
         typer.Option(
             help="Comma list of legacy (no issue-19 fusion), renorm, losses, networks, combo, "
-            "fused (all four), no_combo (fused without combo)."
+            "multi_kernel (each alone), fused (all five), no_combo (the first three), "
+            "no_multi_kernel (fused without multi_kernel)."
         ),
     ] = "legacy,fused",
     cycles: Annotated[int, typer.Option(min=1, help="Timed cycles (CUDA events).")] = 200,

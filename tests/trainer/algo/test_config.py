@@ -48,6 +48,7 @@ SPEC_KEYS = [
     "fuse_losses",
     "fuse_networks",
     "fuse_combo_kernels",
+    "fuse_multi_kernel",
     "seed",
     "save_interval",
 ]

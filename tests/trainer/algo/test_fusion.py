@@ -20,6 +20,15 @@ from trainer.algo import losses
 from trainer.algo.fusion import CycleFusion, LossFns, compile_losses, compile_renorm
 from trainer.algo.networks import Actor, Critic
 
+FUSIONS = list(CycleFusion().as_dict())
+FUSE_KEYS = {
+    "renorm": "fuse_renorm",
+    "losses": "fuse_losses",
+    "networks": "fuse_networks",
+    "combo_kernels": "fuse_combo_kernels",
+    "multi_kernel": "fuse_multi_kernel",
+}
+
 
 def _loss_inputs(seed: int) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
@@ -53,9 +62,15 @@ def _losses_and_grads(fns: LossFns, seed: int) -> list[torch.Tensor]:
     [
         ("aot_eager", None),
         pytest.param("inductor", None, marks=pytest.mark.slow),
+        pytest.param(
+            "inductor",
+            CycleFusion(multi_kernel=False).compile_options("inductor"),
+            marks=pytest.mark.slow,
+        ),
+        # multi-kernel is a triton switch: on the CPU this checks that inductor takes its key
         pytest.param("inductor", CycleFusion().compile_options("inductor"), marks=pytest.mark.slow),
     ],
-    ids=["aot_eager", "inductor", "inductor-combo"],
+    ids=["aot_eager", "inductor", "inductor-combo", "inductor-combo-multi-kernel"],
 )
 def test_compiled_losses_equal_the_eager_maths_with_their_gradients(
     backend: str, options: dict | None
@@ -137,61 +152,45 @@ def test_a_fused_learner_trains_exactly_like_the_eager_one(fusion: CycleFusion) 
 def test_fusion_is_reported_requested_but_off_where_the_learner_does_not_compile() -> None:
     diag = make_learner(fusion=CycleFusion()).cuda_graph_diagnostics()["fusion"]  # CPU
     assert diag == {
-        "requested": {"renorm": True, "losses": True, "networks": True, "combo_kernels": True},
-        "enabled": {"renorm": False, "losses": False, "networks": False, "combo_kernels": False},
+        "requested": {name: True for name in FUSIONS},
+        "enabled": {name: False for name in FUSIONS},
         "disable_reason": None,
     }
 
 
 def test_the_learner_requests_the_owners_fusions_by_default() -> None:
     # renorm, losses and networks are on since the seventh H200 session, combo kernels since
-    # the fifteenth, each after a side-by-side learning record (docs/benchmarks.md).
+    # the fifteenth, each after a side-by-side learning record (docs/benchmarks.md);
+    # multi-kernel waits for its own
     default = make_learner().cuda_graph_diagnostics()["fusion"]
     assert default["requested"] == {
         "renorm": True,
         "losses": True,
         "networks": True,
         "combo_kernels": True,
+        "multi_kernel": False,
     }
 
 
-@pytest.mark.parametrize(
-    ("renorm", "fused_losses", "networks", "combo"),
-    [
-        (True, False, False, False),
-        (False, True, False, False),
-        (False, False, True, False),
-        (False, False, False, True),
-        (True, True, True, True),
-    ],
-)
-def test_the_fuse_keys_choose_the_fusions_the_learner_requests(
-    renorm: bool, fused_losses: bool, networks: bool, combo: bool
-) -> None:
-    learner = make_learner(
-        fuse_renorm=renorm,
-        fuse_losses=fused_losses,
-        fuse_networks=networks,
-        fuse_combo_kernels=combo,
-    )
-    assert learner.cuda_graph_diagnostics()["fusion"]["requested"] == {
-        "renorm": renorm,
-        "losses": fused_losses,
-        "networks": networks,
-        "combo_kernels": combo,
-    }
+@pytest.mark.parametrize("on", [*([name] for name in FUSIONS), FUSIONS], ids=[*FUSIONS, "all"])
+def test_the_fuse_keys_choose_the_fusions_the_learner_requests(on: list[str]) -> None:
+    learner = make_learner(**{FUSE_KEYS[name]: name in on for name in FUSIONS})
+    requested = learner.cuda_graph_diagnostics()["fusion"]["requested"]
+    assert requested == {name: name in on for name in FUSIONS}
 
 
 @pytest.mark.parametrize(
     ("fusion", "backend", "options"),
     [
-        (CycleFusion(), "inductor", {"combo_kernels": True}),
-        (CycleFusion(combo_kernels=False), "inductor", None),
+        (CycleFusion(), "inductor", {"combo_kernels": True, "triton.multi_kernel": 1}),
+        (CycleFusion(multi_kernel=False), "inductor", {"combo_kernels": True}),
+        (CycleFusion(combo_kernels=False), "inductor", {"triton.multi_kernel": 1}),
+        (CycleFusion(combo_kernels=False, multi_kernel=False), "inductor", None),
         (CycleFusion(), "aot_eager", None),  # inductor's options mean nothing to other backends
     ],
-    ids=["combo", "no-combo", "aot_eager"],
+    ids=["combo-multi-kernel", "combo", "multi-kernel", "neither", "aot_eager"],
 )
-def test_combo_kernels_reach_every_learner_compile_as_its_own_options(
+def test_inductor_options_reach_every_learner_compile_as_its_own_options(
     monkeypatch: pytest.MonkeyPatch, fusion: CycleFusion, backend: str, options: dict | None
 ) -> None:
     learner = make_learner(seed=2)
