@@ -35,6 +35,7 @@ temperature losses stays as it is. They run only where the learner compiles (CUD
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -42,6 +43,7 @@ import torch
 from torch import Tensor
 
 from trainer.algo import losses
+from trainer.algo.config import FlashSacCfg
 from trainer.algo.norms import RenormPlan
 
 CompileOptions = dict[str, bool | int]
@@ -51,7 +53,7 @@ CompileOptions = dict[str, bool | int]
 @dataclass(frozen=True)
 class CycleFusion:
     """Which fusions the learner compiles (``CycleFusion()``: all five; the learner's
-    default comes from ``algo.fuse_*``).
+    default comes from ``algo.fuse_<name>``, :meth:`from_cfg`).
 
     Attributes:
         renorm: compile each network's norm-control plan into one function.
@@ -71,18 +73,19 @@ class CycleFusion:
     @classmethod
     def none(cls) -> CycleFusion:
         """No fusion: the update cycle as it ran before issue 19 (the profile's ``legacy``)."""
-        return cls(
-            renorm=False, losses=False, networks=False, combo_kernels=False, multi_kernel=False
-        )
+        return cls(**dict.fromkeys(cls.names(), False))
+
+    @classmethod
+    def from_cfg(cls, cfg: FlashSacCfg) -> CycleFusion:
+        """The fusions that ``algo.fuse_<name>`` switch on."""
+        return cls(**{name: getattr(cfg, f"fuse_{name}") for name in cls.names()})
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [field.name for field in dataclasses.fields(cls)]
 
     def as_dict(self) -> dict[str, bool]:
-        return {
-            "renorm": self.renorm,
-            "losses": self.losses,
-            "networks": self.networks,
-            "combo_kernels": self.combo_kernels,
-            "multi_kernel": self.multi_kernel,
-        }
+        return dataclasses.asdict(self)
 
     def compile_options(self, backend: str) -> CompileOptions | None:
         """``torch.compile(options=...)`` for ``backend``: inductor's config for these

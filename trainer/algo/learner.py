@@ -75,8 +75,7 @@ class FlashSacLearner:
         ``spec`` sizes the networks, the replay rows and the action noise (the env's
         ``spec``, or the task's torch-free ``G1_TRACKING_SPEC`` before any env exists).
 
-        Default: ``algo.fuse_renorm`` / ``fuse_losses`` / ``fuse_networks`` /
-        ``fuse_combo_kernels`` / ``fuse_multi_kernel`` (the profile passes its variants).
+        Default: the ``algo.fuse_*`` keys (the profile passes its variants).
         """
         cfg.validate()
         self.cfg = cfg
@@ -87,15 +86,7 @@ class FlashSacLearner:
         self.batch_size = cfg.batch_size
         self.updates_per_step = cfg.updates_per_step
         self.target_entropy = cfg.resolved_target_entropy(spec.action_dim)
-        if fusion is None:
-            fusion = CycleFusion(
-                renorm=cfg.fuse_renorm,
-                losses=cfg.fuse_losses,
-                networks=cfg.fuse_networks,
-                combo_kernels=cfg.fuse_combo_kernels,
-                multi_kernel=cfg.fuse_multi_kernel,
-            )
-        self.fusion = fusion
+        self.fusion = CycleFusion.from_cfg(cfg) if fusion is None else fusion
         self._init_precision()
         self._init_networks()
         self._init_optimizers()

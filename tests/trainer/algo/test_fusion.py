@@ -20,14 +20,7 @@ from trainer.algo import losses
 from trainer.algo.fusion import CycleFusion, LossFns, compile_losses, compile_renorm
 from trainer.algo.networks import Actor, Critic
 
-FUSIONS = list(CycleFusion().as_dict())
-FUSE_KEYS = {
-    "renorm": "fuse_renorm",
-    "losses": "fuse_losses",
-    "networks": "fuse_networks",
-    "combo_kernels": "fuse_combo_kernels",
-    "multi_kernel": "fuse_multi_kernel",
-}
+FUSIONS = CycleFusion.names()
 
 
 def _loss_inputs(seed: int) -> dict[str, torch.Tensor]:
@@ -174,7 +167,7 @@ def test_the_learner_requests_the_owners_fusions_by_default() -> None:
 
 @pytest.mark.parametrize("on", [*([name] for name in FUSIONS), FUSIONS], ids=[*FUSIONS, "all"])
 def test_the_fuse_keys_choose_the_fusions_the_learner_requests(on: list[str]) -> None:
-    learner = make_learner(**{FUSE_KEYS[name]: name in on for name in FUSIONS})
+    learner = make_learner(**{f"fuse_{name}": name in on for name in FUSIONS})
     requested = learner.cuda_graph_diagnostics()["fusion"]["requested"]
     assert requested == {name: name in on for name in FUSIONS}
 
