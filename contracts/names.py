@@ -49,6 +49,7 @@ class Classification(StrEnum):
     INVALID_RUN_SUMMARY = "invalid_run_summary"
     SCHEMA_VIOLATION = "schema_violation"
     SHUTDOWN_CONTRACT_VIOLATION = "shutdown_contract_violation"
+    ACCELERATION_FALLBACK = "acceleration_fallback"
     LEARNING_REGRESSION = "learning_regression"
     LEARNING_UNVERIFIED = "learning_unverified"
 

@@ -4,7 +4,7 @@
 ``<log-dir>/run_summary.json`` in exactly the docs/contracts.md §verdict order: load, stamps, the failed-run path
 (shutdown contract; the producer's classification replaces the monitor's), or the
 completed-run path (drained flight, replay-ingress invariants, full schema, run-dir
-artifacts, shutdown). Given a ``LearningCfg``, the learning verdict (harness.soak.learning)
+artifacts, acceleration fallbacks, shutdown). Given a ``LearningCfg``, the learning verdict (harness.soak.learning)
 follows; its enforced findings come last. The soak passes only if no reason was recorded.
 Every rejection names the JSON path (or the file) it is about. Pure apart from reading the run directory: no
 process handling, no writes, no torch.
@@ -39,6 +39,8 @@ SUMMARY_NAME = "run_summary.json"
 EVENT_GLOB = "events.out.tfevents.*"
 FLIGHT_PATH = "$.runtime_manifest.inference_flight"
 FLIGHT_COUNTERS = ("queue_depth", "publication_lag")
+FALLBACKS_PATH = "$.runtime_manifest.cuda_graph.learner.fallbacks"
+DIAGNOSTICS_PATH = "$.runtime_manifest.backend_diagnostics.diagnostics"
 _REQUIRED = re.compile(r"'([^']+)' is a required property")
 MAX_SCHEMA_REASONS = 12
 MAX_MESSAGE = 240  # jsonschema quotes the whole offending value; a 16000-char error stays readable  # a fuzzed summary can break hundreds of rules; the first few say enough
@@ -352,6 +354,7 @@ def _check_completed_run(summary: dict[str, Any], log_dir: Path, findings: _Find
             f"run directory is missing required artifacts: {', '.join(missing)} (in {log_dir})",
             Classification.SCHEMA_VIOLATION,
         )
+    _check_fallbacks(manifest, findings)
     shutdown = manifest.get("shutdown")
     if shutdown is None:
         findings.add(
@@ -365,6 +368,36 @@ def _check_completed_run(summary: dict[str, Any], log_dir: Path, findings: _Find
         "shutdown contract violated at {path}: {message}",
         Classification.SHUTDOWN_CONTRACT_VIOLATION,
     )
+
+
+def _check_fallbacks(manifest: dict[str, Any], findings: _Findings) -> None:
+    """docs/contracts.md §verdict step 4.5: no acceleration was dropped at run time (the
+    learner's ``fallbacks``, the env's entries marked ``fell_back``), so the figures are
+    those of the configuration the run claims. Shape problems are schema findings (4.3)."""
+    for where, what, reason in _fallbacks(manifest):
+        findings.add(
+            f"{what} fell back at run time: {show(reason, 200)} ({where}); the run's figures "
+            "are not those of its configuration",
+            Classification.ACCELERATION_FALLBACK,
+        )
+
+
+def _fallbacks(manifest: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    """``(JSON path, what, reason)`` of every recorded fallback, env entries first."""
+    out: list[tuple[str, str, Any]] = []
+    backend = manifest.get("backend_diagnostics")
+    entries = backend.get("diagnostics") if isinstance(backend, dict) else None
+    for name, entry in entries.items() if isinstance(entries, dict) else ():
+        if isinstance(entry, dict) and entry.get("fell_back") is True:
+            out.append((f"{DIAGNOSTICS_PATH}.{name}", f"env {name}", entry.get("disable_reason")))
+    graph = manifest.get("cuda_graph")
+    learner = graph.get("learner") if isinstance(graph, dict) else None
+    fallbacks = learner.get("fallbacks") if isinstance(learner, dict) else None
+    for i, entry in enumerate(fallbacks if isinstance(fallbacks, list) else ()):
+        if isinstance(entry, dict):
+            what = f"learner {entry.get('feature')}"
+            out.append((f"{FALLBACKS_PATH}[{i}]", what, entry.get("reason")))
+    return out
 
 
 def _finish(

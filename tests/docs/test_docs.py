@@ -59,6 +59,7 @@ CONTRACT_CLASSIFICATIONS = {
     "invalid_run_summary",
     "schema_violation",
     "shutdown_contract_violation",
+    "acceleration_fallback",
 }
 
 

@@ -58,24 +58,35 @@ class BackendFailure(RuntimeError):
 
 @dataclass(frozen=True)
 class DiagnosticEntry:
-    """One ``backend_diagnostics.diagnostics`` entry (docs/contracts.md §backend-diagnostics)."""
+    """One ``backend_diagnostics.diagnostics`` entry (docs/contracts.md §backend-diagnostics).
+
+    ``fell_back``: the feature was attempted and failed, so the run goes on without it (the
+    soak fails on it); unavailable or switched-off features are not fallbacks. Only a
+    fallback writes the key (``"fell_back": true``).
+    """
 
     requested: bool
     enabled: bool
     disable_reason: str | None
+    fell_back: bool = False
 
     def __post_init__(self) -> None:
         if self.enabled and self.disable_reason is not None:
             raise ValueError("an enabled diagnostic entry must have disable_reason None")
         if not self.enabled and not self.disable_reason:
             raise ValueError("a disabled diagnostic entry needs a non-empty disable_reason")
+        if self.fell_back and (self.enabled or not self.requested):
+            raise ValueError("only a requested, disabled entry can have fallen back")
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "requested": self.requested,
             "enabled": self.enabled,
             "disable_reason": self.disable_reason,
         }
+        if self.fell_back:
+            out["fell_back"] = True
+        return out
 
 
 class SimBackend(Protocol):

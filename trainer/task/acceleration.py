@@ -88,7 +88,7 @@ def accelerate(
         # (an inductor kernel that cannot be captured must not cost the graphs).
         reason = f"reverted after graph capture failed: {graph_entry.disable_reason}"
         env.use_eager_phases()
-        compile_entry = DiagnosticEntry(True, False, reason[:300])
+        compile_entry = DiagnosticEntry(True, False, reason[:300], fell_back=True)
         graph_entry, _ = _setup_cuda_graphs(env, cuda_graph)
     env.backend.set_diagnostic("task_cuda_graph", graph_entry)
     env.backend.set_diagnostic("task_compile", compile_entry)
@@ -120,7 +120,7 @@ def _setup_compile(env: AcceleratedEnv, backend: str | None) -> DiagnosticEntry:
         env.use_eager_phases()
         reason = f"torch.compile({backend}) failed: {type(err).__name__}: {err}"[:300]
         log.warning("task_compile disabled, running the phases eagerly: %s", reason)
-        entry = DiagnosticEntry(True, False, reason)
+        entry = DiagnosticEntry(True, False, reason, fell_back=True)
     env.restart(failures)
     return entry
 
@@ -149,7 +149,7 @@ def _setup_cuda_graphs(env: AcceleratedEnv, requested: bool) -> tuple[Diagnostic
         failed = True
         reason = f"torch CUDA graph capture failed: {type(err).__name__}: {err}"
         log.warning("task_cuda_graph disabled, stepping eagerly: %s", reason)
-        entry = DiagnosticEntry(True, False, reason)
+        entry = DiagnosticEntry(True, False, reason, fell_back=True)
     # Warm-up steps moved the state and the generators: start over from the same seed, so
     # a graphed env begins exactly where an eager one does.
     env.restart(failures)

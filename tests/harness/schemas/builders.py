@@ -65,6 +65,23 @@ def make_replay_ingress() -> dict[str, Any]:
     }
 
 
+def make_learner_acceleration() -> dict[str, Any]:
+    """``cuda_graph.learner`` of a CUDA run on the owner's defaults, nothing fallen back."""
+    on = {"requested": True, "enabled": True, "disable_reason": None}
+    fusions = dict.fromkeys(("renorm", "losses", "networks", "combo_kernels"), True)
+    fusions["multi_kernel"] = False
+    return {
+        **on,
+        "act_graph": dict(on),
+        "compile": {**on, "compile_threads": 1},
+        "fusion": {"requested": fusions, "enabled": dict(fusions), "disable_reason": None},
+        "act_stream": {"enabled": True, "priority": -3},
+        "precision": "bf16",
+        "tf32_matmul": True,
+        "fallbacks": [],
+    }
+
+
 def make_manifest() -> dict[str, Any]:
     return {
         "schema_version": 1,
@@ -80,6 +97,7 @@ def make_manifest() -> dict[str, Any]:
         },
         "replay_ingress": make_replay_ingress(),
         "inference_memory_budget": {"ipc_event_count": 3},
+        "cuda_graph": {"env": None, "learner": make_learner_acceleration()},
         "backend_diagnostics": {
             "available": True,
             "backend_type": "mjwarp",

@@ -212,6 +212,74 @@ def test_undrained_flight_wins_over_later_schema_findings(tmp_path) -> None:
     )
 
 
+def test_a_learner_fallback_fails_a_completed_run_and_names_it(tmp_path) -> None:
+    summary = make_completed_summary(str(tmp_path))
+    summary["runtime_manifest"]["cuda_graph"]["learner"]["fallbacks"] = [
+        {"feature": "fusion", "reason": "graph warm-up/capture failed: TypeError('x')"},
+        {"feature": "act_graph", "reason": "capture failed: RuntimeError: y"},
+    ]
+    verdict = _judge(make_run_dir(tmp_path, summary))
+    assert (verdict.status, verdict.failure_classification) == ("failed", "acceleration_fallback")
+    path = "$.runtime_manifest.cuda_graph.learner.fallbacks"
+    tail = "the run's figures are not those of its configuration"
+    first = "\"graph warm-up/capture failed: TypeError('x')\""
+    assert verdict.reasons == [
+        f"learner fusion fell back at run time: {first} ({path}[0]); {tail}",
+        f'learner act_graph fell back at run time: "capture failed: RuntimeError: y" ({path}[1]); {tail}',
+    ]
+
+
+def test_an_env_fallback_fails_a_completed_run_before_the_learners(tmp_path) -> None:
+    summary = make_completed_summary(str(tmp_path))
+    manifest = summary["runtime_manifest"]
+    manifest["backend_diagnostics"]["diagnostics"]["task_cuda_graph"] = {
+        "requested": True, "enabled": False, "fell_back": True,
+        "disable_reason": "torch CUDA graph capture failed: RuntimeError: z",
+    }  # fmt: skip
+    manifest["cuda_graph"]["learner"]["fallbacks"] = [{"feature": "compile", "reason": "w"}]
+    verdict = _judge(make_run_dir(tmp_path, summary))
+    assert verdict.failure_classification == "acceleration_fallback"
+    assert [r.split(" (")[0] for r in verdict.reasons] == [
+        'env task_cuda_graph fell back at run time: "torch CUDA graph capture failed: RuntimeError: z"',
+        'learner compile fell back at run time: "w"',
+    ]
+    assert (
+        "$.runtime_manifest.backend_diagnostics.diagnostics.task_cuda_graph)" in verdict.reasons[0]
+    )
+
+
+def test_an_unavailable_env_feature_is_not_a_fallback(tmp_path) -> None:
+    summary = make_completed_summary(str(tmp_path))
+    entries = summary["runtime_manifest"]["backend_diagnostics"]["diagnostics"]
+    assert entries["device_reset_randomization"]["enabled"] is False  # off by design, no key
+    assert _judge(make_run_dir(tmp_path, summary)).status == "passed"
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"requested": True, "enabled": True, "disable_reason": None, "fell_back": True},
+        {"requested": False, "enabled": False, "disable_reason": "off", "fell_back": True},
+        {"requested": True, "enabled": False, "disable_reason": "x", "fell_back": False},
+    ],
+)
+def test_a_fell_back_mark_off_its_contract_is_a_schema_violation(tmp_path, entry) -> None:
+    summary = make_completed_summary(str(tmp_path))
+    summary["runtime_manifest"]["backend_diagnostics"]["diagnostics"]["task_compile"] = entry
+    verdict = _judge(make_run_dir(tmp_path, summary))
+    assert verdict.failure_classification == "schema_violation", verdict.reasons
+    assert all("diagnostics.task_compile" in r for r in verdict.reasons if "schema" in r)
+
+
+def test_a_completed_run_must_say_what_fell_back(tmp_path) -> None:
+    summary = make_completed_summary(str(tmp_path))
+    del summary["runtime_manifest"]["cuda_graph"]["learner"]["fallbacks"]
+    verdict = _judge(make_run_dir(tmp_path, summary))
+    assert verdict.failure_classification == "schema_violation"
+    path = "$.runtime_manifest.cuda_graph.learner.fallbacks"
+    assert verdict.reasons == [f"run_summary schema violation at {path}: is required but missing"]
+
+
 def test_monitor_classification_wins_over_summary_findings(tmp_path) -> None:
     summary = make_completed_summary(str(tmp_path))
     summary["runtime_manifest"]["replay_ingress"]["dropped_batches"] = 1

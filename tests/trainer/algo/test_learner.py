@@ -8,7 +8,10 @@ import math
 import pytest
 import torch
 
+from contracts.schemas import validate
 from tests.trainer.algo.learner_builders import ACT, COBS, OBS, N, make_cfg, make_learner
+from trainer import cuda_graphs
+from trainer.algo.fusion import CycleFusion
 from trainer.algo.learner import METRIC_NAMES, FlashSacLearner
 from trainer.algo.replay import pack_transitions
 
@@ -247,6 +250,58 @@ def test_capture_graphs_captures_act_then_the_cycle_once(monkeypatch: pytest.Mon
     learner.capture_graphs()
     learner.capture_graphs()  # captured once
     assert calls == ["_act_body", "_cycle_body"]
+
+
+def _in_a_manifest(learner_diag: dict) -> list:
+    doc = {"schema_version": 1, "cuda_graph": {"env": None, "learner": learner_diag}}
+    return validate(doc, "runtime_manifest.v1.json")
+
+
+def test_on_the_cpu_nothing_is_attempted_so_nothing_falls_back() -> None:
+    diag = make_learner().cuda_graph_diagnostics()
+    assert diag["fallbacks"] == [] and _in_a_manifest(diag) == []
+
+
+def test_a_failing_capture_records_each_dropped_acceleration_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fusions go first, then compile, then the graph itself: three fallbacks, each with the
+    capture's error, in the order they happened (the soak fails on any)."""
+    learner = make_learner()
+    learner._graph_status.disable_reason = None
+    learner._compile_status.enabled = True
+    learner._fusion_active = CycleFusion()
+    tries: list[int] = []
+
+    def failing_capture(body, state):
+        tries.append(1)
+        raise RuntimeError(f"capture {len(tries)} failed")
+
+    monkeypatch.setattr(cuda_graphs, "capture_graph", failing_capture)
+    assert learner._capture(learner._cycle_body, [], learner._graph_status) is None
+    diag = learner.cuda_graph_diagnostics()
+    assert [(f["feature"], f["reason"]) for f in diag["fallbacks"]] == [
+        ("fusion", "graph warm-up/capture failed: RuntimeError('capture 1 failed')"),
+        ("compile", "graph warm-up/capture failed with compile: RuntimeError('capture 2 failed')"),
+        ("cycle_graph", "capture failed: RuntimeError: capture 3 failed"),
+    ]
+    assert diag["fusion"]["enabled"] == CycleFusion.none().as_dict()
+    assert diag["compile"]["enabled"] is False and diag["enabled"] is False
+    assert _in_a_manifest(diag) == []
+
+
+def test_a_failing_act_capture_is_an_act_graph_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    learner = make_learner()
+    learner._act_graph_status.disable_reason = None
+
+    def failing_capture(body, state):
+        raise RuntimeError("no capture here")
+
+    monkeypatch.setattr(cuda_graphs, "capture_graph", failing_capture)
+    assert learner._capture(learner._act_body, [], learner._act_graph_status) is None
+    assert learner.cuda_graph_diagnostics()["fallbacks"] == [
+        {"feature": "act_graph", "reason": "capture failed: RuntimeError: no capture here"}
+    ]
 
 
 @pytest.mark.gpu

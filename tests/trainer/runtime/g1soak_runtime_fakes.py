@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from contracts.env_spec import EnvSpec
+from trainer.algo.fusion import CycleFusion
 from trainer.config.defaults import default_algo_cfg, default_scene_cfg, default_task_cfg
 
 OBS, COBS, ACT = 160, 289, 29
@@ -283,7 +284,19 @@ class FakeLearner:
             raise RuntimeError(f"captured before {self.capture_needs_file} existed")
 
     def cuda_graph_diagnostics(self) -> dict:
-        return {"requested": False, "enabled": False, "disable_reason": "fake learner"}
+        """The real learner's shape on the CPU: nothing attempted, nothing fell back."""
+        off = {"requested": False, "enabled": False, "disable_reason": "fake learner"}
+        flags = dict.fromkeys(CycleFusion.names(), False)
+        return {
+            **off,
+            "act_graph": dict(off),
+            "compile": {**off, "compile_threads": None},
+            "fusion": {"requested": flags, "enabled": dict(flags), "disable_reason": None},
+            "act_stream": {"enabled": False, "priority": None},
+            "precision": "fp32",
+            "tf32_matmul": False,
+            "fallbacks": [],
+        }
 
     def state_dict(self) -> dict:
         return {"updates": self.updates}

@@ -64,8 +64,9 @@ def test_make_env_compiles_only_on_cuda(make_g1_env):
 def test_a_failing_compile_reverts_to_eager_and_says_why(make_g1_env):
     env = _cpu_env(make_g1_env, "no_such_backend", num_envs=2)
     entry = env.task_compile
-    assert entry.requested is True and entry.enabled is False
+    assert entry.requested is True and entry.enabled is False and entry.fell_back is True
     assert "no_such_backend" in entry.disable_reason
+    assert entry.to_json()["fell_back"] is True  # mjwarp's manifest carries it; the soak fails
     assert env._fns["update"] == env._update_core  # the eager functions run
     env.step(torch.zeros(2, 29))
 
