@@ -8,6 +8,7 @@ import pytest
 
 from contracts.jsonio import load_strict, loads_strict
 from contracts.schemas import validate
+from trainer.algo.learner import FlashSacLearner
 from trainer.bench.learner_profile import CATEGORIES, category, cli
 
 TINY = [
@@ -44,6 +45,27 @@ def test_a_cpu_profile_writes_the_document_it_prints(tmp_path: Path, capsys) -> 
     assert total == pytest.approx(run["kernels_per_cycle"], abs=0.05)
     times = [k["time_ms_per_cycle"] for k in run["top_kernels"]]
     assert 0 < len(times) <= 20 and times == sorted(times, reverse=True)
+
+
+def test_a_variant_whose_learner_fell_back_exits_1_and_writes_nothing(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Timed after a fallback, "fused" would be the unfused cycle under the fused name."""
+    honest = FlashSacLearner.cuda_graph_diagnostics
+    reason = "graph warm-up/capture failed: BackendCompilerFailed('x')"
+
+    def fell_back(self: FlashSacLearner) -> dict:
+        return {**honest(self), "fallbacks": [{"feature": "fusion", "reason": reason}]}
+
+    monkeypatch.setattr(FlashSacLearner, "cuda_graph_diagnostics", fell_back)
+    out = tmp_path / "profile.json"
+    assert cli([*TINY, "--variants", "fused", "--output", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        f"error: variant 'fused': the learner's fusion fell back at capture ({reason}), so its"
+        " figures would be another cycle's; run it in a process of its own: --variants fused"
+    ), err
+    assert not out.exists()
 
 
 def test_the_table_names_each_variant_and_category(capsys) -> None:

@@ -319,12 +319,26 @@ def build_captured_learner(
     return learner, rows
 
 
+def refuse_fallbacks(variant: str, diagnostics: dict[str, Any]) -> None:
+    """A variant whose learner dropped an acceleration would be timed as another cycle:
+    raise instead (the CLI exits 1 and writes nothing)."""
+    fallbacks = diagnostics["fallbacks"]
+    if fallbacks:
+        first = fallbacks[0]
+        raise RuntimeError(
+            f"variant {variant!r}: the learner's {first['feature']} fell back at capture "
+            f"({first['reason']}), so its figures would be another cycle's; run it in a "
+            f"process of its own: --variants {variant}"
+        )
+
+
 def run_variant(
     spec: Spec, cfg: FlashSacCfg, variant: str, beside: EnvBeside | None = None
 ) -> dict[str, Any]:
     """Build, fill, capture, time and profile one learner (``beside`` stepping meanwhile)."""
     t0 = time.perf_counter()
     learner, rows = build_captured_learner(spec, cfg, variant)
+    refuse_fallbacks(variant, learner.cuda_graph_diagnostics())
     if spec.device.type == "cuda":
         torch.cuda.synchronize(spec.device)
     setup_s = time.perf_counter() - t0

@@ -9,18 +9,22 @@ CPU kernels against eager within fp32 reassociation.
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
 
-from tests.trainer.algo.learner_builders import make_learner
+from tests.trainer.algo.learner_builders import make_cfg, make_learner
 from tests.trainer.algo.test_learner import fill, run_cycle
 from trainer.algo import losses
 from trainer.algo.fusion import CycleFusion, LossFns, compile_losses, compile_renorm
 from trainer.algo.networks import Actor, Critic
 
 FUSIONS = CycleFusion.names()
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _loss_inputs(seed: int) -> dict[str, torch.Tensor]:
@@ -213,20 +217,45 @@ def test_dropping_the_networks_fusion_leaves_every_network_eager_without_compile
     assert learner._critic_t == learner.critic.forward_t
 
 
-@pytest.mark.gpu
-@pytest.mark.slow
-def test_on_cuda_the_fused_graph_matches_the_unfused_graph_within_bf16_tolerance() -> None:
+def fused_against_unfused(fusion: CycleFusion) -> None:
+    """Three CUDA cycles of an unfused and a ``fusion`` learner from one seed agree at bf16
+    tolerance, with every fusion ``fusion`` asks for running (none fell back)."""
     results = []
-    for fusion in (CycleFusion.none(), CycleFusion()):
+    for each in (CycleFusion.none(), fusion):
         learner = make_learner(
-            "cuda", fusion=fusion, use_compile=True, batch_size=256, num_envs=64,
+            "cuda", fusion=each, use_compile=True, batch_size=256, num_envs=64,
             replay_buffer_n=64, actor_hidden_dim=128, critic_hidden_dim=256, num_atoms=101,
         )  # fmt: skip
         fill(learner, 8)
         results.append([run_cycle(learner, 3 + i) for i in range(3)])
         diag = learner.cuda_graph_diagnostics()
         assert diag["enabled"] and diag["compile"]["enabled"], diag
-        assert diag["fusion"]["enabled"] == fusion.as_dict(), diag  # no silent fallback
+        assert diag["fusion"]["enabled"] == each.as_dict(), diag  # no silent fallback
+        assert diag["fallbacks"] == [], diag
     for unfused, fused in zip(*results, strict=True):
         for key in unfused:
             assert fused[key] == pytest.approx(unfused[key], rel=2e-2, abs=2e-2), key
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_on_cuda_the_owners_fused_graph_matches_the_unfused_graph_within_bf16_tolerance() -> None:
+    fused_against_unfused(CycleFusion.from_cfg(make_cfg()))
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_on_cuda_all_five_fusions_in_a_process_of_their_own_match_the_unfused_graph() -> None:
+    """Multi-kernel too, compiled as a run with ``algo.fuse_multi_kernel=true`` compiles it:
+    in a fresh process. After this suite's earlier compiles of the same functions without
+    it, the learner's multi-kernel compile failed on the H200 (docs/benchmarks.md "Sixteenth
+    H200 session"), so in-process this would test the suite's history, not the fusion."""
+    code = (
+        "from tests.trainer.algo.test_fusion import fused_against_unfused;"
+        "from trainer.algo.fusion import CycleFusion;"
+        "fused_against_unfused(CycleFusion())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-6000:]
