@@ -166,11 +166,34 @@ def run_rows(artifact: dict[str, Any], data: RunData) -> list[tuple[str, Any]]:
         ("training wall time (s)", summary.get("training_wall_time_sec")),
         ("env steps/s (steady)", _steady(summary)),
         ("env steps/s (final / tail)", _rates(summary)),
+        ("learner acceleration", acceleration_text(_get(summary, *LEARNER_RECORD))),
         ("command", " ".join(artifact["command"])),
     ]
     if protocol is not None:
         rows.append(("evaluation protocol", _protocol(protocol)))
     return rows
+
+
+LEARNER_RECORD = ("runtime_manifest", "cuda_graph", "learner")
+
+
+def acceleration_text(learner: Any) -> str | None:
+    """What the learner ran with (``runtime_manifest.cuda_graph.learner``) in one line:
+    graphs, compile, the fusions that ran, precision, then what fell back, if anything."""
+    if not isinstance(learner, dict) or not isinstance(learner.get("fallbacks"), list):
+        return None
+
+    def on(entry: Any) -> str:
+        return "on" if isinstance(entry, dict) and entry.get("enabled") is True else "off"
+
+    enabled = _get(learner, "fusion", "enabled")
+    fusions = [name for name, ran in (enabled or {}).items() if ran is True]
+    fell = "; ".join(f"{f.get('feature')} ({f.get('reason')})" for f in learner["fallbacks"])
+    return (
+        f"cycle graph {on(learner)}, act graph {on(learner.get('act_graph'))}, "
+        f"compile {on(learner.get('compile'))}, fusions {', '.join(fusions) or 'none'}, "
+        f"{learner.get('precision')}; " + (f"fell back: {fell}" if fell else "nothing fell back")
+    )
 
 
 def _protocol(protocol: dict[str, Any]) -> str:

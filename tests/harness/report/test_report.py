@@ -19,8 +19,10 @@ import pytest
 
 from contracts.jsonio import load_strict, write_json_atomic
 from harness.report.cli import main
+from harness.report.page import acceleration_text
 from harness.soak.learning import LearningCfg
 from harness.soak.monitor import MonitorCfg, run_soak
+from tests.harness.schemas.builders import make_learner_acceleration
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CHILDREN = Path(__file__).resolve().parents[2] / "faults" / "children"
@@ -149,6 +151,25 @@ def test_run_section_lists_config_and_context(declining: Path, tmp_path: Path, c
     assert cells["GPU"].startswith("no GPU")
     assert "python " in cells["versions"]
     assert cells["evaluation protocol"].startswith("64 uniform-start and 64 frame-0 episodes")
+    assert cells["learner acceleration"] == (
+        "cycle graph on, act graph on, compile on, fusions renorm, losses, networks, "
+        "combo_kernels, bf16; nothing fell back"
+    )
+
+
+def test_the_acceleration_line_names_what_fell_back() -> None:
+    learner = make_learner_acceleration()
+    learner["compile"]["enabled"] = False
+    learner["fusion"]["enabled"] = dict.fromkeys(learner["fusion"]["enabled"], False)
+    learner["fallbacks"] = [
+        {"feature": "fusion", "reason": "graph warm-up/capture failed: E()"},
+        {"feature": "compile", "reason": "graph warm-up/capture failed with compile: E()"},
+    ]
+    assert acceleration_text(learner) == (
+        "cycle graph on, act graph on, compile off, fusions none, bf16; fell back: fusion "
+        "(graph warm-up/capture failed: E()); compile (graph warm-up/capture failed with compile: E())"
+    )
+    assert acceleration_text({"error": "RuntimeError: x"}) is None
 
 
 def test_links_point_at_the_run_files_and_checkpoints(
