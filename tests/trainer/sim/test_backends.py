@@ -329,6 +329,28 @@ def test_every_backend_implements_the_whole_protocol_and_declares_its_capability
     }  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((True, True, "x"), "enabled diagnostic entry must have disable_reason None"),
+        ((True, False, ""), "needs a non-empty disable_reason"),
+        ((True, True, None, True), "only a requested, disabled entry can have fallen back"),
+        ((False, False, "off", True), "only a requested, disabled entry can have fallen back"),
+    ],
+)
+def test_a_diagnostic_entry_off_its_contract_is_refused(args, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        DiagnosticEntry(*args)
+
+
+def test_only_a_fallback_writes_the_fell_back_key() -> None:
+    assert "fell_back" not in DiagnosticEntry(True, False, "no CUDA").to_json()
+    entry = DiagnosticEntry(True, False, "capture failed: E", fell_back=True).to_json()
+    assert entry == {
+        "requested": True, "enabled": False, "disable_reason": "capture failed: E", "fell_back": True,
+    }  # fmt: skip
+
+
 def test_backend_constructors_take_the_scene_values_from_the_config_not_defaults():
     import inspect
 
