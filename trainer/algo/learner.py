@@ -227,7 +227,6 @@ class FlashSacLearner:
         self._critic_t: Callable[..., Tensor] = self.critic.forward_t
         self._target_t: Callable[..., Tensor] = self.critic_target.forward_t
         self._fusion_active = CycleFusion.none()
-        self._fusion_disable_reason: str | None = None
         self._fallbacks: list[dict[str, str]] = []
         self._setup_compile()
 
@@ -462,8 +461,7 @@ class FlashSacLearner:
             graph = cuda_graphs.capture_graph(body, state)
         except Exception as err:  # noqa: BLE001 - any capture failure falls back, recorded
             if self._fusion_active != CycleFusion.none():
-                self._fusion_disable_reason = f"graph warm-up/capture failed: {err!r}"[:300]
-                self._fell_back("fusion", self._fusion_disable_reason)
+                self._fell_back("fusion", f"graph warm-up/capture failed: {err!r}"[:300])
                 self._enable_fusion(CycleFusion.none())
                 return self._capture(body, state, status)
             if self._compile_status.enabled:
@@ -633,7 +631,9 @@ class FlashSacLearner:
         out["fusion"] = {
             "requested": self.fusion.as_dict(),
             "enabled": self._fusion_active.as_dict(),
-            "disable_reason": self._fusion_disable_reason,
+            "disable_reason": next(
+                (f["reason"] for f in self._fallbacks if f["feature"] == "fusion"), None
+            ),
         }
         out["act_stream"] = {
             "enabled": self._act_stream is not None,

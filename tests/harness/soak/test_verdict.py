@@ -252,6 +252,9 @@ def test_an_unavailable_env_feature_is_not_a_fallback(tmp_path) -> None:
     summary = make_completed_summary(str(tmp_path))
     entries = summary["runtime_manifest"]["backend_diagnostics"]["diagnostics"]
     assert entries["device_reset_randomization"]["enabled"] is False  # off by design, no key
+    entries["task_cuda_graph"] = {  # asked for, never attempted: no fell_back key
+        "requested": True, "enabled": False, "disable_reason": "torch device is cpu; CUDA graphs need CUDA",
+    }  # fmt: skip
     assert _judge(make_run_dir(tmp_path, summary)).status == "passed"
 
 
