@@ -36,7 +36,7 @@ from harness.smoke.steps import Outcome
 
 LOG_NAME = "smoke.log"
 ARTIFACTS = Path("artifacts") / "steps"  # two levels down: the device returns none of it
-TIMEOUT_S = {"probe": 300, "soak": 360, "cumps": 60, "metrics": 120, "pytest": 600}
+TIMEOUT_S = {"probe": 300, "soak": 360, "cumps": 60, "metrics": 120, "pytest": 1200}
 STOP_GRACE_S = 60.0  # after SIGTERM on a timeout, before SIGKILL of the step's group
 
 

@@ -31,6 +31,8 @@ _PYTEST_COUNT = re.compile(
 )
 _PYTEST_TIME = re.compile(r" in \d+(?:\.\d+)?s")
 _PLURAL = {"error": "errors", "warning": "warnings"}
+# A line of pytest's ``--durations`` table: ``283.41s call     tests/x.py::test_y``.
+_PYTEST_DURATION = re.compile(r"^(\d+(?:\.\d+)?)s (setup|call|teardown) +(\S+)$")
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,25 @@ def pytest_counts(output: str) -> dict[str, int]:
             if counts:
                 return counts
     return {}
+
+
+@dataclass(frozen=True)
+class TestDuration:
+    """One row of pytest's ``--durations`` table."""
+
+    seconds: float
+    phase: str
+    test: str
+
+
+def pytest_durations(output: str) -> list[TestDuration]:
+    """The rows of pytest's ``--durations`` table, in its order (slowest first); [] if none."""
+    rows = []
+    for line in output.splitlines():
+        match = _PYTEST_DURATION.match(line.strip())
+        if match:
+            rows.append(TestDuration(float(match[1]), match[2], match[3]))
+    return rows
 
 
 def rate_text(value: float | None) -> str:

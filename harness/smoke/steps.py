@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -195,8 +195,12 @@ def judge_metrics(step: str, rc: int, stdout: str, stderr: str = "") -> Outcome:
     return judged(step, [], key=key, data={"rows": rows})
 
 
+PYTEST_DURATIONS = 10
+"""The slowest GPU tests the smoke's log lists (the suite is the smoke's longest step)."""
+
+
 def pytest_argv(python: str) -> list[str]:
-    return [python, "-m", "pytest", "-m", "gpu", "-q"]
+    return [python, "-m", "pytest", "-m", "gpu", "-q", f"--durations={PYTEST_DURATIONS}"]
 
 
 def judge_pytest(rc: int, output: str) -> Outcome:
@@ -212,4 +216,8 @@ def judge_pytest(rc: int, output: str) -> Outcome:
     elif not counts.get("passed"):
         problems.append("no GPU test passed (is CUDA visible?)")
     shown = [f"{n} {word}" for word, n in counts.items() if word != "deselected"]
-    return judged("pytest -m gpu", problems, key=", ".join(shown) or "-", data={"counts": counts})
+    slowest = parse.pytest_durations(output)
+    if slowest:
+        shown.append(f"slowest test {slowest[0].seconds:.0f} s")  # the log names the 10
+    data = {"counts": counts, "slowest": [asdict(row) for row in slowest]}
+    return judged("pytest -m gpu", problems, key=", ".join(shown) or "-", data=data)

@@ -240,6 +240,35 @@ def test_judge_pytest() -> None:
     ]
 
 
+# pytest 9's own text for ``-q --durations=10`` (two rows shown, the rest hidden).
+DURATIONS_OUTPUT = """..s.                                                                     [100%]
+============================= slowest 10 durations =============================
+283.41s call     tests/trainer/algo/test_fusion.py::test_on_cuda_all_five[x-1]
+12.00s setup    tests/trainer/test_eval.py::test_eval
+
+(9 durations < 0.005s hidden.  Use -vv to show these durations.)
+3 passed, 1 skipped in 301.20s
+"""
+
+
+def test_the_pytest_step_lists_the_slowest_gpu_tests() -> None:
+    assert "--durations=10" in steps.pytest_argv("python")
+    rows = parse.pytest_durations(DURATIONS_OUTPUT)
+    assert rows == [
+        parse.TestDuration(
+            283.41, "call", "tests/trainer/algo/test_fusion.py::test_on_cuda_all_five[x-1]"
+        ),
+        parse.TestDuration(12.0, "setup", "tests/trainer/test_eval.py::test_eval"),
+    ]
+    outcome = steps.judge_pytest(0, DURATIONS_OUTPUT)
+    assert outcome.key == "3 passed, 1 skipped, slowest test 283 s"
+    assert outcome.data["slowest"][0] == {
+        "seconds": 283.41, "phase": "call",
+        "test": "tests/trainer/algo/test_fusion.py::test_on_cuda_all_five[x-1]",
+    }  # fmt: skip
+    assert parse.pytest_durations("14 passed in 2.0s\n") == []
+
+
 # -- sequencing and the table -------------------------------------------------------------------
 class ScriptedRunner:
     """Stands in for the tools: each step title maps to (rc, output, files it writes)."""
