@@ -121,7 +121,7 @@ def pytest_counts(output: str) -> dict[str, int]:
 
 
 @dataclass(frozen=True)
-class TestDuration:
+class PytestDuration:
     """One row of pytest's ``--durations`` table."""
 
     seconds: float
@@ -129,13 +129,13 @@ class TestDuration:
     test: str
 
 
-def pytest_durations(output: str) -> list[TestDuration]:
+def pytest_durations(output: str) -> list[PytestDuration]:
     """The rows of pytest's ``--durations`` table, in its order (slowest first); [] if none."""
     rows = []
     for line in output.splitlines():
         match = _PYTEST_DURATION.match(line.strip())
         if match:
-            rows.append(TestDuration(float(match[1]), match[2], match[3]))
+            rows.append(PytestDuration(float(match[1]), match[2], match[3]))
     return rows
 
 

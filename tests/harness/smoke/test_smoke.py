@@ -255,10 +255,10 @@ def test_the_pytest_step_lists_the_slowest_gpu_tests() -> None:
     assert "--durations=10" in steps.pytest_argv("python")
     rows = parse.pytest_durations(DURATIONS_OUTPUT)
     assert rows == [
-        parse.TestDuration(
+        parse.PytestDuration(
             283.41, "call", "tests/trainer/algo/test_fusion.py::test_on_cuda_all_five[x-1]"
         ),
-        parse.TestDuration(12.0, "setup", "tests/trainer/test_eval.py::test_eval"),
+        parse.PytestDuration(12.0, "setup", "tests/trainer/test_eval.py::test_eval"),
     ]
     outcome = steps.judge_pytest(0, DURATIONS_OUTPUT)
     assert outcome.key == "3 passed, 1 skipped, slowest test 283 s"
