@@ -15,6 +15,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from harness.campaign import spread
 from harness.campaign.cell import STARTED_FILE
 
 HEADERS = ("cell", "status", "tries", "host", "GPU", "steps/s", "success", "resid", "wall s")
@@ -96,11 +97,45 @@ def rich_table(doc: Mapping[str, Any], directory: Path) -> Table:
     return table
 
 
+def spread_table(doc: Mapping[str, Any]) -> Table | None:
+    """Each configuration over its seeds (``spread``); None when every one ran a single seed."""
+    groups = spread.spreads(doc)
+    if not spread.worth_showing(groups):
+        return None
+    table = Table(title=spread.TITLE, title_justify="left", box=box.SIMPLE_HEAD)
+    for name in spread.HEADERS:
+        if name in spread.NUMERIC:
+            table.add_column(name, justify="right", no_wrap=True)
+        else:
+            table.add_column(name, min_width=12, overflow="fold")
+    for group in groups:
+        table.add_row(*spread.row(group))
+    return table
+
+
 def print_table(doc: Mapping[str, Any], directory: Path, console: Console) -> None:
-    """The table, then the reason of every cell that did not pass."""
+    """The table, the spread over seeds where there is one, then every cell's reason."""
     console.print(rich_table(doc, directory))
+    over_seeds = spread_table(doc)
+    if over_seeds is not None:
+        console.print(over_seeds)
     for line in reasons(doc):
         console.print(line, markup=False, highlight=False)
+
+
+def _html_spread(doc: Mapping[str, Any]) -> str:
+    groups = spread.spreads(doc)
+    if not spread.worth_showing(groups):
+        return ""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in spread.HEADERS)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(text)}</td>" for text in spread.row(g)) + "</tr>"
+        for g in groups
+    )
+    return (
+        f"<h2>{html.escape(spread.TITLE)}</h2>"
+        f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    )
 
 
 def _link(path: str | None, label: str) -> str:
@@ -141,5 +176,6 @@ def render_html(doc: Mapping[str, Any], directory: Path) -> str:
         "tr.error td:nth-child(2){color:#b00}tr.lost td:nth-child(2){color:#909}"
         f"</style></head><body><h1>{title}</h1>"
         f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        f"{_html_spread(doc)}"
         f'<p>campaign.json: <a href="campaign.json">campaign.json</a></p></body></html>\n'
     )

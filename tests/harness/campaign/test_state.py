@@ -137,6 +137,46 @@ def test_status_tables_the_cells_and_links_them_in_html(spec, capsys) -> None:
     assert f'href="cells/{ids[0]}/attempt-1/soak.json"' in page
 
 
+def _evaluated(success: float, r_mpkpe: float) -> dict:
+    figures = {"iteration": 5, "success_rate": success, "r_mpkpe_mm": r_mpkpe, "mpkpe_mm": 99.0}
+    return {"status": "evaluated", "points": 1, "final": figures, "best": figures}
+
+
+def test_status_gives_each_configuration_the_range_over_its_seeds(spec, capsys) -> None:
+    state = _three_cells(spec)  # s1 passed, s2 failed, s3 unfinished
+    ids = [cell.id for cell in spec.cells]
+    state.cell(ids[0])["attempts"][0]["evaluation"] = _evaluated(0.25, 80.0)
+    state.end_attempt(
+        ids[2],
+        1,
+        _passed_fields(f"cells/{ids[2]}/attempt-1") | {"evaluation": _evaluated(0.75, 60.0)},
+    )
+    state.save()
+    assert validate(load_strict(state.directory / STATE_FILE), "campaign_result.v1.json") == []
+
+    assert cli.main(["status", str(state.directory)]) == 0
+    out = capsys.readouterr().out
+    assert "over seeds" in out
+    spread_row = next(line.split() for line in out.splitlines() if "2/3" in line.split())
+    # 2 of 3 cells evaluated; success 0.25 and 0.75; R-MPKPE 80 and 60 mm; both at 9.25 steps/s
+    assert spread_row[-6:] == ["2/3", "0.500", "0.250–0.750", "70.0", "60.0–80.0", "0.0k"]
+    page = (state.directory / HTML_FILE).read_text(encoding="utf-8")
+    assert "<h2>over seeds" in page and "<td>0.250–0.750</td>" in page
+
+
+def test_a_campaign_of_one_seed_per_configuration_has_no_spread_table(
+    write_campaign, campaign_doc, capsys
+) -> None:
+    one = load_campaign(write_campaign(campaign_doc(seeds=[1])))
+    state = CampaignState.create(one, "2.60.0")
+    state.prepare_directory()
+    state.begin_invocation(resumed=False, address=None)
+    state.save()
+    assert cli.main(["status", str(state.directory)]) == 0
+    assert "over seeds" not in capsys.readouterr().out
+    assert "<h2>" not in (state.directory / HTML_FILE).read_text(encoding="utf-8")
+
+
 def test_status_fails_on_a_broken_campaign_json(tmp_path: Path, capsys) -> None:
     (tmp_path / STATE_FILE).write_text('{"schema_version": 1}', encoding="utf-8")
     assert cli.main(["status", str(tmp_path)]) == 1
