@@ -32,7 +32,7 @@ _PYTEST_COUNT = re.compile(
 _PYTEST_TIME = re.compile(r" in \d+(?:\.\d+)?s")
 _PLURAL = {"error": "errors", "warning": "warnings"}
 # A line of pytest's ``--durations`` table: ``283.41s call     tests/x.py::test_y``.
-_PYTEST_DURATION = re.compile(r"^(\d+(?:\.\d+)?)s (setup|call|teardown) +(\S+)$")
+_PYTEST_DURATION = re.compile(r"^(\d+(?:\.\d+)?)s (setup|call|teardown) +(\S.*)$")
 
 
 @dataclass(frozen=True)

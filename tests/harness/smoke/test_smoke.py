@@ -244,7 +244,7 @@ def test_judge_pytest() -> None:
 DURATIONS_OUTPUT = """..s.                                                                     [100%]
 ============================= slowest 10 durations =============================
 283.41s call     tests/trainer/algo/test_fusion.py::test_on_cuda_all_five[x-1]
-12.00s setup    tests/trainer/test_eval.py::test_eval
+12.00s setup    tests/trainer/test_eval.py::test_eval[uniform starts]
 
 (9 durations < 0.005s hidden.  Use -vv to show these durations.)
 3 passed, 1 skipped in 301.20s
@@ -258,7 +258,9 @@ def test_the_pytest_step_lists_the_slowest_gpu_tests() -> None:
         parse.PytestDuration(
             283.41, "call", "tests/trainer/algo/test_fusion.py::test_on_cuda_all_five[x-1]"
         ),
-        parse.PytestDuration(12.0, "setup", "tests/trainer/test_eval.py::test_eval"),
+        parse.PytestDuration(
+            12.0, "setup", "tests/trainer/test_eval.py::test_eval[uniform starts]"
+        ),
     ]
     outcome = steps.judge_pytest(0, DURATIONS_OUTPUT)
     assert outcome.key == "3 passed, 1 skipped, slowest test 283 s"
