@@ -159,7 +159,7 @@ def test_status_gives_each_configuration_the_range_over_its_seeds(spec, capsys) 
     assert "over seeds" in out
     spread_row = next(line.split() for line in out.splitlines() if "2/3" in line.split())
     # 2 of 3 cells evaluated; success 0.25 and 0.75; R-MPKPE 80 and 60 mm; both at 9.25 steps/s
-    assert spread_row[-6:] == ["2/3", "0.500", "0.250–0.750", "70.0", "60.0–80.0", "0.0k"]
+    assert spread_row[-6:] == ["2/3", "0.500", "0.250–0.750", "70.0", "60.0–80.0", "9.2"]
     page = (state.directory / HTML_FILE).read_text(encoding="utf-8")
     assert "<h2>over seeds" in page and "<td>0.250–0.750</td>" in page
 
