@@ -67,6 +67,12 @@ def worth_showing(groups: Sequence[Spread]) -> bool:
     return any(group.cells > 1 for group in groups)
 
 
+def shown(doc: Mapping[str, Any]) -> list[Spread]:
+    """The configurations to table, or [] when each ran a single seed."""
+    groups = spreads(doc)
+    return groups if worth_showing(groups) else []
+
+
 def _mean(values: Sequence[float], digits: int) -> str:
     return f"{fmean(values):,.{digits}f}" if values else "-"
 

@@ -99,8 +99,8 @@ def rich_table(doc: Mapping[str, Any], directory: Path) -> Table:
 
 def spread_table(doc: Mapping[str, Any]) -> Table | None:
     """Each configuration over its seeds (``spread``); None when every one ran a single seed."""
-    groups = spread.spreads(doc)
-    if not spread.worth_showing(groups):
+    groups = spread.shown(doc)
+    if not groups:
         return None
     table = Table(title=spread.TITLE, title_justify="left", box=box.SIMPLE_HEAD)
     for name in spread.HEADERS:
@@ -124,8 +124,8 @@ def print_table(doc: Mapping[str, Any], directory: Path, console: Console) -> No
 
 
 def _html_spread(doc: Mapping[str, Any]) -> str:
-    groups = spread.spreads(doc)
-    if not spread.worth_showing(groups):
+    groups = spread.shown(doc)
+    if not groups:
         return ""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in spread.HEADERS)
     body = "".join(

@@ -218,6 +218,6 @@ def judge_pytest(rc: int, output: str) -> Outcome:
     shown = [f"{n} {word}" for word, n in counts.items() if word != "deselected"]
     slowest = parse.pytest_durations(output)
     if slowest:
-        shown.append(f"slowest test {slowest[0].seconds:.0f} s")  # the log names the 10
+        shown.append(f"slowest test {slowest[0].seconds:.0f} s")  # the log names them all
     data = {"counts": counts, "slowest": [asdict(row) for row in slowest]}
     return judged("pytest -m gpu", problems, key=", ".join(shown) or "-", data=data)
