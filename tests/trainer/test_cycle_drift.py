@@ -1,0 +1,142 @@
+"""``python -m trainer.bench.cycle_drift`` on a tiny CPU config: the document, the verdicts, the errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from contracts.jsonio import load_strict, loads_strict
+from contracts.schemas import validate
+from trainer.algo.learner import FlashSacLearner
+from trainer.bench.cycle_drift import Drift, cli, drift, verdict
+
+TINY = [
+    "--num-envs", "8", "--cycles", "2", "--fill-ticks", "4", "--replay-per-env", "16",
+    *(
+        f"--override=algo.{kv}"
+        for kv in ("batch_size=16", "actor_hidden_dim=16", "critic_hidden_dim=16",
+                   "num_atoms=11", "learning_starts=2")
+    ),
+]  # fmt: skip
+
+
+def test_on_the_cpu_every_build_is_bit_equal_and_the_document_is_what_it_prints(
+    tmp_path: Path, capsys
+) -> None:
+    out = tmp_path / "drift.json"
+    assert cli([*TINY, "--json", "--output", str(out)]) == 0
+    printed = loads_strict(capsys.readouterr().out)
+    assert printed == load_strict(out)
+    assert validate(printed, "cycle_drift.v1.json") == []
+    assert printed["config"]["overrides"][0] == "algo.replay_buffer_n=16"
+    assert printed["rerun"]["drift"]["max_abs_diff"] == 0.0
+    tensors = printed["rerun"]["drift"]["tensors"]
+    assert tensors > 10 and printed["rerun"]["drift"]["bit_equal"] == tensors
+    assert [row["variant"] for row in printed["variants"]] == ["no_combo", "legacy"]
+    for row in printed["variants"]:
+        assert row["verdict"] == "bit_equal" and row["ratio_to_rerun"] is None
+        assert row["critic_loss"] == printed["reference"]["critic_loss"]
+    assert printed["passed"] is True
+
+
+def test_the_table_names_the_rerun_and_each_variant(capsys) -> None:
+    assert cli([*TINY, "--variants", "legacy"]) == 0
+    text = capsys.readouterr().out
+    assert "drift from the owner after 2 cycles on cpu" in text
+    assert "owner again" in text and "legacy" in text and "bit_equal" in text
+
+
+def _state(**values: float) -> dict[str, torch.Tensor]:
+    return {name: torch.full((3,), value) for name, value in values.items()}
+
+
+def test_drift_finds_the_largest_difference_and_the_bit_equal_tensors() -> None:
+    ref = _state(w=1.0, b=2.0, action=0.5)
+    moved = drift(
+        ref, {**ref, "b": torch.tensor([2.0, 2.25, 2.0]), "action": torch.full((3,), 0.4)}
+    )
+    assert moved.tensors == 3 and moved.bit_equal == 1
+    assert moved.max_abs_diff == pytest.approx(0.25) and moved.worst_tensor == "b"
+    assert moved.action_max_abs_diff == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize(
+    ("moved", "rerun", "expected"),
+    [
+        (0.0, 0.08, "bit_equal"),
+        (0.087, 0.081, "within_rerun"),
+        (0.162, 0.081, "within_rerun"),  # exactly the factor
+        (0.17, 0.081, "beyond_rerun"),
+        (1e-7, 0.0, "beyond_rerun"),  # a device that reproduces itself: any difference
+    ],
+)
+def test_a_variant_is_judged_against_the_rerun(moved: float, rerun: float, expected: str) -> None:
+    def d(x: float) -> Drift:
+        return Drift(
+            tensors=2, bit_equal=0, max_abs_diff=x, worst_tensor="action", action_max_abs_diff=x
+        )
+
+    assert verdict(d(moved), d(rerun), factor=2.0) == expected
+
+
+def test_a_variant_beyond_the_rerun_exits_1_naming_it_and_keeps_the_document(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A variant whose maths differs: here the legacy build's actor is nudged after its cycles."""
+    honest = FlashSacLearner.act
+    calls = {"n": 0}
+
+    def act(self: FlashSacLearner, obs: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+        calls["n"] += 1
+        actions = honest(self, obs, done)
+        return actions + 0.5 if calls["n"] == 3 else actions  # owner, owner again, legacy
+
+    monkeypatch.setattr(FlashSacLearner, "act", act)
+    out = tmp_path / "drift.json"
+    assert cli([*TINY, "--variants", "legacy", "--output", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: variant 'legacy' moved the learner 0.5 from the owner"), err
+    assert "beyond 2x the owner's rerun (0)" in err[-1]
+    doc = load_strict(out)
+    assert validate(doc, "cycle_drift.v1.json") == []
+    assert doc["passed"] is False and doc["variants"][0]["verdict"] == "beyond_rerun"
+    assert doc["variants"][0]["drift"]["worst_tensor"] == "action"
+
+
+def test_a_build_that_fell_back_exits_1_and_writes_nothing(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    honest = FlashSacLearner.cuda_graph_diagnostics
+    reason = "graph warm-up/capture failed: BackendCompilerFailed('x')"
+
+    def fell_back(self: FlashSacLearner) -> dict:
+        return {**honest(self), "fallbacks": [{"feature": "fusion", "reason": reason}]}
+
+    monkeypatch.setattr(FlashSacLearner, "cuda_graph_diagnostics", fell_back)
+    out = tmp_path / "drift.json"
+    assert cli([*TINY, "--output", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: variant 'owner': the learner's fusion fell back"), err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--variants", "fast"], "must be a comma list of ['combo', 'fused', 'legacy'"),
+        (["--override", "training.log_interval=5"], "is not an algo.* key"),
+        (["--override", "algo.batch_size=0"], "algo.batch_size=0"),
+        (["--device", "cuda:x"], "is not a torch device"),
+        (["--factor", "0.5"], "'--factor': Input should be greater than or equal to 1"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(
+    tmp_path: Path, capsys, args: list[str], message: str
+) -> None:
+    out = tmp_path / "drift.json"
+    assert cli([*TINY, *args, "--output", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ") and message in err[-1], err
+    assert not out.exists()
