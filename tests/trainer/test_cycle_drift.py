@@ -140,3 +140,21 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: ") and message in err[-1], err
     assert not out.exists()
+
+
+@pytest.mark.gpu
+def test_on_cuda_the_fusions_run_and_the_exit_status_follows_the_verdict(
+    tmp_path: Path, capsys
+) -> None:
+    """On CUDA the owner compiles with its fusions and the variant without combo kernels; the
+    verdict depends on the device's own rerun spread, so only its consistency is asserted."""
+    out = tmp_path / "drift.json"
+    rc = cli([*TINY, "--variants", "no_combo", "--device", "cuda", "--json", "--output", str(out)])
+    doc = load_strict(out)
+    assert validate(doc, "cycle_drift.v1.json") == []
+    assert doc["device"] != "cpu"
+    assert doc["reference"]["fusion"]["combo_kernels"] is True
+    assert doc["rerun"]["fusion"] == doc["reference"]["fusion"]
+    assert doc["variants"][0]["fusion"]["combo_kernels"] is False
+    assert doc["variants"][0]["fusion"]["networks"] is True
+    assert rc == (0 if doc["passed"] else 1)
