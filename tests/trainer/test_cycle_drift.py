@@ -13,7 +13,7 @@ from trainer.algo.learner import FlashSacLearner
 from trainer.bench.cycle_drift import Drift, cli, drift, verdict
 
 TINY = [
-    "--num-envs", "8", "--cycles", "2", "--fill-ticks", "4", "--replay-per-env", "16",
+    "--num-envs", "8", "--cycles", "1,2", "--fill-ticks", "4", "--replay-per-env", "16",
     *(
         f"--override=algo.{kv}"
         for kv in ("batch_size=16", "actor_hidden_dim=16", "critic_hidden_dim=16",
@@ -31,12 +31,16 @@ def test_on_the_cpu_every_build_is_bit_equal_and_the_document_is_what_it_prints(
     assert printed == load_strict(out)
     assert validate(printed, "cycle_drift.v1.json") == []
     assert printed["config"]["overrides"][0] == "algo.replay_buffer_n=16"
-    assert printed["rerun"]["drift"]["max_abs_diff"] == 0.0
-    tensors = printed["rerun"]["drift"]["tensors"]
-    assert tensors > 10 and printed["rerun"]["drift"]["bit_equal"] == tensors
+    assert printed["config"]["cycles"] == [1, 2]
+    rerun = printed["rerun"]["drift"]
+    assert [d["cycles"] for d in rerun] == [1, 2]
+    assert all(d["max_abs_diff"] == 0.0 and d["bit_equal"] == d["tensors"] > 10 for d in rerun)
     assert [row["variant"] for row in printed["variants"]] == ["no_combo", "legacy"]
     for row in printed["variants"]:
-        assert row["verdict"] == "bit_equal" and row["ratio_to_rerun"] is None
+        assert row["verdict"] == "bit_equal"
+        assert [(d["verdict"], d["ratio_to_rerun"]) for d in row["drift"]] == [
+            ("bit_equal", None)
+        ] * 2
         assert row["critic_loss"] == printed["reference"]["critic_loss"]
     assert printed["passed"] is True
 
@@ -44,7 +48,7 @@ def test_on_the_cpu_every_build_is_bit_equal_and_the_document_is_what_it_prints(
 def test_the_table_names_the_rerun_and_each_variant(capsys) -> None:
     assert cli([*TINY, "--variants", "legacy"]) == 0
     text = capsys.readouterr().out
-    assert "drift from the owner after 2 cycles on cpu" in text
+    assert "drift from the owner on cpu" in text
     assert "owner again" in text and "legacy" in text and "bit_equal" in text
 
 
@@ -54,10 +58,9 @@ def _state(**values: float) -> dict[str, torch.Tensor]:
 
 def test_drift_finds_the_largest_difference_and_the_bit_equal_tensors() -> None:
     ref = _state(w=1.0, b=2.0, action=0.5)
-    moved = drift(
-        ref, {**ref, "b": torch.tensor([2.0, 2.25, 2.0]), "action": torch.full((3,), 0.4)}
-    )
-    assert moved.tensors == 3 and moved.bit_equal == 1
+    other = {**ref, "b": torch.tensor([2.0, 2.25, 2.0]), "action": torch.full((3,), 0.4)}
+    moved = drift(5, ref, other)
+    assert moved.cycles == 5 and moved.tensors == 3 and moved.bit_equal == 1
     assert moved.max_abs_diff == pytest.approx(0.25) and moved.worst_tensor == "b"
     assert moved.action_max_abs_diff == pytest.approx(0.1)
 
@@ -75,8 +78,9 @@ def test_drift_finds_the_largest_difference_and_the_bit_equal_tensors() -> None:
 def test_a_variant_is_judged_against_the_rerun(moved: float, rerun: float, expected: str) -> None:
     def d(x: float) -> Drift:
         return Drift(
-            tensors=2, bit_equal=0, max_abs_diff=x, worst_tensor="action", action_max_abs_diff=x
-        )
+            cycles=1, tensors=2, bit_equal=0, max_abs_diff=x, worst_tensor="action",
+            action_max_abs_diff=x,
+        )  # fmt: skip
 
     assert verdict(d(moved), d(rerun), factor=2.0) == expected
 
@@ -84,25 +88,29 @@ def test_a_variant_is_judged_against_the_rerun(moved: float, rerun: float, expec
 def test_a_variant_beyond_the_rerun_exits_1_naming_it_and_keeps_the_document(
     tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A variant whose maths differs: here the legacy build's actor is nudged after its cycles."""
+    """A variant whose arithmetic differs: here the legacy build's first action is nudged."""
     honest = FlashSacLearner.act
     calls = {"n": 0}
 
     def act(self: FlashSacLearner, obs: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
-        calls["n"] += 1
+        calls["n"] += 1  # two checkpoints per build: owner 1-2, owner again 3-4, legacy 5-6
         actions = honest(self, obs, done)
-        return actions + 0.5 if calls["n"] == 3 else actions  # owner, owner again, legacy
+        return actions + 0.5 if calls["n"] == 5 else actions
 
     monkeypatch.setattr(FlashSacLearner, "act", act)
     out = tmp_path / "drift.json"
     assert cli([*TINY, "--variants", "legacy", "--output", str(out)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("error: variant 'legacy' moved the learner 0.5 from the owner"), err
-    assert "beyond 2x the owner's rerun (0)" in err[-1]
+    assert err[-1].startswith(
+        "error: variant 'legacy' moved the learner 0.5 from the owner after 1 cycle, beyond 2x"
+        " the owner's rerun (0)"
+    ), err
     doc = load_strict(out)
     assert validate(doc, "cycle_drift.v1.json") == []
-    assert doc["passed"] is False and doc["variants"][0]["verdict"] == "beyond_rerun"
-    assert doc["variants"][0]["drift"]["worst_tensor"] == "action"
+    row = doc["variants"][0]
+    assert doc["passed"] is False and row["verdict"] == "beyond_rerun"
+    assert [d["verdict"] for d in row["drift"]] == ["beyond_rerun", "bit_equal"]
+    assert row["drift"][0]["worst_tensor"] == "action"
 
 
 def test_a_build_that_fell_back_exits_1_and_writes_nothing(
@@ -129,6 +137,9 @@ def test_a_build_that_fell_back_exits_1_and_writes_nothing(
         (["--override", "training.log_interval=5"], "is not an algo.* key"),
         (["--override", "algo.batch_size=0"], "algo.batch_size=0"),
         (["--device", "cuda:x"], "is not a torch device"),
+        (["--cycles", "5,1"], "must be increasing positive cycle counts; use e.g. 1,5,20"),
+        (["--cycles", "0,3"], "must be increasing positive cycle counts"),
+        (["--cycles", "x"], "must be increasing positive cycle counts"),
         (["--factor", "0.5"], "'--factor': Input should be greater than or equal to 1"),
     ],
 )

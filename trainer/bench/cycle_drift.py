@@ -6,10 +6,13 @@ cycle does not reproduce itself bit for bit (the C51 projection's ``scatter_add`
 atomically), and training carries those bits forward. The tool builds the g1 owner's learner
 (as ``train`` builds it), the same again, and each variant (``learner_profile``'s
 ``VARIANTS``), each from the same seeds on the same synthetic rows; captures its graphs; runs
-``--cycles`` update cycles and one ``act()``; and compares every actor, critic and target
-parameter and the action with the first build's. A variant passes when it is bit-equal to
-the owner or moves it no more than ``--factor`` times the rerun did (docs/runtime.md
-"Learner profile", docs/evaluation.md "Comparing two configurations").
+update cycles; and at each ``--cycles`` checkpoint acts once and compares every actor, critic
+and target parameter and the action with the first build's. A variant passes when at every
+checkpoint it is bit-equal to the owner or moves it no more than ``--factor`` times the rerun
+did. After one cycle a rerun differs in its last bits only, so a different arithmetic stands
+out there; by twenty, training had grown a rerun's difference and an unfused learner's to
+about the same size on the H200
+(docs/runtime.md "Learner profile", docs/evaluation.md "Comparing two configurations").
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import gc
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -48,14 +52,16 @@ class DriftPlan:
     """What one drift measurement builds and runs."""
 
     profile: Spec  # sizes, overrides and device (its timing fields are unused)
+    checkpoints: tuple[int, ...]  # increasing cycle counts at which the states are compared
     seed: int
     factor: float
 
 
 @dataclass(frozen=True)
 class Drift:
-    """One build's state against the owner's first build."""
+    """One build's state against the owner's first build after ``cycles`` update cycles."""
 
+    cycles: int
     tensors: int
     bit_equal: int
     max_abs_diff: float
@@ -63,11 +69,15 @@ class Drift:
     action_max_abs_diff: float
 
 
-def drift(reference: dict[str, torch.Tensor], other: dict[str, torch.Tensor]) -> Drift:
+State = dict[str, torch.Tensor]
+
+
+def drift(cycles: int, reference: State, other: State) -> Drift:
     """Bit-equal tensors and the largest absolute difference (and where) between two states."""
     diffs = {name: float((reference[name] - other[name]).abs().max()) for name in reference}
     worst = max(diffs, key=diffs.__getitem__)
     return Drift(
+        cycles=cycles,
         tensors=len(reference),
         bit_equal=sum(torch.equal(reference[n], other[n]) for n in reference),
         max_abs_diff=diffs[worst],
@@ -86,11 +96,47 @@ def verdict(moved: Drift, rerun: Drift, factor: float) -> str:
     return "beyond_rerun"
 
 
-def train_state(
+_SEVERITY = ("bit_equal", "within_rerun", "beyond_rerun")
+
+
+def judge(moved: Sequence[Drift], rerun: Sequence[Drift], factor: float) -> list[dict[str, Any]]:
+    """Each checkpoint's drift with its ratio to the rerun's and its verdict."""
+    rows = []
+    for m, r in zip(moved, rerun, strict=True):
+        ratio = m.max_abs_diff / r.max_abs_diff if r.max_abs_diff > 0 else None
+        rows.append(
+            {
+                **asdict(m),
+                "ratio_to_rerun": None if ratio is None else round(ratio, 4),
+                "verdict": verdict(m, r, factor),
+            }
+        )
+    return rows
+
+
+def worst_verdict(rows: Sequence[dict[str, Any]]) -> str:
+    return max((row["verdict"] for row in rows), key=_SEVERITY.index)
+
+
+def _snapshot(learner: FlashSacLearner, obs: torch.Tensor) -> State:
+    """Every actor, critic and target parameter and one action, copied to the CPU."""
+    action = learner.act(obs, torch.zeros(learner.num_envs, device=obs.device))
+    modules = {"actor": learner.actor, "critic": learner.critic, "target": learner.critic_target}
+    state = {
+        f"{prefix}.{n}": p.detach().float().cpu().clone()
+        for prefix, module in modules.items()
+        for n, p in module.named_parameters()
+    }
+    state["action"] = action.detach().float().cpu().clone()
+    return state
+
+
+def train_states(
     plan: DriftPlan, name: str, fusion: CycleFusion | None
-) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Build one learner from the plan's seeds, run its cycles and one act; return its state
-    (on the CPU) and its run record. ``fusion`` None is the owner's, as ``train`` builds it."""
+) -> tuple[list[State], dict[str, Any]]:
+    """Build one learner from the plan's seeds and run it to each checkpoint, taking a state
+    there; return the states and the run record. ``fusion`` None is the owner's, as ``train``
+    builds it."""
     spec, dev = plan.profile, plan.profile.device
     t0 = time.perf_counter()
     cfg = owner_cfg(spec)
@@ -102,20 +148,16 @@ def train_state(
     learner.prepare_iteration()
     learner.capture_graphs()
     refuse_fallbacks(name, learner.cuda_graph_diagnostics())
-    torch.manual_seed(plan.seed + 1)  # the same sample indices and noise in every build
-    for _ in range(spec.cycles):
-        learner.prepare_iteration()
-        metrics = learner.update_cycle()
     gen = torch.Generator(device=dev).manual_seed(plan.seed + 2)
     obs = torch.randn(learner.num_envs, G1_TRACKING_SPEC.obs_dim, device=dev, generator=gen)
-    action = learner.act(obs, torch.zeros(learner.num_envs, device=dev))
-    modules = {"actor": learner.actor, "critic": learner.critic, "target": learner.critic_target}
-    state = {
-        f"{prefix}.{n}": p.detach().float().cpu().clone()
-        for prefix, module in modules.items()
-        for n, p in module.named_parameters()
-    }
-    state["action"] = action.detach().float().cpu().clone()
+    torch.manual_seed(plan.seed + 1)  # the same sample indices and noise in every build
+    states, done = [], 0
+    for target in plan.checkpoints:
+        for _ in range(target - done):
+            learner.prepare_iteration()
+            metrics = learner.update_cycle()
+        done = target
+        states.append(_snapshot(learner, obs))
     record = {
         "variant": name,
         "fusion": learner.cuda_graph_diagnostics()["fusion"]["enabled"],
@@ -126,27 +168,20 @@ def train_state(
     gc.collect()  # the learner and its replay are gone before the next build
     if dev.type == "cuda":
         torch.cuda.empty_cache()
-    return state, record
+    return states, record
 
 
 def build_document(plan: DriftPlan, variants: Sequence[str]) -> dict[str, Any]:
-    spec = plan.profile
-    reference, ref_record = train_state(plan, REFERENCE, None)
-    again, again_record = train_state(plan, REFERENCE, None)
-    rerun = drift(reference, again)
+    spec, marks = plan.profile, plan.checkpoints
+    reference, ref_record = train_states(plan, REFERENCE, None)
+    again, again_record = train_states(plan, REFERENCE, None)
+    rerun = [drift(k, a, b) for k, a, b in zip(marks, reference, again, strict=True)]
     rows = []
     for name in variants:
-        state, record = train_state(plan, name, VARIANTS[name])
-        moved = drift(reference, state)
-        ratio = moved.max_abs_diff / rerun.max_abs_diff if rerun.max_abs_diff > 0 else None
-        rows.append(
-            {
-                **record,
-                "drift": asdict(moved),
-                "ratio_to_rerun": None if ratio is None else round(ratio, 4),
-                "verdict": verdict(moved, rerun, plan.factor),
-            }
-        )
+        states, record = train_states(plan, name, VARIANTS[name])
+        moved = [drift(k, a, b) for k, a, b in zip(marks, reference, states, strict=True)]
+        checkpoints = judge(moved, rerun, plan.factor)
+        rows.append({**record, "drift": checkpoints, "verdict": worst_verdict(checkpoints)})
     dev = spec.device
     return {
         "tool": "cycle_drift",
@@ -156,13 +191,13 @@ def build_document(plan: DriftPlan, variants: Sequence[str]) -> dict[str, Any]:
         "config": {
             "num_envs": spec.num_envs,
             "overrides": list(spec.overrides),
-            "cycles": spec.cycles,
+            "cycles": list(marks),
             "fill_ticks": spec.fill_ticks,
             "seed": plan.seed,
             "factor": plan.factor,
         },
         "reference": ref_record,
-        "rerun": {**again_record, "drift": asdict(rerun)},
+        "rerun": {**again_record, "drift": [asdict(d) for d in rerun]},
         "variants": rows,
         "passed": all(row["verdict"] != "beyond_rerun" for row in rows),
     }
@@ -172,24 +207,39 @@ def render(doc: dict[str, Any], console: Console) -> None:
     cfg = doc["config"]
     table = Table(
         title=(
-            f"drift from the owner after {cfg['cycles']} cycles on {doc['device']} "
-            f"(pass: at most {cfg['factor']:g}× the rerun)"
+            f"drift from the owner on {doc['device']} "
+            f"(pass: bit-equal or at most {cfg['factor']:g}× the rerun at every checkpoint)"
         ),
         title_justify="left",
     )
-    for col in ("build", "bit-equal", "largest diff", "in", "action diff", "× rerun", "verdict"):
+    columns = ("build", "cycles", "bit-equal", "largest diff", "in", "action diff", "× rerun")
+    for col in (*columns, "verdict"):
         table.add_column(col, justify="left" if col in ("build", "in", "verdict") else "right")
-    rerun = doc["rerun"]["drift"]
-    rows = [("owner again", rerun, None, "-")] + [
-        (r["variant"], r["drift"], r["ratio_to_rerun"], r["verdict"]) for r in doc["variants"]
-    ]
-    for name, d, ratio, word in rows:
-        table.add_row(
-            name, f"{d['bit_equal']}/{d['tensors']}", f"{d['max_abs_diff']:.3g}",
-            d["worst_tensor"], f"{d['action_max_abs_diff']:.3g}",
-            "-" if ratio is None else f"{ratio:.2f}", word,
-        )  # fmt: skip
+    builds = [("owner again", doc["rerun"]["drift"])]
+    builds += [(row["variant"], row["drift"]) for row in doc["variants"]]
+    for name, checkpoints in builds:
+        for d in checkpoints:
+            ratio = d.get("ratio_to_rerun")
+            table.add_row(
+                name, str(d["cycles"]), f"{d['bit_equal']}/{d['tensors']}",
+                f"{d['max_abs_diff']:.3g}", d["worst_tensor"] if d["max_abs_diff"] else "-",
+                f"{d['action_max_abs_diff']:.3g}",
+                "-" if ratio is None else f"{ratio:.2f}", d.get("verdict", "-"),
+            )  # fmt: skip
     console.print(table)
+
+
+def _parse_checkpoints(text: str) -> tuple[int, ...]:
+    try:
+        marks = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        marks = ()
+    if not marks or marks[0] < 1 or any(b <= a for a, b in pairwise(marks)):
+        raise typer.BadParameter(
+            f"{text!r} must be increasing positive cycle counts; use e.g. 1,5,20",
+            param_hint="--cycles",
+        )
+    return marks
 
 
 def _parse_variants(text: str) -> list[str]:
@@ -224,7 +274,13 @@ def main(
     variants: Annotated[
         str, typer.Option(help="Comma list of learner_profile's variants to compare.")
     ] = "no_combo,legacy",
-    cycles: Annotated[int, typer.Option(min=1, help="Update cycles per build.")] = 20,
+    cycles: Annotated[
+        str,
+        typer.Option(
+            help="Increasing cycle counts at which the states are compared: after one cycle"
+            " a rerun differs in its last bits only; by twenty, training has grown them."
+        ),
+    ] = "1,5,20",
     num_envs: Annotated[int, typer.Option(min=1, help="algo.num_envs (the soak's 1024).")] = 1024,
     replay_per_env: Annotated[
         int,
@@ -255,27 +311,37 @@ def main(
 
         python -m trainer.bench.cycle_drift --variants no_combo,legacy --output /tmp/drift.json
 
-    Exit 0 when every variant is bit-equal or within --factor times the rerun's difference,
-    1 when one is beyond it (the document is still written) or a build fell back, 2 bad input.
+    Exit 0 when every variant is bit-equal or within --factor times the rerun's difference at
+    every checkpoint, 1 when one is beyond it (the document is still written) or a build fell
+    back, 2 bad input.
     """
     chosen = _parse_variants(variants)
+    marks = _parse_checkpoints(cycles)
     dev = _device(device)
     spec = Spec(
         num_envs, (f"algo.replay_buffer_n={replay_per_env}", *(override or ())), dev,
-        cycles, 0, 0, fill_ticks,
+        marks[-1], 0, 0, fill_ticks,
     )  # fmt: skip
     owner_cfg(spec)  # a bad override exits 2 before anything is built
-    doc = build_document(DriftPlan(spec, seed, factor), chosen)
+    doc = build_document(DriftPlan(spec, marks, seed, factor), chosen)
     emit_document(doc, SCHEMA, output, json_out, render)
-    beyond = [row for row in doc["variants"] if row["verdict"] == "beyond_rerun"]
-    if beyond:
-        row = beyond[0]
-        raise RuntimeError(
-            f"variant {row['variant']!r} moved the learner {row['drift']['max_abs_diff']:.3g} "
-            f"from the owner, beyond {factor:g}x the owner's rerun "
-            f"({doc['rerun']['drift']['max_abs_diff']:.3g}); its maths differs, so judge it by "
-            "an evaluation over seeds (docs/evaluation.md)"
-        )
+    _fail_beyond(doc)
+
+
+def _fail_beyond(doc: dict[str, Any]) -> None:
+    """Raise naming the first variant and checkpoint beyond the rerun (the CLI exits 1)."""
+    rerun = {d["cycles"]: d for d in doc["rerun"]["drift"]}
+    for row in doc["variants"]:
+        for d in row["drift"]:
+            if d["verdict"] == "beyond_rerun":
+                n = d["cycles"]
+                raise RuntimeError(
+                    f"variant {row['variant']!r} moved the learner {d['max_abs_diff']:.3g} from "
+                    f"the owner after {n} cycle{'' if n == 1 else 's'}, beyond {doc['config']['factor']:g}x "
+                    f"the owner's rerun ({rerun[n]['max_abs_diff']:.3g}); its "
+                    "arithmetic differs, so judge it by an evaluation over seeds "
+                    "(docs/evaluation.md)"
+                )
 
 
 def cli(argv: Sequence[str] | None = None) -> int:
