@@ -27,9 +27,15 @@ def test_on_the_cpu_every_build_is_bit_equal_and_the_document_is_what_it_prints(
 ) -> None:
     out = tmp_path / "drift.json"
     assert cli([*TINY, "--json", "--output", str(out)]) == 0
-    printed = loads_strict(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    printed = loads_strict(captured.out)  # --json: stdout holds the document alone
     assert printed == load_strict(out)
     assert validate(printed, "cycle_drift.v1.json") == []
+    progress = [line.split(" took ")[0] for line in captured.err.splitlines()]
+    assert progress == [
+        "cycle_drift: build 1/4 (owner)", "cycle_drift: build 2/4 (owner)",
+        "cycle_drift: build 3/4 (no_combo)", "cycle_drift: build 4/4 (legacy)",
+    ]  # fmt: skip
     assert printed["config"]["overrides"][0] == "algo.replay_buffer_n=16"
     assert printed["config"]["cycles"] == [1, 2]
     rerun = printed["rerun"]["drift"]

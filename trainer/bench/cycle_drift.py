@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -171,14 +171,27 @@ def train_states(
     return states, record
 
 
-def build_document(plan: DriftPlan, variants: Sequence[str]) -> dict[str, Any]:
+def build_document(
+    plan: DriftPlan, variants: Sequence[str], progress: Callable[[str], None] = lambda _: None
+) -> dict[str, Any]:
+    """Build the owner twice and each variant once, then judge each variant; ``progress``
+    hears one line per finished build (a build compiles and captures: a minute on a GPU)."""
     spec, marks = plan.profile, plan.checkpoints
-    reference, ref_record = train_states(plan, REFERENCE, None)
-    again, again_record = train_states(plan, REFERENCE, None)
+    total, built = 2 + len(variants), 0
+
+    def run(name: str, fusion: CycleFusion | None) -> tuple[list[State], dict[str, Any]]:
+        nonlocal built
+        states, record = train_states(plan, name, fusion)
+        built += 1
+        progress(f"cycle_drift: build {built}/{total} ({name}) took {record['seconds']:g} s")
+        return states, record
+
+    reference, ref_record = run(REFERENCE, None)
+    again, again_record = run(REFERENCE, None)
     rerun = [drift(k, a, b) for k, a, b in zip(marks, reference, again, strict=True)]
     rows = []
     for name in variants:
-        states, record = train_states(plan, name, VARIANTS[name])
+        states, record = run(name, VARIANTS[name])
         moved = [drift(k, a, b) for k, a, b in zip(marks, reference, states, strict=True)]
         checkpoints = judge(moved, rerun, plan.factor)
         rows.append({**record, "drift": checkpoints, "verdict": worst_verdict(checkpoints)})
@@ -323,7 +336,9 @@ def main(
         marks[-1], 0, 0, fill_ticks,
     )  # fmt: skip
     owner_cfg(spec)  # a bad override exits 2 before anything is built
-    doc = build_document(DriftPlan(spec, marks, seed, factor), chosen)
+    doc = build_document(
+        DriftPlan(spec, marks, seed, factor), chosen, lambda line: typer.echo(line, err=True)
+    )
     emit_document(doc, SCHEMA, output, json_out, render)
     _fail_beyond(doc)
 
