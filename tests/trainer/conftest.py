@@ -110,3 +110,21 @@ def make_cuda_env(g1_model, g1_clip) -> Callable[..., G1TrackingEnv]:
         )
 
     return factory
+
+
+LEARNER_FALLBACK_REASON = "graph warm-up/capture failed: BackendCompilerFailed('x')"
+
+
+@pytest.fixture
+def learner_fell_back(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every learner reports a fusion fallback at capture; returns the reason it records."""
+    from trainer.algo.learner import FlashSacLearner
+
+    honest = FlashSacLearner.cuda_graph_diagnostics
+
+    def fell_back(self: FlashSacLearner) -> dict:
+        fallback = {"feature": "fusion", "reason": LEARNER_FALLBACK_REASON}
+        return {**honest(self), "fallbacks": [fallback]}
+
+    monkeypatch.setattr(FlashSacLearner, "cuda_graph_diagnostics", fell_back)
+    return LEARNER_FALLBACK_REASON

@@ -120,15 +120,8 @@ def test_a_variant_beyond_the_rerun_exits_1_naming_it_and_keeps_the_document(
 
 
 def test_a_build_that_fell_back_exits_1_and_writes_nothing(
-    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys, learner_fell_back: str
 ) -> None:
-    honest = FlashSacLearner.cuda_graph_diagnostics
-    reason = "graph warm-up/capture failed: BackendCompilerFailed('x')"
-
-    def fell_back(self: FlashSacLearner) -> dict:
-        return {**honest(self), "fallbacks": [{"feature": "fusion", "reason": reason}]}
-
-    monkeypatch.setattr(FlashSacLearner, "cuda_graph_diagnostics", fell_back)
     out = tmp_path / "drift.json"
     assert cli([*TINY, "--output", str(out)]) == 1
     err = capsys.readouterr().err.strip().splitlines()

@@ -8,7 +8,6 @@ import pytest
 
 from contracts.jsonio import load_strict, loads_strict
 from contracts.schemas import validate
-from trainer.algo.learner import FlashSacLearner
 from trainer.bench.learner_profile import CATEGORIES, category, cli
 
 TINY = [
@@ -48,16 +47,10 @@ def test_a_cpu_profile_writes_the_document_it_prints(tmp_path: Path, capsys) -> 
 
 
 def test_a_variant_whose_learner_fell_back_exits_1_and_writes_nothing(
-    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys, learner_fell_back: str
 ) -> None:
     """Timed after a fallback, "fused" would be the unfused cycle under the fused name."""
-    honest = FlashSacLearner.cuda_graph_diagnostics
-    reason = "graph warm-up/capture failed: BackendCompilerFailed('x')"
-
-    def fell_back(self: FlashSacLearner) -> dict:
-        return {**honest(self), "fallbacks": [{"feature": "fusion", "reason": reason}]}
-
-    monkeypatch.setattr(FlashSacLearner, "cuda_graph_diagnostics", fell_back)
+    reason = learner_fell_back
     out = tmp_path / "profile.json"
     assert cli([*TINY, "--variants", "fused", "--output", str(out)]) == 1
     err = capsys.readouterr().err.strip().splitlines()

@@ -39,7 +39,9 @@ from trainer.bench.learner_profile import (
     emit_document,
     fill_replay,
     owner_cfg,
+    parse_variants,
     refuse_fallbacks,
+    resolve_device,
 )
 from trainer.task.spec import G1_TRACKING_SPEC
 
@@ -255,30 +257,6 @@ def _parse_checkpoints(text: str) -> tuple[int, ...]:
     return marks
 
 
-def _parse_variants(text: str) -> list[str]:
-    names = [v.strip() for v in text.split(",") if v.strip()]
-    bad = [v for v in names if v not in VARIANTS]
-    if not names or bad:
-        raise typer.BadParameter(
-            f"{text!r} must be a comma list of {sorted(VARIANTS)}; use e.g. no_combo,legacy",
-            param_hint="--variants",
-        )
-    return names
-
-
-def _device(text: str) -> torch.device:
-    try:
-        dev = torch.device(text or ("cuda" if torch.cuda.is_available() else "cpu"))
-    except RuntimeError:
-        raise typer.BadParameter(f"{text!r} is not a torch device; use cuda or cpu") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise typer.BadParameter(
-            "cuda requested but torch.cuda.is_available() is False; use --device cpu",
-            param_hint="--device",
-        )
-    return dev
-
-
 app = typer.Typer(add_completion=False)
 
 
@@ -328,9 +306,9 @@ def main(
     every checkpoint, 1 when one is beyond it (the document is still written) or a build fell
     back, 2 bad input.
     """
-    chosen = _parse_variants(variants)
+    chosen = parse_variants(variants, example="no_combo,legacy")
     marks = _parse_checkpoints(cycles)
-    dev = _device(device)
+    dev = resolve_device(device)
     spec = Spec(
         num_envs, (f"algo.replay_buffer_n={replay_per_env}", *(override or ())), dev,
         marks[-1], 0, 0, fill_ticks,
@@ -349,13 +327,13 @@ def _fail_beyond(doc: dict[str, Any]) -> None:
     for row in doc["variants"]:
         for d in row["drift"]:
             if d["verdict"] == "beyond_rerun":
-                n = d["cycles"]
+                n, factor = d["cycles"], doc["config"]["factor"]
+                after = f"after {n} cycle{'' if n == 1 else 's'}"
                 raise RuntimeError(
                     f"variant {row['variant']!r} moved the learner {d['max_abs_diff']:.3g} from "
-                    f"the owner after {n} cycle{'' if n == 1 else 's'}, beyond {doc['config']['factor']:g}x "
-                    f"the owner's rerun ({rerun[n]['max_abs_diff']:.3g}); its "
-                    "arithmetic differs, so judge it by an evaluation over seeds "
-                    "(docs/evaluation.md)"
+                    f"the owner {after}, beyond {factor:g}x the owner's rerun "
+                    f"({rerun[n]['max_abs_diff']:.3g}); its arithmetic differs, so judge it by "
+                    "an evaluation over seeds (docs/evaluation.md)"
                 )
 
 

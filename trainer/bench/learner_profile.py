@@ -504,6 +504,18 @@ def _parse_device(text: str) -> torch.device:
         ) from None
 
 
+def resolve_device(text: str) -> torch.device:
+    """``--device`` of a bench tool: the named device, else cuda where available, else cpu;
+    a cuda device without CUDA is a usage error."""
+    dev = _parse_device(text or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise typer.BadParameter(
+            "cuda requested but torch.cuda.is_available() is False; use --device cpu",
+            param_hint="--device",
+        )
+    return dev
+
+
 def _beside_spec(
     num_envs: int, sim: str, device: torch.device, stream_priority: str
 ) -> EnvBesideSpec | None:
@@ -533,12 +545,13 @@ def _beside_spec(
     )
 
 
-def _parse_variants(text: str) -> list[str]:
+def parse_variants(text: str, example: str = "fused,legacy") -> list[str]:
+    """``--variants`` of a bench tool: names of ``VARIANTS``, comma-separated."""
     names = [v.strip() for v in text.split(",") if v.strip()]
     bad = [v for v in names if v not in VARIANTS]
     if not names or bad:
         raise typer.BadParameter(
-            f"{text!r} must be a comma list of {sorted(VARIANTS)}; use e.g. fused,legacy",
+            f"{text!r} must be a comma list of {sorted(VARIANTS)}; use e.g. {example}",
             param_hint="--variants",
         )
     return names
@@ -600,15 +613,10 @@ def main(
 
         python -m trainer.bench.learner_profile --beside-env 1024 --mps --output /tmp/lp-mps.json
     """
-    chosen = _parse_variants(variants)
+    chosen = parse_variants(variants)
     if mps:  # before any CUDA call, or the pipe variables would not take effect
         join_mps(_parse_device(device or "cuda"))
-    dev = _parse_device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise typer.BadParameter(
-            "cuda requested but torch.cuda.is_available() is False; use --device cpu",
-            param_hint="--device",
-        )
+    dev = resolve_device(device)
     beside = _beside_spec(beside_env, beside_sim, dev, beside_stream_priority)
     spec = Spec(
         num_envs, tuple(override or ()), dev, cycles, profile_cycles, warmup, fill_ticks,
