@@ -20,6 +20,13 @@ TINY = [
                    "num_atoms=11", "learning_starts=2")
     ),
 ]  # fmt: skip
+GPU_SMALL = [
+    "--num-envs", "64", "--cycles", "1,2", "--fill-ticks", "40", "--replay-per-env", "128",
+    "--override=algo.learning_starts=40",
+]  # fmt: skip
+"""The owner's network and batch sizes on few envs: at TINY's sizes Triton failed to compile a
+combo-kernel BatchNorm reduction on the H200, and the fusions fell back (docs/benchmarks.md,
+nineteenth session)."""
 
 
 def test_on_the_cpu_every_build_is_bit_equal_and_the_document_is_what_it_prints(
@@ -159,7 +166,9 @@ def test_on_cuda_the_fusions_run_and_the_exit_status_follows_the_verdict(
     """On CUDA the owner compiles with its fusions and the variant without combo kernels; the
     verdict depends on the device's own rerun spread, so only its consistency is asserted."""
     out = tmp_path / "drift.json"
-    rc = cli([*TINY, "--variants", "no_combo", "--device", "cuda", "--json", "--output", str(out)])
+    argv = [*GPU_SMALL, "--variants", "no_combo", "--device", "cuda", "--json"]
+    rc = cli([*argv, "--output", str(out)])
+    assert out.exists(), capsys.readouterr().err.strip().splitlines()[-1:]  # a fallback: exit 1
     doc = load_strict(out)
     assert validate(doc, "cycle_drift.v1.json") == []
     assert doc["device"] != "cpu"
