@@ -166,8 +166,9 @@ def test_on_cuda_the_fusions_run_and_the_exit_status_follows_the_verdict(
     """On CUDA the owner compiles with its fusions and the variant without combo kernels; the
     verdict depends on the device's own rerun spread, so only its consistency is asserted."""
     out = tmp_path / "drift.json"
-    argv = [*GPU_SMALL, "--variants", "no_combo", "--device", "cuda", "--json"]
-    rc = cli([*argv, "--output", str(out)])
+    rc = cli(
+        [*GPU_SMALL, "--variants", "no_combo", "--device", "cuda", "--json", "--output", str(out)]
+    )
     assert out.exists(), capsys.readouterr().err.strip().splitlines()[-1:]  # a fallback: exit 1
     doc = load_strict(out)
     assert validate(doc, "cycle_drift.v1.json") == []

@@ -9,11 +9,8 @@ atomically), and training carries those bits forward. The tool builds the g1 own
 update cycles; and at each ``--cycles`` checkpoint acts once and compares every actor, critic
 and target parameter and the action with the first build's. A variant passes when at every
 checkpoint it is bit-equal to the owner or moves it no more than ``--factor`` times the rerun
-did. The checkpoints show how the difference grows. On the H200 one cycle already moved a
-rerun's action by 0.04 (likely because Adam's first steps are about the learning rate whatever the
-gradient's size, so a last-bit difference in a gradient near zero can change a whole step),
-and twenty cycles by 0.07; the unfused learner stayed within 1.3-1.9 times that at every
-checkpoint (docs/runtime.md "Learner profile", docs/evaluation.md "Comparing two
+did. The checkpoints show how a difference grows, from the first cycle on; the H200's
+figures are in docs/runtime.md "Learner profile" (see also docs/evaluation.md "Comparing two
 configurations").
 """
 
