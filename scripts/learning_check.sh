@@ -71,10 +71,14 @@ for soak in sorted(root.glob("*/soak.json")):
             "joint_rad": u["joint_pos_error_rad"], "eval_s": point["eval_wall_time_s"],
         })
     learning = doc.get("learning") or {}
-    print(f"{soak.parent.name}: soak {doc.get('status')} ({doc.get('failure_reason')}); "
-          f"learning {learning.get('status')}; env steps {summary.get('total_env_steps')}, "
-          f"wall {summary.get('wall_time_sec')} s, "
-          f"tail {summary.get('tail_env_steps_per_sec')} env steps/s")
+    verdict = learning.get("verdict", "absent")
+    if learning.get("reason"):
+        verdict += f" ({learning['reason']})"
+    failure = f" ({doc['failure_reason']})" if doc.get("failure_reason") else ""
+    print(f"{soak.parent.name}: soak {doc.get('status')}{failure}; learning {verdict}; "
+          f"env steps {summary.get('total_env_steps')}, wall {summary.get('wall_time_sec')} s, "
+          f"steady {summary.get('steady_env_steps_per_sec')} env steps/s "
+          f"(tail {summary.get('tail_env_steps_per_sec')})")
 header = ["clip", "iteration", "source", "uniform_success", "frame0_success", "mpkpe_mm",
           "r_mpkpe_mm", "joint_rad", "eval_s"]
 print("| " + " | ".join(header) + " |")
