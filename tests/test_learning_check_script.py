@@ -70,12 +70,15 @@ def test_table_names_each_clips_learning_verdict_and_steady_rate(tmp_path: Path)
 
 def test_a_soak_without_a_learning_section_reads_absent(tmp_path: Path) -> None:
     _clip(tmp_path, "synthetic", {}, 5.0)
-    (tmp_path / "synthetic" / "soak.json").write_text(json.dumps({"status": "failed"}))
+    failed = {"status": "failed", "failure_reason": "the trainer exited 1"}
+    (tmp_path / "synthetic" / "soak.json").write_text(json.dumps(failed))
 
     result = _table(tmp_path)
 
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("synthetic: soak failed; learning absent;")
+    assert result.stdout.startswith(
+        "synthetic: soak failed (the trainer exited 1); learning absent;"
+    )
 
 
 def test_an_unknown_verb_exits_2_with_the_usage(tmp_path: Path) -> None:
