@@ -11,19 +11,22 @@ from pathlib import Path
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "learning_check.sh"
 
 
-def _mode(success: float, r_mpkpe: float) -> dict:
+def _mode(r_mpkpe: float) -> dict:
     return {
-        "success_rate": success,
+        "success_rate": 1.0,
         "mpkpe_mm": r_mpkpe + 4.0,
         "r_mpkpe_mm": r_mpkpe,
         "joint_pos_error_rad": 0.02,
     }
 
 
-def _clip(root: Path, name: str, learning: dict, r_mpkpe: float) -> None:
+def _passed(learning: dict) -> dict:
+    return {"status": "passed", "failure_reason": None, "learning": learning}
+
+
+def _clip(root: Path, name: str, soak: dict, r_mpkpe: float) -> None:
     run = root / name / "run"
     run.mkdir(parents=True)
-    soak = {"status": "passed", "failure_reason": None, "learning": learning}
     (root / name / "soak.json").write_text(json.dumps(soak))
     summary = {
         "total_env_steps": 66_660_352,
@@ -36,7 +39,7 @@ def _clip(root: Path, name: str, learning: dict, r_mpkpe: float) -> None:
         "iteration": 65_000,
         "source": "final",
         "eval_wall_time_s": 0.89,
-        "modes": {"uniform": _mode(1.0, r_mpkpe), "frame0": _mode(1.0, r_mpkpe + 1.0)},
+        "modes": {"uniform": _mode(r_mpkpe), "frame0": _mode(r_mpkpe + 1.0)},
     }
     (run / "evaluation.json").write_text(json.dumps({"points": [point]}))
 
@@ -52,8 +55,9 @@ def _table(root: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_table_names_each_clips_learning_verdict_and_steady_rate(tmp_path: Path) -> None:
-    _clip(tmp_path, "synthetic", {"verdict": "passed", "reason": None}, 5.107)
-    _clip(tmp_path, "march", {"verdict": "not_judged", "reason": "the run did not complete"}, 11.1)
+    _clip(tmp_path, "synthetic", _passed({"verdict": "passed", "reason": None}), 5.107)
+    not_judged = {"verdict": "not_judged", "reason": "the run did not complete"}
+    _clip(tmp_path, "march", _passed(not_judged), 11.1)
 
     result = _table(tmp_path)
 
@@ -69,9 +73,8 @@ def test_table_names_each_clips_learning_verdict_and_steady_rate(tmp_path: Path)
 
 
 def test_a_soak_without_a_learning_section_reads_absent(tmp_path: Path) -> None:
-    _clip(tmp_path, "synthetic", {}, 5.0)
     failed = {"status": "failed", "failure_reason": "the trainer exited 1"}
-    (tmp_path / "synthetic" / "soak.json").write_text(json.dumps(failed))
+    _clip(tmp_path, "synthetic", failed, 5.0)
 
     result = _table(tmp_path)
 
