@@ -140,6 +140,7 @@ def test_a_build_that_fell_back_exits_1_and_writes_nothing(
     ("args", "message"),
     [
         (["--variants", "fast"], "must be a comma list of ['combo', 'fused', 'legacy'"),
+        (["--variants", "legacy,owner"], "'owner' is the reference every variant is judged"),
         (["--override", "training.log_interval=5"], "is not an algo.* key"),
         (["--override", "algo.batch_size=0"], "algo.batch_size=0"),
         (["--device", "cuda:x"], "is not a torch device"),

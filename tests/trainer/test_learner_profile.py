@@ -46,6 +46,18 @@ def test_a_cpu_profile_writes_the_document_it_prints(tmp_path: Path, capsys) -> 
     assert 0 < len(times) <= 20 and times == sorted(times, reverse=True)
 
 
+def test_the_owner_variant_asks_for_the_fusions_its_config_switches_on(capsys) -> None:
+    """``owner`` profiles what ``train`` would build, overrides included (the scaling sweep
+    passes its overrides to both)."""
+    args = ["--variants", "owner", "--override", "algo.fuse_losses=false", "--json"]
+    assert cli([*TINY, *args]) == 0
+    (run,) = loads_strict(capsys.readouterr().out)["runs"]
+    requested = run["diagnostics"]["fusion"]["requested"]
+    assert run["variant"] == "owner"
+    assert requested["losses"] is False and requested["renorm"] is True
+    assert requested["multi_kernel"] is False  # off in the g1 owner
+
+
 def test_a_variant_whose_learner_fell_back_exits_1_and_writes_nothing(
     tmp_path: Path, capsys, learner_fell_back: str
 ) -> None:
@@ -73,7 +85,7 @@ def test_the_table_names_each_variant_and_category(capsys) -> None:
     [
         (
             ["--variants", "fast"],
-            "must be a comma list of ['combo', 'fused', 'legacy', 'losses', 'multi_kernel', 'networks', 'no_combo', 'no_multi_kernel', 'renorm']",
+            "must be a comma list of ['combo', 'fused', 'legacy', 'losses', 'multi_kernel', 'networks', 'no_combo', 'no_multi_kernel', 'owner', 'renorm']",
         ),
         (["--override", "training.log_interval=5"], "is not an algo.* key"),
         (["--override", "algo.batch_size=0"], "algo.batch_size=0"),

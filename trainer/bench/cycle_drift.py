@@ -306,6 +306,11 @@ def main(
     back, 2 bad input.
     """
     chosen = parse_variants(variants, example="no_combo,legacy")
+    if REFERENCE in chosen:
+        raise typer.BadParameter(
+            f"{REFERENCE!r} is the reference every variant is judged against; drop it",
+            param_hint="--variants",
+        )
     marks = _parse_checkpoints(cycles)
     dev = resolve_device(device)
     spec = Spec(

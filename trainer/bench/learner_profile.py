@@ -67,7 +67,8 @@ def _only(**on: bool) -> CycleFusion:
     return dataclasses.replace(CycleFusion.none(), **on)
 
 
-VARIANTS = {
+VARIANTS: dict[str, CycleFusion | None] = {
+    "owner": None,  # the fusions algo.fuse_<name> switch on, overrides included, as train
     "fused": CycleFusion(),
     "legacy": CycleFusion.none(),
     "renorm": _only(renorm=True),
@@ -566,9 +567,10 @@ def main(
     variants: Annotated[
         str,
         typer.Option(
-            help="Comma list of legacy (no issue-19 fusion), renorm, losses, networks, combo, "
-            "multi_kernel (each alone), fused (all five), no_combo (the first three), "
-            "no_multi_kernel (fused without multi_kernel)."
+            help="Comma list of owner (the fusions algo.fuse_* switch on, as train), legacy (no"
+            " issue-19 fusion), renorm, losses, networks, combo, multi_kernel (each alone), fused"
+            " (all five), no_combo (the first three), no_multi_kernel (fused without"
+            " multi_kernel)."
         ),
     ] = "legacy,fused",
     cycles: Annotated[int, typer.Option(min=1, help="Timed cycles (CUDA events).")] = 200,

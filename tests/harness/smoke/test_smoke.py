@@ -7,14 +7,13 @@ written; the command runner itself is tested with real misbehaving processes.
 from __future__ import annotations
 
 import json
-import signal
 import sys
 from pathlib import Path
 
 import pytest
 
 from harness.smoke import cli, parse, steps
-from harness.smoke.cli import Finished, Part, Runner, Smoke
+from harness.smoke.cli import Finished, Part, Smoke
 
 IPC_LINE = (
     "[W1201 10:00:00.000000 1234 CudaIPCTypes.cpp:16] Producer process has been terminated "
@@ -409,50 +408,6 @@ def test_the_thread_soak_runs_the_collector_as_a_thread(tmp_path: Path) -> None:
     assert runner.calls == ["soak thread", "metrics thread"]
     argv = runner.argv["soak thread"]
     assert argv[argv.index("--extra-override") + 1] == "training.collector_placement=thread"
-
-
-# -- the command runner, with real processes ------------------------------------------------------
-def test_the_runner_logs_and_returns_what_a_step_printed(tmp_path: Path) -> None:
-    log = tmp_path / "smoke.log"
-    with log.open("w") as handle:
-        done = Runner(handle, tmp_path, print).stream(
-            "echo", [sys.executable, "-c", "print('hi'); import sys; sys.exit(3)"], 30
-        )
-    assert (done.rc, done.output, done.timed_out) == (3, "hi\n", False)
-    assert log.read_text().endswith("hi\n")
-
-
-def test_the_runner_stops_a_step_past_its_timeout(tmp_path: Path) -> None:
-    with (tmp_path / "smoke.log").open("w") as handle:
-        done = Runner(handle, tmp_path, print).stream(
-            "hang", [sys.executable, "-c", "import time; time.sleep(300)"], 0.5
-        )
-    assert done.timed_out and done.rc == -signal.SIGTERM
-
-
-def test_the_runner_kills_a_step_that_ignores_sigterm(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(cli, "STOP_GRACE_S", 0.5)
-    script = "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(300)"
-    with (tmp_path / "smoke.log").open("w") as handle:
-        done = Runner(handle, tmp_path, print).stream(
-            "stubborn", [sys.executable, "-c", script], 1.0
-        )
-    assert done.timed_out and done.rc == -signal.SIGKILL
-
-
-def test_the_runner_captures_stdout_apart_and_times_out(tmp_path: Path) -> None:
-    with (tmp_path / "smoke.log").open("w") as handle:
-        runner = Runner(handle, tmp_path, print)
-        done = runner.capture(
-            "json",
-            [sys.executable, "-c", "import sys; print('{}'); print('note', file=sys.stderr)"],
-            30,
-        )
-        late = runner.capture("hang", [sys.executable, "-c", "import time; time.sleep(300)"], 0.5)
-    assert (done.rc, done.output) == (0, "{}\n")
-    assert late.timed_out
 
 
 # -- the command line ------------------------------------------------------------------------------

@@ -1,0 +1,115 @@
+"""Running a tool as a child command from the repository root, with a timeout that stops its
+whole process group, everything it printed appended to one log (the GPU smoke and the
+scaling sweep both run their steps through it)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import harness
+
+STOP_GRACE_S = 60.0  # after SIGTERM on a timeout, before SIGKILL of the step's group
+
+
+@dataclass
+class Finished:
+    """A finished command: exit status, what it printed, how long it took."""
+
+    rc: int
+    output: str
+    seconds: float
+    timed_out: bool = False
+    errors: str = ""
+    """stderr of a captured step (streamed steps merge it into ``output``)."""
+
+
+class Runner:
+    """Runs step commands from ``cwd``; appends everything they print to ``log``."""
+
+    def __init__(self, log: IO[str], cwd: Path, note: Callable[[str], None]) -> None:
+        self.log = log
+        self.cwd = cwd
+        self.note = note
+
+    def _header(self, title: str, argv: Sequence[str]) -> None:
+        self.log.write(f"\n===== {title}: {' '.join(argv)}\n")
+        self.log.flush()
+
+    def stream(self, title: str, argv: Sequence[str], timeout_s: float) -> Finished:
+        """Run with stdout and stderr merged, streamed into the log as they come."""
+        self._header(title, argv)
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=self.cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            start_new_session=True,  # its own group: a timeout can stop all of it
+        )
+        expired = threading.Event()
+        timer = threading.Timer(timeout_s, self._stop, args=(proc, expired))
+        timer.start()
+        chunks: list[str] = []
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            self.log.write(line)
+            chunks.append(line)
+        rc = proc.wait()
+        timer.cancel()
+        self.log.flush()
+        return Finished(rc, "".join(chunks), time.monotonic() - start, expired.is_set())
+
+    @staticmethod
+    def _stop(proc: subprocess.Popen[str], expired: threading.Event) -> None:
+        expired.set()
+        proc.terminate()  # g1-soak stops its trainer on SIGTERM
+        try:
+            proc.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # it exited between the wait and the kill
+
+    def capture(self, title: str, argv: Sequence[str], timeout_s: float) -> Finished:
+        """Run with stdout kept apart (it is parsed); both end up in the log."""
+        self._header(title, argv)
+        start = time.monotonic()
+        try:
+            done = subprocess.run(
+                list(argv),
+                cwd=self.cwd,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as err:
+            self.log.write(_text(err.stdout) + _text(err.stderr))
+            return Finished(-signal.SIGKILL, _text(err.stdout), time.monotonic() - start, True)
+        self.log.write(done.stdout + done.stderr)
+        self.log.flush()
+        return Finished(done.returncode, done.stdout, time.monotonic() - start, errors=done.stderr)
+
+
+def _text(value: str | bytes | None) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value or ""
+
+
+def repo_root() -> Path:
+    """The checkout holding ``harness`` (the steps run there), else the working directory."""
+    root = Path(harness.__file__).resolve().parents[1]
+    return root if (root / "pyproject.toml").is_file() else Path.cwd()
