@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import IO
 
 import harness
+from contracts.errors import UsageError
 
 STOP_GRACE_S = 60.0  # after SIGTERM on a timeout, before SIGKILL of the step's group
 
@@ -61,9 +63,14 @@ class Runner:
         timer.start()
         chunks: list[str] = []
         assert proc.stdout is not None
-        for line in proc.stdout:
-            self.log.write(line)
-            chunks.append(line)
+        try:
+            for line in proc.stdout:
+                self.log.write(line)
+                chunks.append(line)
+        except BaseException:  # Ctrl-C or SIGTERM of ours: its own group would outlive us
+            timer.cancel()
+            self._stop(proc, threading.Event())
+            raise
         rc = proc.wait()
         timer.cancel()
         self.log.flush()
@@ -113,3 +120,18 @@ def repo_root() -> Path:
     """The checkout holding ``harness`` (the steps run there), else the working directory."""
     root = Path(harness.__file__).resolve().parents[1]
     return root if (root / "pyproject.toml").is_file() else Path.cwd()
+
+
+def resolve_out(out: Path | None, prefix: str, holds: Sequence[str]) -> Path:
+    """``--out``, else ``$OUT``, else a new temporary directory named ``prefix...``; refuse
+    one that already holds any of ``holds`` (a run's log, document or step folders)."""
+    if out is None and os.environ.get("OUT"):
+        out = Path(os.environ["OUT"])
+    if out is None:
+        return Path(tempfile.mkdtemp(prefix=prefix))
+    out = out.resolve()
+    for name in holds:
+        if (out / name).exists():
+            raise UsageError(f"--out {out} already holds {name}; pass an empty or new directory")
+    out.mkdir(parents=True, exist_ok=True)
+    return out

@@ -31,6 +31,7 @@ def _commands() -> list[Command]:
     from harness.mps import cli as mps
     from harness.probe import cli as probe
     from harness.report import cli as report
+    from harness.scaling import cli as scaling
     from harness.soak import cli as soak
     from harness.support import cli as support
     from trainer import assets_cli, check_config
@@ -50,6 +51,11 @@ def _commands() -> list[Command]:
     ]
     group = typer.main.get_command(mps.app)
     found += [Command(f"cumps {name}", mps.main, mps.app, (name,)) for name in group.commands]
+    found.append(Command("python -m harness.scaling", scaling.main, scaling.app))
+    found += [
+        Command(f"python -m harness.scaling {name}", scaling.main, scaling.app, (name,))
+        for name in ("run", "table")
+    ]
     return found
 
 

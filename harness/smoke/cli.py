@@ -12,9 +12,7 @@ step that ran passed (docs/benchmarks.md "GPU smoke").
 from __future__ import annotations
 
 import enum
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -24,11 +22,10 @@ import typer
 from tabulate import tabulate
 
 from contracts.cli_app import EXIT_FAILED, EXIT_OK, run_app
-from contracts.errors import UsageError
 from contracts.jsonio import dumps_strict
 from harness.smoke import steps
 from harness.smoke.steps import Outcome
-from harness.step_runner import Finished, Runner, repo_root
+from harness.step_runner import Finished, Runner, repo_root, resolve_out
 
 LOG_NAME = "smoke.log"
 ARTIFACTS = Path("artifacts") / "steps"  # two levels down: the device returns none of it
@@ -155,22 +152,6 @@ def verdict_line(outcomes: Sequence[Outcome], log: Path) -> str:
     return f"GPU smoke: {status}; log: {log}"
 
 
-def resolve_out(out: Path | None) -> Path:
-    """``--out``, else ``$OUT``, else a new temporary directory; refuse one used before."""
-    if out is None and os.environ.get("OUT"):
-        out = Path(os.environ["OUT"])
-    if out is None:
-        return Path(tempfile.mkdtemp(prefix="gpu-smoke-"))
-    out = out.resolve()
-    for used in (out / LOG_NAME, out / ARTIFACTS.parts[0]):
-        if used.exists():
-            raise UsageError(
-                f"--out {out} already holds {used.name}; pass an empty or new directory"
-            )
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
-
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
@@ -195,7 +176,7 @@ def smoke(
 
     Example (repository root, on the GPU machine): scripts/gpu_smoke.sh --out /tmp/smoke
     """
-    out = resolve_out(out)
+    out = resolve_out(out, "gpu-smoke-", (LOG_NAME, ARTIFACTS.parts[0]))
     log_path = out / LOG_NAME
 
     def note(line: str) -> None:

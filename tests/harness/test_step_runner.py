@@ -3,6 +3,8 @@ stop the whole group, stdout kept apart when captured."""
 
 from __future__ import annotations
 
+import io
+import os
 import signal
 import sys
 from pathlib import Path
@@ -54,3 +56,25 @@ def test_the_runner_captures_stdout_apart_and_times_out(tmp_path: Path) -> None:
         late = runner.capture("hang", [sys.executable, "-c", "import time; time.sleep(300)"], 0.5)
     assert (done.rc, done.output) == (0, "{}\n")
     assert late.timed_out
+
+
+class _InterruptedLog(io.StringIO):
+    """A log whose write raises KeyboardInterrupt at the line ``up``, as Ctrl-C would land."""
+
+    def write(self, text: str) -> int:
+        if text == "up\n":
+            raise KeyboardInterrupt
+        return super().write(text)
+
+
+def test_a_runner_interrupted_mid_step_stops_the_steps_group_first() -> None:
+    """With its own session the step would not see our Ctrl-C and would outlive us."""
+    script = (
+        "import os, time; print(os.getpid(), flush=True); print('up', flush=True); time.sleep(300)"
+    )
+    log = _InterruptedLog()
+    with pytest.raises(KeyboardInterrupt):
+        Runner(log, Path.cwd(), print).stream("interrupted", [sys.executable, "-c", script], 60)
+    pid = int(log.getvalue().splitlines()[-1])
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # terminated and reaped

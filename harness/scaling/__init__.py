@@ -1,0 +1,1 @@
+"""``python -m harness.scaling``: the scaling sweep (docs/benchmarks.md "Scaling sweep")."""
