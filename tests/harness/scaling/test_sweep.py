@@ -13,9 +13,9 @@ import pytest
 
 from contracts.jsonio import load_strict, loads_strict
 from contracts.schemas import validate
-from harness.scaling import cli, plan, read
-from harness.scaling.cli import SweepRun
+from harness.scaling import cli, plan, read, run, table
 from harness.scaling.plan import Part, Sharing, Sweep
+from harness.scaling.run import DOC_NAME, LOG_NAME, SCHEMA, SweepRun
 from harness.step_runner import Finished
 
 TINY_ALGO = [
@@ -104,7 +104,7 @@ class ScriptedRunner:
     def stream(self, title: str, argv: list[str], timeout_s: float) -> Finished:
         self.calls.append(title)
         self.argv[title] = argv
-        self.doc_before[title] = load_strict(self.out / cli.DOC_NAME)
+        self.doc_before[title] = load_strict(self.out / DOC_NAME)
         rc, stderr, write = self.override.get(title, self._default(title))
         if write is not None:
             write(argv)
@@ -116,8 +116,8 @@ def run_sweep(
 ) -> tuple[dict, ScriptedRunner]:
     runner = ScriptedRunner(tmp_path, **override)
     doc = SweepRun(sweep(), tmp_path, runner, sys.executable, skip or set()).run()
-    assert validate(doc, cli.SCHEMA) == []
-    assert load_strict(tmp_path / cli.DOC_NAME) == doc
+    assert validate(doc, SCHEMA) == []
+    assert load_strict(tmp_path / DOC_NAME) == doc
     return doc, runner
 
 
@@ -177,9 +177,9 @@ def test_a_failed_step_is_named_and_the_sweep_goes_on(tmp_path: Path) -> None:
         "2048 mps soak: g1-soak exited 1; soak failed: trend growing: rss_kib",
     ]
     assert doc["cells"][0]["beside"]["cycle_ms"] is None
-    table = cli.render(doc, "simple")
-    assert table.splitlines()[0] == "scaling sweep: failed (NVIDIA H200)"
-    assert "  failed: 2048 mps soak: g1-soak exited 1; soak failed" in table
+    text = table.render(doc, "simple")
+    assert text.splitlines()[0] == "scaling sweep: failed (NVIDIA H200)"
+    assert "  failed: 2048 mps soak: g1-soak exited 1; soak failed" in text
 
 
 def test_without_a_daemon_the_mps_cells_fail_without_running(tmp_path: Path) -> None:
@@ -201,15 +201,15 @@ def test_skipped_parts_run_nothing_and_still_pass(tmp_path: Path) -> None:
     assert not [c for c in runner.calls if c.endswith("soak") or c == "env alone"]
     assert doc["status"] == "passed"
     assert {c["soak"]["status"] for c in doc["cells"]} == {"skipped"}
-    row = cli.table_rows(doc)[0]
+    row = table.table_rows(doc)[0]
     assert row[2] == "- / -" and row[6] == "-" and row[7] == "passed/skipped"
 
 
 def test_the_github_table_holds_every_column_of_the_scaling_table(tmp_path: Path) -> None:
     doc, _ = run_sweep(tmp_path)
-    lines = cli.render(doc, "github").splitlines()
+    lines = table.render(doc, "github").splitlines()
     cells = [[c.strip() for c in line.split("|")[1:-1]] for line in lines[1:4]]
-    assert cells[0] == cli.HEADERS
+    assert cells[0] == table.HEADERS
     assert cells[2] == [
         "1024", "null", "122.9k / 120.8k", "6.50", "6.50", "7.88 (130.0k)", "5.00", "passed",
     ]  # fmt: skip
@@ -222,11 +222,11 @@ def test_a_sweep_stopped_from_outside_says_so_in_its_document(tmp_path: Path) ->
     runner = ScriptedRunner(tmp_path, **{"1024 null soak": (0, "", interrupted)})
     with pytest.raises(KeyboardInterrupt):
         SweepRun(sweep(), tmp_path, runner, sys.executable, set()).run()
-    doc = load_strict(tmp_path / cli.DOC_NAME)
-    assert validate(doc, cli.SCHEMA) == []
+    doc = load_strict(tmp_path / DOC_NAME)
+    assert validate(doc, SCHEMA) == []
     assert doc["status"] == "failed" and doc["finished_utc"] is not None
     assert doc["failures"] == ["the sweep was stopped by SIGINT"]
-    assert cli.cell_status(doc["cells"][0]) == "running"  # its soak never ended
+    assert table.cell_status(doc["cells"][0]) == "running"  # its soak never ended
 
 
 @pytest.mark.parametrize(
@@ -238,7 +238,7 @@ def test_a_sweep_stopped_from_outside_says_so_in_its_document(tmp_path: Path) ->
     ],
 )
 def test_the_stop_names_its_signal(stop: BaseException, name: str) -> None:
-    assert cli._signal_of(stop) == name
+    assert run.signal_of(stop) == name
 
 
 # -- readers ------------------------------------------------------------------------------
@@ -311,17 +311,17 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(
 
 
 def test_an_out_directory_used_before_is_refused(tmp_path: Path, capsys) -> None:
-    (tmp_path / cli.DOC_NAME).write_text("{}")
+    (tmp_path / DOC_NAME).write_text("{}")
     args = ["run", "--sim", "mujoco", "--sharing", "null", "--num-envs", "8"]
     assert cli.main([*args, "--out", str(tmp_path)]) == 2
-    assert f"already holds {cli.DOC_NAME}" in capsys.readouterr().err
-    assert (tmp_path / cli.DOC_NAME).read_text() == "{}"
+    assert f"already holds {DOC_NAME}" in capsys.readouterr().err
+    assert (tmp_path / DOC_NAME).read_text() == "{}"
 
 
 def test_table_refuses_a_file_that_is_not_a_sweep(tmp_path: Path, capsys) -> None:
-    (tmp_path / cli.DOC_NAME).write_text(json.dumps({"tool": "smoke"}))
+    (tmp_path / DOC_NAME).write_text(json.dumps({"tool": "smoke"}))
     assert cli.main(["table", str(tmp_path)]) == 2
-    assert f"is not a {cli.SCHEMA} document" in capsys.readouterr().err
+    assert f"is not a {SCHEMA} document" in capsys.readouterr().err
 
 
 def test_a_tiny_cpu_sweep_runs_the_real_tools(tmp_path: Path, capsys) -> None:
@@ -333,12 +333,12 @@ def test_a_tiny_cpu_sweep_runs_the_real_tools(tmp_path: Path, capsys) -> None:
         "--iterations", "6", "--replay-rows", "128", "--cycles", "2", *overrides,
         "--out", str(out), "--json",
     ]  # fmt: skip
-    assert cli.main(args) == 0, (out / cli.LOG_NAME).read_text()[-3000:]
+    assert cli.main(args) == 0, (out / LOG_NAME).read_text()[-3000:]
     doc = loads_strict(capsys.readouterr().out)
-    assert doc == load_strict(out / cli.DOC_NAME) and validate(doc, cli.SCHEMA) == []
+    assert doc == load_strict(out / DOC_NAME) and validate(doc, SCHEMA) == []
     (cell,) = doc["cells"]
     assert cell["beside"]["device"] == "cpu" and cell["beside"]["env_step_ms"] > 0
     assert cell["soak"]["verdict"] == "passed" and cell["soak"]["final_env_steps_per_s"] > 0
     assert doc["env_alone"]["sizes"][0]["num_envs"] == 8
     assert cli.main(["table", str(out)]) == 0
-    assert capsys.readouterr().out == cli.render(doc, "simple")
+    assert capsys.readouterr().out == table.render(doc, "simple")
