@@ -64,7 +64,7 @@ def beside_figures(document: Path, num_envs: int) -> tuple[Figures, list[str]]:
 
 
 def env_alone_figures(document: Path) -> tuple[Figures, list[str]]:
-    """Each size's full-task step alone on the GPU."""
+    """Each size's full-task step alone on the GPU, the GPU and the package versions."""
     doc, problems = _load(document, "env benchmark")
     results = doc.get("results") if isinstance(doc, dict) else None
     sizes = [
@@ -79,4 +79,7 @@ def env_alone_figures(document: Path) -> tuple[Figures, list[str]]:
     if doc is not None and not sizes:
         problems.append(f"the env benchmark {document} holds no result")
     gpu = doc.get("gpu") if isinstance(doc, dict) else None
-    return {"gpu": gpu, "sizes": sizes}, problems
+    versions = doc.get("versions") if isinstance(doc, dict) else None
+    if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
+        versions = None
+    return {"gpu": gpu, "versions": versions, "sizes": sizes}, problems

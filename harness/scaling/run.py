@@ -94,13 +94,13 @@ class SweepRun:
 
     def env_alone(self) -> dict[str, Any]:
         if Part.env_alone in self.skip:
-            return _step("skipped", gpu=None, sizes=[])
+            return _step("skipped", gpu=None, versions=None, sizes=[])
         path = self._folder("env_alone") / "env_throughput.json"
         argv = plan.env_alone_argv(self.python, self.sweep, path)
         done = self._run("env alone", argv, "env_alone")
         figures, problems = read.env_alone_figures(path) if done.rc == 0 else ({}, [])
         status, reason = _judged(done, "env_throughput", problems)
-        figures = {"gpu": None, "sizes": [], **figures}
+        figures = {"gpu": None, "versions": None, "sizes": [], **figures}
         return self._noted("env alone", _step(status, reason, done.seconds, **figures))
 
     def beside(self, mode: Sharing, n: int) -> dict[str, Any]:

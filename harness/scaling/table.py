@@ -66,6 +66,9 @@ def render(doc: dict[str, Any], fmt: str) -> str:
         (c["beside"].get("device") for c in doc["cells"] if (c.get("beside") or {}).get("device")),
         None,
     )
-    head += f" ({gpu})" if gpu else ""
+    versions = (doc["env_alone"] or {}).get("versions") or {}
+    about = [gpu] if gpu else []
+    about += [f"{name} {version}" for name, version in versions.items()]
+    head += f" ({'; '.join(about)})" if about else ""
     lines = [head, table, *(f"  failed: {f}" for f in doc["failures"])]
     return "\n".join(lines) + "\n"

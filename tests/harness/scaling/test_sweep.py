@@ -44,7 +44,13 @@ def env_doc(sizes: list[int]) -> dict:
         {"num_envs": n, "full_task_step_ms": 4.0 + n / 1024, "full_task_steps_per_s": 1000.0 * n / (4.0 + n / 1024)}
         for n in sizes
     ]  # fmt: skip
-    return {"benchmark": "env_throughput", "gpu": "NVIDIA H200", "results": results}
+    versions = {"torch": "2.11.0+cu130", "warp-lang": "1.19.0"}
+    return {
+        "benchmark": "env_throughput",
+        "gpu": "NVIDIA H200",
+        "versions": versions,
+        "results": results,
+    }
 
 
 def writes_env(argv: list[str]) -> None:
@@ -178,7 +184,9 @@ def test_a_failed_step_is_named_and_the_sweep_goes_on(tmp_path: Path) -> None:
     ]
     assert doc["cells"][0]["beside"]["cycle_ms"] is None
     text = table.render(doc, "simple")
-    assert text.splitlines()[0] == "scaling sweep: failed (NVIDIA H200)"
+    assert text.splitlines()[0] == (
+        "scaling sweep: failed (NVIDIA H200; torch 2.11.0+cu130; warp-lang 1.19.0)"
+    )
     assert "  failed: 2048 mps soak: g1-soak exited 1; soak failed" in text
 
 
@@ -340,5 +348,6 @@ def test_a_tiny_cpu_sweep_runs_the_real_tools(tmp_path: Path, capsys) -> None:
     assert cell["beside"]["device"] == "cpu" and cell["beside"]["env_step_ms"] > 0
     assert cell["soak"]["verdict"] == "passed" and cell["soak"]["final_env_steps_per_s"] > 0
     assert doc["env_alone"]["sizes"][0]["num_envs"] == 8
+    assert doc["env_alone"]["versions"]["torch"]  # the versions the figures ran with
     assert cli.main(["table", str(out)]) == 0
     assert capsys.readouterr().out == table.render(doc, "simple")
