@@ -326,6 +326,17 @@ def test_an_out_directory_used_before_is_refused(tmp_path: Path, capsys) -> None
     assert (tmp_path / DOC_NAME).read_text() == "{}"
 
 
+def test_table_shows_a_sweep_still_running(tmp_path: Path, capsys) -> None:
+    _, runner = run_sweep(tmp_path / "done")
+    mid = tmp_path / "mid" / DOC_NAME
+    mid.parent.mkdir()
+    mid.write_text(json.dumps(runner.doc_before["2048 null soak"]))  # as a reader finds it
+    assert cli.main(["table", str(mid.parent)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("scaling sweep: running (NVIDIA H200;")
+    assert lines[-1].split()[0] == "2048" and lines[-1].split()[-1] == "running"
+
+
 def test_table_refuses_a_file_that_is_not_a_sweep(tmp_path: Path, capsys) -> None:
     (tmp_path / DOC_NAME).write_text(json.dumps({"tool": "smoke"}))
     assert cli.main(["table", str(tmp_path)]) == 2
