@@ -52,10 +52,14 @@ class SweepRun:
         self.doc = new_document(sweep)
 
     def run(self) -> dict[str, Any]:
-        """Every step; stopped from outside (Ctrl-C, SIGTERM), the document says so first."""
+        """Every step; stopped from outside (Ctrl-C, SIGTERM), the running step's group is
+        stopped (the runner), the daemon too, and the document says so before we exit."""
         try:
             return self._run_steps()
         except (KeyboardInterrupt, SystemExit) as stop:
+            daemon = self.doc["mps_daemon"]
+            if daemon is not None and daemon["stop"] is None:
+                self.stop_daemon()  # a daemon left up would serve the next user's processes
             self.doc["status"] = "failed"
             self.doc["failures"] = [
                 *failures(self.doc),

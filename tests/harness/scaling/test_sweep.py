@@ -237,6 +237,19 @@ def test_a_sweep_stopped_from_outside_says_so_in_its_document(tmp_path: Path) ->
     assert table.cell_status(doc["cells"][0]) == "running"  # its soak never ended
 
 
+def test_a_sweep_stopped_inside_the_daemon_stops_the_daemon(tmp_path: Path) -> None:
+    def terminated(argv: list[str]) -> None:
+        raise SystemExit(143)  # what the run command's SIGTERM handler raises
+
+    runner = ScriptedRunner(tmp_path, **{"2048 mps beside": (0, "", terminated)})
+    with pytest.raises(SystemExit):
+        SweepRun(sweep(), tmp_path, runner, sys.executable, set()).run()
+    assert runner.calls[-2:] == ["2048 mps beside", "cumps stop"]
+    doc = load_strict(tmp_path / DOC_NAME)
+    assert doc["mps_daemon"]["stop"]["status"] == "passed"
+    assert doc["failures"] == ["the sweep was stopped by SIGTERM"]
+
+
 @pytest.mark.parametrize(
     ("stop", "name"),
     [
