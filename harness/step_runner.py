@@ -19,6 +19,8 @@ import harness
 from contracts.errors import UsageError
 
 STOP_GRACE_S = 60.0  # after SIGTERM on a timeout, before SIGKILL of the step's group
+MPS_OVERRIDE = "training.cuda_process_sharing=mps"
+"""The trainer override of a step that joins the cumps daemon (``cumps_argv``)."""
 
 
 @dataclass
@@ -135,3 +137,16 @@ def resolve_out(out: Path | None, prefix: str, holds: Sequence[str]) -> Path:
             raise UsageError(f"--out {out} already holds {name}; pass an empty or new directory")
     out.mkdir(parents=True, exist_ok=True)
     return out
+
+
+def cumps_argv(python: str, verb: str) -> list[str]:
+    """A ``cumps`` step (``start``, ``stop``) as ``<python> -m harness.mps.cli <verb>``."""
+    return [python, "-m", "harness.mps.cli", verb]
+
+
+def exit_reason(what: str, rc: int, output: str) -> str:
+    """``<what> exited <rc>``, with the command's last ``error:`` line when it printed one."""
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    return f"{what} exited {rc}" + (
+        f": {errors[-1].removeprefix('error:').strip()}" if errors else ""
+    )

@@ -68,9 +68,12 @@ Fmt = Annotated[str, typer.Option("--format", help="Table style: simple, or gith
 Json = Annotated[bool, typer.Option("--json", help="Print the document instead of the table.")]
 
 
-def _emit(doc: dict[str, Any], json_output: bool, fmt: str) -> None:
+def _check_format(fmt: str) -> None:
     if fmt not in ("simple", "github"):
         raise UsageError(f"--format {fmt!r} must be simple or github")
+
+
+def _emit(doc: dict[str, Any], json_output: bool, fmt: str) -> None:
     sys.stdout.write(dumps_strict(doc) if json_output else render(doc, fmt))
 
 
@@ -122,8 +125,7 @@ def run_command(
         sizes, plan.parse_sharing(sharing, sim), iterations, replay_rows, sim,
         plan.check_sweep_overrides(override or []), cycles, device,
     )  # fmt: skip
-    if fmt not in ("simple", "github"):
-        raise UsageError(f"--format {fmt!r} must be simple or github")
+    _check_format(fmt)
     plan.preflight(sweep, Path(tempfile.gettempdir()) / f"scaling-preflight-{os.getpid()}" / "run")
     out = resolve_out(out, "scaling-", (DOC_NAME, LOG_NAME, STEPS))
 
@@ -153,6 +155,7 @@ def table_command(
     json_output: Json = False,
 ) -> None:
     """Print a sweep's table, finished or still running; exit 1 if a step failed."""
+    _check_format(fmt)
     doc = read_document(out)
     _emit(doc, json_output, fmt)
     raise typer.Exit(EXIT_FAILED if doc["status"] == "failed" else EXIT_OK)

@@ -23,8 +23,8 @@ from harness.soak.invocation import (
     override_key,
 )
 from harness.soak.preflight import check_trainer_command
+from harness.step_runner import MPS_OVERRIDE
 
-MPS_OVERRIDE = "training.cuda_process_sharing=mps"
 MOTION = "synthetic"
 """Every step's clip: the profile's env beside steps the built-in synthetic dance."""
 OWNER_REPLAY_ROWS = 8_388_608
@@ -173,7 +173,3 @@ def soak_argv(
     if mode is Sharing.mps:
         argv += ["--extra-override", MPS_OVERRIDE]
     return argv
-
-
-def cumps_argv(python: str, verb: str) -> list[str]:
-    return [python, "-m", "harness.mps.cli", verb]

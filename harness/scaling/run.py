@@ -12,7 +12,7 @@ from contracts.jsonio import write_json_atomic
 from contracts.schemas import validate
 from harness.scaling import plan, read
 from harness.scaling.plan import Part, Sharing, Sweep
-from harness.step_runner import Finished, Runner
+from harness.step_runner import Finished, Runner, cumps_argv, exit_reason
 
 SCHEMA = "scaling.v1.json"
 DOC_NAME = "scaling.json"
@@ -34,9 +34,7 @@ def _judged(done: Finished, tool: str, problems: list[str]) -> tuple[str, str | 
     if done.timed_out:
         problems = [f"{tool} timed out", *problems]
     elif done.rc != 0:
-        errors = [ln for ln in (done.output + done.errors).splitlines() if ln.startswith("error:")]
-        tail = f": {errors[-1].removeprefix('error:').strip()}" if errors else ""
-        problems = [f"{tool} exited {done.rc}{tail}", *problems]
+        problems = [exit_reason(tool, done.rc, done.output), *problems]
     return ("failed", "; ".join(problems)) if problems else ("passed", None)
 
 
@@ -90,8 +88,8 @@ class SweepRun:
                 self.save()
         if self.doc["mps_daemon"] is not None:
             self.stop_daemon()
-        self.doc["status"] = "failed" if failures(self.doc) else "passed"
         self.doc["failures"] = failures(self.doc)
+        self.doc["status"] = "failed" if self.doc["failures"] else "passed"
         self.doc["finished_utc"] = _now()
         self.save()
         return self.doc
@@ -129,7 +127,7 @@ class SweepRun:
         return self._noted(f"{n} {mode.value} soak", _step(status, reason, done.seconds, **figures))
 
     def start_daemon(self) -> bool:
-        done = self._run("cumps start", plan.cumps_argv(self.python, "start"), "cumps")
+        done = self._run("cumps start", cumps_argv(self.python, "start"), "cumps")
         status, reason = _judged(done, "cumps start", [])
         self.doc["mps_daemon"] = {"start": _step(status, reason, done.seconds), "stop": None}
         self._noted("cumps start", self.doc["mps_daemon"]["start"])
@@ -140,7 +138,7 @@ class SweepRun:
         if self.doc["mps_daemon"]["start"]["status"] != "passed":
             self.doc["mps_daemon"]["stop"] = _step("skipped")
             return
-        done = self._run("cumps stop", plan.cumps_argv(self.python, "stop"), "cumps")
+        done = self._run("cumps stop", cumps_argv(self.python, "stop"), "cumps")
         status, reason = _judged(done, "cumps stop", [])
         self.doc["mps_daemon"]["stop"] = self._noted(
             "cumps stop", _step(status, reason, done.seconds)

@@ -25,7 +25,14 @@ from contracts.cli_app import EXIT_FAILED, EXIT_OK, run_app
 from contracts.jsonio import dumps_strict
 from harness.smoke import steps
 from harness.smoke.steps import Outcome
-from harness.step_runner import Finished, Runner, repo_root, resolve_out
+from harness.step_runner import (
+    MPS_OVERRIDE,
+    Finished,
+    Runner,
+    cumps_argv,
+    repo_root,
+    resolve_out,
+)
 
 LOG_NAME = "smoke.log"
 ARTIFACTS = Path("artifacts") / "steps"  # two levels down: the device returns none of it
@@ -77,18 +84,18 @@ class Smoke:
     def soak(self, part: Part) -> None:
         """cumps start (MPS), the soak, cumps stop (MPS), extract-metrics on the run."""
         mode, mps = part.value, part is Part.mps
-        if mps and self._command("cumps start", steps.cumps_argv(self.python, "start")).failed:
+        if mps and self._command("cumps start", cumps_argv(self.python, "start")).failed:
             self.outcomes.append(Outcome("soak mps", "failed", problems=["cumps start failed"]))
             self.outcomes.append(Outcome("metrics mps", "skipped"))
             return
         folder = self._folder(f"soak_{mode}")
         run_dir, artifact = folder / "run", folder / "soak.json"
         name = f"soak {mode}"
-        overrides = {Part.mps: [steps.MPS_OVERRIDE], Part.thread: [steps.THREAD_OVERRIDE]}
+        overrides = {Part.mps: [MPS_OVERRIDE], Part.thread: [steps.THREAD_OVERRIDE]}
         argv = steps.soak_argv(self.python, run_dir, artifact, overrides.get(part, []))
         self._step(name, "soak", argv, lambda d: steps.judge_soak(name, d.rc, run_dir, artifact))
         if mps:
-            self._command("cumps stop", steps.cumps_argv(self.python, "stop"))
+            self._command("cumps stop", cumps_argv(self.python, "stop"))
         name_m = f"metrics {mode}"
         argv = steps.metrics_argv(self.python, run_dir)
         judge = lambda d: steps.judge_metrics(name_m, d.rc, d.output, d.errors)

@@ -15,6 +15,7 @@ from typing import Any
 
 from contracts.backend_probe import BACKENDS
 from harness.smoke import parse
+from harness.step_runner import exit_reason
 
 PROBE_ARGS = (
     "--backends", "mjwarp,mujoco", "--num-envs", "2048", "--warmup", "20", "--iters", "100",
@@ -23,7 +24,6 @@ PROBE_ARGS = (
 """The probe's canonical command (docs/probe.md)."""
 SOAK_NUM_ENVS = 1024
 SOAK_ITERATIONS = 2000
-MPS_OVERRIDE = "training.cuda_process_sharing=mps"
 THREAD_OVERRIDE = "training.collector_placement=thread"
 METRICS_LAST = 20
 
@@ -152,20 +152,8 @@ def judge_soak(step: str, rc: int, run_dir: Path, artifact: Path) -> Outcome:
 
 
 # -- cumps, metrics, pytest ----------------------------------------------------------------
-def cumps_argv(python: str, verb: str) -> list[str]:
-    return [python, "-m", "harness.mps.cli", verb]
-
-
-def _exited(what: str, rc: int, output: str) -> str:
-    """``<what> exited <rc>``, with the command's last ``error:`` line when it printed one."""
-    errors = [line for line in output.splitlines() if line.startswith("error:")]
-    return f"{what} exited {rc}" + (
-        f": {errors[-1].removeprefix('error:').strip()}" if errors else ""
-    )
-
-
 def judge_command(step: str, rc: int, what: str, output: str = "") -> Outcome:
-    return judged(step, [] if rc == 0 else [_exited(what, rc, output)])
+    return judged(step, [] if rc == 0 else [exit_reason(what, rc, output)])
 
 
 def metrics_argv(python: str, run_dir: Path) -> list[str]:
@@ -183,7 +171,7 @@ def metrics_argv(python: str, run_dir: Path) -> list[str]:
 def judge_metrics(step: str, rc: int, stdout: str, stderr: str = "") -> Outcome:
     """Passed iff extract-metrics exited 0 with a JSON object; the key is its steps/s row."""
     if rc != 0:
-        return judged(step, [_exited("extract-metrics", rc, stderr)])
+        return judged(step, [exit_reason("extract-metrics", rc, stderr)])
     try:
         rows = json.loads(stdout)
     except ValueError as err:
