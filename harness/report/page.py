@@ -34,7 +34,6 @@ pre { background: #f6f8fa; padding: 0.8em; overflow-x: auto; font-size: 85%; }
 .note { background: #fff8c5; border-left: 4px solid #d4a72c; padding: 0.5em 0.8em; }
 .bad { color: #cf222e; font-weight: bold; }
 """
-TRAINER_ERROR_KEYS = ("error_type", "error")
 
 
 def _esc(value: Any) -> str:

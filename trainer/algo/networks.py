@@ -13,8 +13,6 @@ critic, whose buffers are never read).
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -243,8 +241,3 @@ class Critic(nn.Module):
 def count_parameters(module: nn.Module) -> int:
     """Trainable parameters (BN affine included, buffers excluded)."""
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
-
-
-def initial_log_alpha(temp_initial: float) -> float:
-    """``ln(temp_initial)`` (ln 0.01 by default)."""
-    return math.log(temp_initial)

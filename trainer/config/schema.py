@@ -226,21 +226,3 @@ class RunContext:
         """Effective rows per replay-ingress slot (null in the config means ``algo.num_envs``)."""
         rows = self.training.replay_ingress_slot_rows
         return self.algo_cfg.num_envs if rows is None else rows
-
-
-def __getattr__(name: str) -> type:
-    """Lazy re-exports of the section dataclasses owned by their packages (docs/architecture.md
-    lists them here); lazy because ``trainer.algo.config`` itself imports ``trainer.config``."""
-    if name == "FlashSacCfg":
-        from trainer.algo.config import FlashSacCfg
-
-        return FlashSacCfg
-    if name == "G1TrackingCfg":
-        from trainer.task.config import G1TrackingCfg
-
-        return G1TrackingCfg
-    if name == "SceneCfg":
-        from trainer.sim.scene import SceneCfg
-
-        return SceneCfg
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

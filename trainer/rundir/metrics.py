@@ -18,7 +18,6 @@ every ``flush_secs`` (≤ 30 s by contract).
 from __future__ import annotations
 
 import functools
-import math
 import queue
 import re
 import threading
@@ -177,7 +176,3 @@ class MetricsWriter:
             raise RuntimeError(
                 f"metrics writer failed: {type(self._error).__name__}: {self._error}"
             )
-
-
-def finite_or_none(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None

@@ -151,14 +151,6 @@ class Waiter:
             self.wait_s += time.perf_counter() - start
 
 
-def process_identity(pid: int) -> tuple[int, int]:
-    """(pid, start ticks) of a live process; raise PeerDied when it is already gone."""
-    ticks = procfs.start_time_ticks(pid)
-    if ticks is None:
-        raise PeerDied(f"process {pid} is gone")
-    return pid, ticks
-
-
 def make_identity_check(pid: int, start_ticks: int, *, every_s: float = 0.5) -> Callable[[], None]:
     """A ``check_peer`` for the collector: raise PeerDied once the learner's identity is gone.
 

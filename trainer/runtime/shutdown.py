@@ -28,7 +28,6 @@ def _phases(group: PhaseGroup) -> tuple[ShutdownPhase, ...]:
 
 STARTUP_PHASES = _phases(PhaseGroup.STARTUP)
 TRAINING_PHASES = _phases(PhaseGroup.TRAINING)
-FINALIZE_PHASES = _phases(PhaseGroup.FINALIZE)
 ALL_PHASES = tuple(ShutdownPhase)
 # Entered once per tick: tracked in memory only, never appended to progress.jsonl.
 PER_TICK_PHASES = frozenset(TRAINING_PHASES[1:])
