@@ -1,4 +1,4 @@
-"""Fewer kernels per update cycle: the learner's compiled fusions (issue 19).
+"""Fewer kernels per update cycle: the learner's compiled fusions.
 
 The update cycle is bound by kernel count, not arithmetic (docs/runtime.md "Learner
 profile"). Each fusion below is behind its own switch of :class:`CycleFusion`, on top of the
@@ -19,11 +19,11 @@ compiled TD target:
   reductions of the twin critic's members and of forward and backward, the per-tensor
   reductions of the norm control. Same kernels' maths, fewer launches (on the H200 the
   cycle's norm kernels fell from 250 to 120 and the cycle from 4.21 to 3.92 ms,
-  docs/benchmarks.md "Fourteenth H200 session").
+  docs/journal/benchmarks-2026.md "Fourteenth H200 session").
 * ``multi_kernel``: the same compiles also run with inductor's multi-kernel, which generates
   a persistent and a looped version of each reduction and keeps the faster, benchmarked at
   its first call (before any capture). Same maths; on the H200 the cycle's norm kernels fell
-  from 0.75 to 0.51 ms beside combo kernels, docs/benchmarks.md "Fifteenth H200 session".
+  from 0.75 to 0.51 ms beside combo kernels, docs/journal/benchmarks-2026.md "Fifteenth H200 session".
 
 The maths is the same functions of ``trainer.algo.losses`` and ``trainer.algo.norms``, so
 the results equal the eager path up to floating-point reassociation inside the fused
@@ -72,7 +72,7 @@ class CycleFusion:
 
     @classmethod
     def none(cls) -> CycleFusion:
-        """No fusion: the update cycle as it ran before issue 19 (the profile's ``legacy``)."""
+        """No fusion: the update cycle as it ran before the fusions (the profile's ``legacy``)."""
         return cls(**dict.fromkeys(cls.names(), False))
 
     @classmethod

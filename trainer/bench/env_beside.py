@@ -1,4 +1,4 @@
-"""An env that steps in a process of its own, beside a measurement (issue 19).
+"""An env that steps in a process of its own, beside a measurement.
 
 In ``train`` the collector steps the env in its own process on the same GPU while the
 learner runs its update cycle; under CUDA MPS the two share the SMs, without it they are

@@ -1,4 +1,4 @@
-"""The learner's update cycle and the env in one process, one CUDA context (issue 19).
+"""The learner's update cycle and the env in one process, one CUDA context.
 
 ``python -m trainer.bench.one_context --num-envs 1024 --output /tmp/one-context.json``
 

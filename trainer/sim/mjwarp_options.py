@@ -1,10 +1,10 @@
-"""MJWarp execution options that leave the task's constraint problem unchanged (issue 19).
+"""MJWarp execution options that leave the task's constraint problem unchanged.
 
 They pick how MJWarp finds contacts and starts its solver, not what it solves: the broadphase
 only proposes candidate geom pairs (the narrowphase keeps the same contacts), and skipping
 ``qacc_smooth`` starts Newton from the warm start alone (it still stops at the task's
 tolerance). ``env_throughput --mjwarp-option KEY=VALUE`` measures them against MJWarp's
-defaults (docs/runtime.md, "The env step at 1024 envs"); the task owners keep the defaults.
+defaults (docs/task.md, "Throughput benchmark"); the task owners keep the defaults.
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ CASES: list[tuple[str, Callable[[Doc], None], str, str]] = [
         SV,
         "$.runtime_manifest.inference_flight.max_in_flight",
     ),
-    # Exact ints hold inside the $ref'd runtime manifest too (issue 12 item 3).
+    # Exact ints hold inside the $ref'd runtime manifest too.
     ("flight-queue-depth-1.0", _set(_fl, "queue_depth", 1.0), SV, f"{FL}.queue_depth"),
     ("flight-queue-depth-0.0", _set(_fl, "queue_depth", 0.0), SV, f"{FL}.queue_depth"),
     ("flight-publication-lag-1.0", _set(_fl, "publication_lag", 1.0), SV, f"{FL}.publication_lag"),
@@ -261,7 +261,7 @@ CASES: list[tuple[str, Callable[[Doc], None], str, str]] = [
         SV,
         "$.runtime_manifest.backend_diagnostics.unavailable_reason",
     ),
-    # Names and reasons are non-blank (issue 12 item 4).
+    # Names and reasons are non-blank.
     (
         "backend-unavailable-blank-type",
         _set(

@@ -1,4 +1,4 @@
-"""The compiled fusions of the update cycle compute what the eager maths computes (issue 19).
+"""The compiled fusions of the update cycle compute what the eager maths computes.
 
 ``aot_eager`` runs dynamo's trace and AOTAutograd's forward/backward split without inductor's
 code generation, so these CPU tests check the traced semantics (in-place renorm on the

@@ -1,5 +1,5 @@
 """``act()`` reads the policy snapshot each cycle publishes; on CUDA it runs on its own stream
-(docs/runtime.md "Inference stream", issue 19)."""
+(docs/runtime.md "Inference stream")."""
 
 from __future__ import annotations
 
