@@ -6,7 +6,8 @@
   by the command itself), and cheap read-only commands are actually run.
 - troubleshooting.md covers every failure classification (docs/contracts.md §classifications), and
   every error text it quotes exists in the code (so the table cannot describe invented errors).
-- Every relative link between doc files resolves, anchors included.
+- Every relative link between doc files (the journal's included) resolves, anchors included,
+  and every code fence opens and closes cleanly.
 - README's test command is exactly what .ci/run runs.
 """
 
@@ -26,10 +27,13 @@ import pytest
 from contracts.jsonio import load_strict
 from harness import docs_gen
 from tests.docs.doc_anchors import anchors
+from tests.docs.fences import fence_problems, strip_fenced
 from tests.test_install import OUR_SCRIPTS
 
 REPO = Path(__file__).resolve().parents[2]
 DOC_FILES = sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md"]
+# The journal's dated records keep their historical commands, so only links and fences are checked.
+LINKED_FILES = DOC_FILES + sorted((REPO / "docs" / "journal").glob("*.md"))
 # Our console scripts, as pyproject.toml declares them (tests/test_install.py checks they are ours).
 SCRIPTS = tuple(sorted(OUR_SCRIPTS))
 MODULES = {"trainer": "train", "harness.docs_gen": "docs_gen", "harness.smoke": "smoke"}
@@ -356,12 +360,11 @@ def test_every_error_text_quoted_in_troubleshooting_exists_in_the_code() -> None
     assert not missing, f"troubleshooting.md quotes texts the code never prints: {missing}"
 
 
-def test_every_relative_doc_link_resolves() -> None:
+def broken_links(paths: list[Path]) -> list[str]:
+    """``page: target`` for every relative link whose file or ``#anchor`` does not exist."""
     broken = []
-    for path in DOC_FILES:
-        text = re.sub(
-            r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.MULTILINE | re.DOTALL
-        )
+    for path in paths:
+        text = strip_fenced(path.read_text(encoding="utf-8"))
         for target in re.findall(r"\]\(([^)\s]+)\)", text):
             if re.match(r"^[a-z]+:", target):
                 continue
@@ -371,7 +374,45 @@ def test_every_relative_doc_link_resolves() -> None:
                 broken.append(f"{path.name}: {target}")
             elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
                 broken.append(f"{path.name}: {target} (no such heading)")
+    return broken
+
+
+def test_every_relative_doc_link_resolves() -> None:
+    broken = broken_links(LINKED_FILES)
     assert not broken, f"broken doc links: {broken}"
+
+
+def test_a_dead_link_or_anchor_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("# Title\n\n## Real heading\n", encoding="utf-8")
+    page = tmp_path / "b.md"
+    page.write_text(
+        "[ok](a.md#real-heading) [gone](missing.md) [bad](a.md#no-heading) [self](#nope)\n"
+        "```bash\n[in code](ignored.md)\n```\n",
+        encoding="utf-8",
+    )
+    assert broken_links([page]) == [
+        "b.md: missing.md",
+        "b.md: a.md#no-heading (no such heading)",
+        "b.md: #nope (no such heading)",
+    ]
+
+
+def test_every_code_fence_opens_and_closes_cleanly() -> None:
+    problems = [
+        f"{path.relative_to(REPO)} {p}"
+        for path in LINKED_FILES
+        for p in fence_problems(path.read_text(encoding="utf-8"))
+    ]
+    assert not problems, f"broken code fences: {problems}"
+
+
+def test_a_fence_closed_with_text_after_it_or_never_closed_is_reported() -> None:
+    swallowed = "```bash\nuv run train\n``` `env.x` was removed.\n\n## 3. Next\n"
+    assert fence_problems(swallowed) == [
+        "line 3: text after the closing fence of line 1 keeps the block open",
+        "line 1: the fence opened here is never closed",
+    ]
+    assert fence_problems("```\na\n```\n\n~~~~\nb\n~~~~\n") == []
 
 
 def test_index_links_every_doc_page() -> None:
