@@ -176,6 +176,13 @@ MinSuccessOpt = Annotated[
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print one strict-JSON object instead of the table.")
 ]
+CheckOnlyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--check-only",
+        help="Run every pre-launch check (the trainer's config check too), launch nothing.",
+    ),
+]
 
 
 def _load_schemas() -> None:
@@ -208,6 +215,15 @@ def _finish(result: Any, json_out: bool) -> int:
     else:
         print(render_summary(result.artifact, result.artifact_path))
     return 0 if result.passed else 1
+
+
+def _checked(command: Sequence[str], json_out: bool) -> int:
+    """``--check-only``: say that every check passed and what would have been launched."""
+    if json_out:
+        print(dumps_strict({"status": "checked", "command": list(command)}, indent=None), end="")
+    else:
+        print("checked: every pre-launch check passed; nothing was launched")
+    return 0
 
 
 def _json_result(artifact: dict[str, Any], path: Path | None) -> dict[str, Any]:
@@ -339,6 +355,7 @@ def g1_soak(
     min_success_rate: MinSuccessOpt = None,
     learning_tolerance_mm: ToleranceOpt = DEFAULT_TOLERANCE_MM,
     json_out: JsonOpt = False,
+    check_only: CheckOnlyOpt = False,
 ) -> None:
     """Soak the canonical FlashSAC / G1 motion-tracking run and judge it (docs/soak.md)."""
     from harness.soak.monitor import run_soak
@@ -374,6 +391,8 @@ def g1_soak(
         duration_s=plan.duration_s,
     )
     preflight.check_trainer_command(command)  # the trainer's own check; nothing launched yet
+    if check_only:
+        raise typer.Exit(_checked(command, json_out))
     _load_schemas()
     make_parent(output)
     result = run_soak(command, log_dir=log_dir, output=output, cfg=cfg, motion_id=motion_id)
