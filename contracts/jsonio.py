@@ -1,6 +1,7 @@
 """Strict JSON in and out (docs/contracts.md §conventions).
 
-Reading rejects ``NaN``/``Infinity`` tokens and duplicate keys; writing never emits
+Reading rejects ``NaN``/``Infinity`` tokens, numbers too large to be finite (``1e400``)
+and duplicate keys; writing never emits
 non-finite numbers (they become ``null``) and replaces the target atomically: temp file
 in the same directory, fsync, rename, fsync of the directory. A reader never sees a
 half-written file.
@@ -22,6 +23,16 @@ def _reject_constant(token: str) -> Any:
     raise StrictJsonError(f"non-finite number token {token!r} is not strict JSON")
 
 
+def _finite_float(text: str) -> float:
+    # float("1e400") is inf, which a writer would turn into null: the value must not pass.
+    value = float(text)
+    if not math.isfinite(value):
+        raise StrictJsonError(
+            f"number {text} is not finite as a double; strict JSON needs finite numbers"
+        )
+    return value
+
+
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj: dict[str, Any] = {}
     for key, value in pairs:
@@ -35,7 +46,10 @@ def loads_strict(text: str) -> Any:
     """Parse strict JSON; raise StrictJsonError naming the problem."""
     try:
         return json.loads(
-            text, parse_constant=_reject_constant, object_pairs_hook=_reject_duplicates
+            text,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+            object_pairs_hook=_reject_duplicates,
         )
     except json.JSONDecodeError as err:
         raise StrictJsonError(f"not JSON: {err}") from err

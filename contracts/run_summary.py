@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import signal
+from datetime import datetime
 from typing import Any
 
 from contracts.names import ShutdownClassification
@@ -26,6 +28,12 @@ MANIFEST_SCHEMA = "runtime_manifest.v1.json"
 SHUTDOWN_PATH = "$.runtime_manifest.shutdown"
 SHUTDOWN_CLASSIFICATIONS: tuple[str, ...] = tuple(c.value for c in ShutdownClassification)
 NORMAL = ShutdownClassification.NORMAL_COMPLETION
+FINALIZE_PREFIX = "finalize/"
+BENIGN_COLLECTOR_EXITCODES = (0, -int(signal.SIGTERM), -int(signal.SIGINT))
+UTC_SECOND_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+# The schema's pattern as Python's re.search applies it: "$" also matches before a final
+# newline, so a value it accepts is parsed again here, whole.
+_SCHEMA_TIMESTAMP = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$")
 _SHUTDOWN_SCHEMA = {"$ref": f"{MANIFEST_SCHEMA}#/$defs/shutdown"}
 
 
@@ -101,6 +109,7 @@ def shutdown_problems(shutdown: Any, *, completed: bool) -> list[SchemaViolation
     out += _collector_exit_problems(shutdown.get("collector"))
     classification = shutdown.get("classification")
     if completed:
+        out += _normal_end_problems(shutdown)
         if classification in SHUTDOWN_CLASSIFICATIONS and classification != NORMAL:
             out.append(
                 SchemaViolation(
@@ -126,6 +135,61 @@ def shutdown_problems(shutdown: Any, *, completed: bool) -> list[SchemaViolation
                 "a run that did not complete cannot claim 'normal_completion'",
             )
         )
+    return out
+
+
+def _normal_end_problems(shutdown: dict[str, Any]) -> list[SchemaViolation]:
+    """A completed run ends in a finalize phase with its collector exited benignly."""
+    out: list[SchemaViolation] = []
+    phase = shutdown.get("phase")
+    if isinstance(phase, str) and phase.strip() and not phase.startswith(FINALIZE_PREFIX):
+        out.append(
+            SchemaViolation(
+                f"{SHUTDOWN_PATH}.phase",
+                f"completed run ended in phase {phase!r}, expected a {FINALIZE_PREFIX}* phase "
+                "(a normal run ends in finalize/logger_finish)",
+            )
+        )
+    collector = shutdown.get("collector")
+    if not isinstance(collector, dict):
+        return out
+    if collector.get("alive") is True:
+        out.append(
+            SchemaViolation(
+                f"{SHUTDOWN_PATH}.collector.alive",
+                "completed run left its collector alive, expected it to have exited",
+            )
+        )
+    exitcode = collector.get("exitcode")
+    if is_exact_int(exitcode) and exitcode not in BENIGN_COLLECTOR_EXITCODES:
+        out.append(
+            SchemaViolation(
+                f"{SHUTDOWN_PATH}.collector.exitcode",
+                f"completed run's collector exited with code {exitcode}, expected 0 "
+                "(or the benign -15/-2)",
+            )
+        )
+    return out
+
+
+def _timestamp_problems(doc: dict[str, Any]) -> list[SchemaViolation]:
+    """Every top-level ``*_time_utc`` the schema pattern lets through is a real UTC second."""
+    out: list[SchemaViolation] = []
+    for key, value in doc.items():
+        if not (key.endswith("_time_utc") and isinstance(value, str)):
+            continue
+        if not _SCHEMA_TIMESTAMP.search(value):
+            continue  # the schema reports it
+        try:
+            datetime.strptime(value, UTC_SECOND_FORMAT)
+        except ValueError:
+            out.append(
+                SchemaViolation(
+                    f"$.{key}",
+                    f"{show(value)} is not a UTC time YYYY-MM-DDTHH:MM:SSZ (a real date and "
+                    "time, nothing after the Z)",
+                )
+            )
     return out
 
 
@@ -158,6 +222,7 @@ def _semantic_problems(doc: dict[str, Any], *, completed: bool) -> list[SchemaVi
             if isinstance(manifest["shutdown"], dict)
             else None
         )
+    out += _timestamp_problems(doc)
     start, end = doc.get("start_time_utc"), doc.get("end_time_utc")
     if (
         isinstance(start, str)

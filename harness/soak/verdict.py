@@ -30,6 +30,7 @@ from contracts.run_summary import (
     validate_run_summary,
 )
 from contracts.schemas import SchemaViolation
+from harness.soak.completion_check import completion_problems
 from harness.soak.ingress_check import RI_PATH, replay_ingress_problems
 from harness.soak.learning import LearningCfg, judge_learning, not_judged
 
@@ -354,6 +355,8 @@ def _check_completed_run(summary: dict[str, Any], log_dir: Path, findings: _Find
             f"run directory is missing required artifacts: {', '.join(missing)} (in {log_dir})",
             Classification.SCHEMA_VIOLATION,
         )
+    for reason, classification in completion_problems(summary, log_dir):
+        findings.add(reason, classification)
     _check_fallbacks(manifest, findings)
     shutdown = manifest.get("shutdown")
     if shutdown is None:

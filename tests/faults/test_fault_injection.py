@@ -290,6 +290,40 @@ def test_bad_summary_is_classified(
         assert soak.artifact["run_summary_error"]
 
 
+# The documented invariants of a completed run (docs/soak.md "What the gate checks").
+_SD = "$.runtime_manifest.shutdown"
+_FL = "$.runtime_manifest.inference_flight"
+INVARIANT_CASES = [
+    ("collector_exit_1", "shutdown_contract_violation", f"{_SD}.collector.exitcode"),
+    ("collector_alive", "shutdown_contract_violation", f"{_SD}.collector.alive"),
+    ("phase_not_finalize", "shutdown_contract_violation", f"{_SD}.phase"),
+    ("empty_checkpoint", "schema_violation", "model_20.pt in"),
+    ("last_checkpoint_nowhere", "schema_violation", "$.last_checkpoint"),
+    ("evaluation_of_another_checkpoint", "schema_violation", "evaluation of another checkpoint"),
+    ("env_steps_doubled", "schema_violation", "(warmup_ticks + completed_iterations) x num_envs"),
+    ("max_in_flight_5", "unknown_failure", f"{_FL}.max_in_flight=5"),
+    ("tick_in_flight_at_end", "unknown_failure", f"{_FL}.in_flight=1"),
+    ("short_of_budget", "schema_violation", "short of its iteration budget"),
+    ("overflowing_number", "invalid_run_summary", "number 1e400 is not finite"),
+    ("end_time_newline", "schema_violation", "$.end_time_utc"),
+    ("end_time_99", "schema_violation", "$.end_time_utc"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "classification", "reason"),
+    [pytest.param(*c, id=c[0].replace("_", "-")) for c in INVARIANT_CASES],
+)
+def test_broken_invariant_fails_the_gate_naming_it(
+    tmp_path: Path, case: str, classification: str, reason: str
+) -> None:
+    soak = run_soak(tmp_path, "fake_trainer.py", case)
+    assert_failed(soak, classification, reason)
+    # the fault is named by every finding it causes, and causes nothing else
+    findings = soak.artifact["judgement"]["run_dir_findings"]
+    assert findings and all(reason in f["reason"] for f in findings), soak.reason
+
+
 @pytest.mark.parametrize(
     ("case", "path"),
     [

@@ -68,6 +68,24 @@ def _sequence_not_total(summary: dict[str, Any]) -> None:
     _ri(summary)["release_sequence"] += 1
 
 
+def _env_steps_doubled(summary: dict[str, Any]) -> None:
+    summary["total_env_steps"] *= 2
+    _ri(summary)["published_sequence"] *= 2
+    _ri(summary)["release_sequence"] *= 2
+
+
+def _short_of_budget(summary: dict[str, Any]) -> None:
+    warmup = summary["runtime_manifest"]["runtime_limits"]["warmup_ticks"]
+    summary.update(completed_iterations=20, tail_iteration_count=20)
+    summary["total_env_steps"] = (warmup + 20) * _ri(summary)["ingress_slot_rows"]
+    _ri(summary).update(published_sequence=warmup + 20, release_sequence=warmup + 20)
+
+
+def _collector(alive: bool, exitcode: int | None) -> Callable[[dict[str, Any]], None]:
+    record = {"alive": alive, "exitcode": exitcode, "signal": None, "signal_name": None}
+    return _set("runtime_manifest.shutdown.collector", record)
+
+
 MUTATIONS: dict[str, Callable[[dict[str, Any]], None]] = {
     "ok": lambda s: None,
     "schema_missing_field": _drop("final_mean_reward"),
@@ -92,6 +110,15 @@ MUTATIONS: dict[str, Callable[[dict[str, Any]], None]] = {
         {"errors": [{"type": "OSError", "message": "close failed"}]},
     ),
     "completed_without_shutdown": _drop("runtime_manifest.shutdown"),
+    "collector_exit_1": _collector(False, 1),
+    "collector_alive": _collector(True, None),
+    "phase_not_finalize": _set("runtime_manifest.shutdown.phase", "training/learner_update"),
+    "env_steps_doubled": _env_steps_doubled,
+    "max_in_flight_5": _set("runtime_manifest.inference_flight.max_in_flight", 5),
+    "tick_in_flight_at_end": _set("runtime_manifest.inference_flight.in_flight", 1),
+    "short_of_budget": _short_of_budget,
+    "end_time_newline": _set("end_time_utc", "2026-11-29T10:31:00Z\n"),
+    "end_time_99": _set("end_time_utc", "2026-11-29T99:99:99Z"),
 }
 
 
@@ -105,6 +132,24 @@ def main() -> int:
         summary = rundir.completed(log_dir)
         MUTATIONS[case](summary)
         rundir.write_summary(log_dir, summary)
+        return 0
+    if case == "empty_checkpoint":
+        rundir.write_summary(log_dir, rundir.completed(log_dir))
+        (log_dir / "model_20.pt").write_bytes(b"")
+        return 0
+    if case == "last_checkpoint_nowhere":
+        summary = rundir.completed(log_dir)
+        summary["last_checkpoint"] = str(log_dir / "model_999.pt")
+        rundir.write_summary(log_dir, summary)
+        return 0
+    if case == "evaluation_of_another_checkpoint":
+        rundir.write_summary(log_dir, rundir.with_foreign_evaluation(log_dir))
+        return 0
+    if case == "overflowing_number":
+        text = rundir.dumps_strict(rundir.completed(log_dir))
+        rundir.write_raw_summary(
+            log_dir, text.replace('"wall_time_sec": 1860.5', '"wall_time_sec": 1e400')
+        )
         return 0
     if case == "missing_checkpoint":
         rundir.write_summary(log_dir, rundir.completed(log_dir))

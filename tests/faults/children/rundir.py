@@ -7,6 +7,7 @@ programs run by the real ``soak-run``; they import this file by path.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
@@ -18,6 +19,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "harness" / "schemas"))
 
 import builders
+import evaluation_builders
 
 from contracts.jsonio import dumps_strict
 
@@ -70,3 +72,16 @@ def completed(log_dir: Path) -> dict[str, Any]:
 
 def failed(classification: str = "learner_failure", **over: Any) -> dict[str, Any]:
     return builders.make_failed_summary(classification, **over)
+
+
+def with_foreign_evaluation(log_dir: Path) -> dict[str, Any]:
+    """A completed summary whose evaluation.json names this run's checkpoints with the
+    sha256 of other bytes (the evaluation of another run's checkpoints)."""
+    doc = evaluation_builders.make_evaluation(evaluation_builders.HEALTHY_CURVE)
+    for point in doc["points"]:
+        if point["checkpoint"] is not None:
+            point["checkpoint_sha256"] = hashlib.sha256(b"another run's weights").hexdigest()
+    evaluation_builders.write_evaluation(log_dir, doc)
+    summary = completed(log_dir)
+    summary["evaluation"] = evaluation_builders.summary_section(doc)
+    return summary

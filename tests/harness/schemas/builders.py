@@ -133,7 +133,13 @@ def make_manifest() -> dict[str, Any]:
             "ambient_server": False,
         },
         "shutdown": make_shutdown(),
-        "runtime_limits": {"free": "diagnostics are allowed"},
+        "runtime_limits": {
+            "free": "diagnostics are allowed",
+            "num_envs": NUM_ENVS,
+            "warmup_ticks": LEARNING_STARTS,
+            "max_iterations": MAX_ITERATIONS,
+            "start_iteration": 0,
+        },
     }
 
 

@@ -3,6 +3,7 @@ summary, rejected by the docs/contracts.md §verdict judge with the expected cla
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -10,10 +11,17 @@ from typing import Any
 
 import pytest
 
+from contracts.jsonio import load_strict, write_json_atomic
 from contracts.schemas import validate
 from harness.soak import verdict as verdict_module
 from harness.soak.verdict import judge_run_dir
 from tests.harness.schemas.builders import make_completed_summary, make_run_dir
+from tests.harness.schemas.evaluation_builders import (
+    HEALTHY_CURVE,
+    make_evaluation,
+    summary_section,
+    write_evaluation,
+)
 
 Doc = dict[str, Any]
 
@@ -77,6 +85,23 @@ def _mps(doc: Doc) -> None:
 
 def _fl(doc: Doc) -> Doc:
     return doc["runtime_manifest"]["inference_flight"]
+
+
+def _doubled_env_steps(doc: Doc) -> None:
+    """Twice the env steps, with the ingress sequences to match: only the
+    ``(warm-up + iterations) x num_envs`` rule can see it."""
+    doc["total_env_steps"] *= 2
+    _ri(doc)["published_sequence"] *= 2
+    _ri(doc)["release_sequence"] *= 2
+
+
+def _short_of_budget(doc: Doc) -> None:
+    """20 of the 30 planned iterations, every counter consistent with 20."""
+    rows = _ri(doc)["ingress_slot_rows"]
+    warmup = _m(doc)["runtime_limits"]["warmup_ticks"]
+    doc.update(completed_iterations=20, tail_iteration_count=20)
+    doc["total_env_steps"] = (warmup + 20) * rows
+    _ri(doc).update(published_sequence=warmup + 20, release_sequence=warmup + 20)
 
 
 SV, UF, SCV = "schema_violation", "unknown_failure", "shutdown_contract_violation"
@@ -398,6 +423,46 @@ CASES: list[tuple[str, Callable[[Doc], None], str, str]] = [
         f"{SD}.collector.signal_name",
     ),
     ("status-unknown", _set(_top, "status", "weird"), SV, "$.status"),
+    # The documented invariants of a completed run (docs/soak.md "What the gate checks").
+    (
+        "collector-exit-1",
+        _set(
+            _sd, "collector", {"alive": False, "exitcode": 1, "signal": None, "signal_name": None}
+        ),
+        SCV,
+        f"{SD}.collector.exitcode",
+    ),
+    (
+        "collector-alive",
+        _set(
+            _sd, "collector", {"alive": True, "exitcode": None, "signal": None, "signal_name": None}
+        ),
+        SCV,
+        f"{SD}.collector.alive",
+    ),
+    ("phase-not-finalize", _set(_sd, "phase", "training/learner_update"), SCV, f"{SD}.phase"),
+    (
+        "last-checkpoint-nowhere",
+        lambda d: d.update(last_checkpoint=f"{d['log_dir']}/model_999.pt"),
+        SV,
+        "$.last_checkpoint",
+    ),
+    (
+        "env-steps-doubled",
+        _doubled_env_steps,
+        SV,
+        "(warmup_ticks + completed_iterations) x num_envs",
+    ),
+    ("max-in-flight-5", _set(_fl, "max_in_flight", 5), UF, f"{FL}.max_in_flight"),
+    ("tick-in-flight-at-end", _set(_fl, "in_flight", 1), UF, f"{FL}.in_flight"),
+    ("completed-short-of-budget", _short_of_budget, SV, "short of its iteration budget"),
+    (
+        "end-time-newline",
+        lambda d: d.update(end_time_utc=d["end_time_utc"] + "\n"),
+        SV,
+        "$.end_time_utc",
+    ),
+    ("end-time-99", _set(_top, "end_time_utc", "2026-11-29T99:99:99Z"), SV, "$.end_time_utc"),
 ]
 
 
@@ -510,3 +575,51 @@ def test_rfc3339_offset_timestamps_are_rejected_by_design_with_the_documented_li
     assert verdict.failure_classification == SV
     assert verdict.reasons == [line.replace("start", "end").replace("10:00:00", "10:31:00"), line]
     assert line in (REPO / "docs" / "schemas.md").read_text(encoding="utf-8")
+
+
+def _empty_checkpoint(run: Path) -> None:
+    (run / "model_20.pt").write_bytes(b"")
+
+
+def _evaluation_of_another_checkpoint(run: Path) -> None:
+    doc = make_evaluation(HEALTHY_CURVE)
+    for point in doc["points"]:
+        if point["checkpoint"] is not None:
+            point["checkpoint_sha256"] = hashlib.sha256(b"another run's weights").hexdigest()
+    write_evaluation(run, doc)
+    summary = load_strict(run / "run_summary.json")
+    summary["evaluation"] = summary_section(doc)
+    write_json_atomic(run / "run_summary.json", summary)
+
+
+def _overflowing_number(run: Path) -> None:
+    path = run / "run_summary.json"
+    path.write_text(path.read_text().replace('"wall_time_sec": 1860.5', '"wall_time_sec": 1e400'))
+
+
+@pytest.mark.parametrize(
+    ("damage", "classification", "reason"),
+    [
+        pytest.param(_empty_checkpoint, SV, "model_20.pt in", id="zero-byte-checkpoint"),
+        pytest.param(
+            _evaluation_of_another_checkpoint,
+            SV,
+            "evaluation.json $.points[0] is the evaluation of another checkpoint",
+            id="evaluation-sha256-mismatch",
+        ),
+        pytest.param(
+            _overflowing_number, "invalid_run_summary", "number 1e400 is not finite", id="1e400"
+        ),
+    ],
+)
+def test_damaged_run_dir_is_rejected_naming_the_cause(
+    tmp_path, damage, classification: str, reason: str
+) -> None:
+    run = make_run_dir(tmp_path, make_completed_summary(str(tmp_path)))
+    damage(run)
+    verdict = judge_run_dir(run, monitor_reasons=[], monitor_classification=None)
+    assert verdict.status == "failed"
+    assert verdict.failure_classification == classification, verdict.failure_reason
+    assert reason in verdict.failure_reason
+    if damage is _empty_checkpoint:
+        assert "is empty (0 bytes)" in verdict.failure_reason

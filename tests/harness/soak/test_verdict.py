@@ -366,7 +366,9 @@ def test_final_checkpoint_off_the_interval_is_required(tmp_path) -> None:
 def test_checkpoint_check_is_skipped_without_save_interval(tmp_path) -> None:
     from contracts.jsonio import write_json_atomic
 
-    run = make_run_dir(tmp_path, make_completed_summary(str(tmp_path)))
+    summary = make_completed_summary(str(tmp_path))
+    summary["last_checkpoint"] = None  # a named last checkpoint must exist
+    run = make_run_dir(tmp_path, summary)
     for model in run.glob("model_*.pt"):
         model.unlink()
     write_json_atomic(
