@@ -236,6 +236,30 @@ def _sharing(run_summary: Mapping[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
+def learning_summary(artifact: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The soak's learning verdict in short, with every evaluation point's uniform-start
+    figures (what judging over seeds reads), or None when the artifact has no verdict."""
+    section = artifact.get("learning")
+    if not isinstance(section, Mapping):
+        return None
+    evaluation = section.get("evaluation") or {}
+    points = [
+        {
+            "iteration": point["iteration"],
+            "success_rate": point["uniform"]["success_rate"],
+            "r_mpkpe_mm": point["uniform"]["r_mpkpe_mm"],
+        }
+        for point in evaluation.get("points") or []
+    ]
+    findings = [finding["check"] for finding in section.get("findings") or []]
+    return {
+        "verdict": section["verdict"],
+        "reason": section.get("reason"),
+        "findings": findings,
+        "points": points,
+    }
+
+
 def summarise_artifact(artifact: Mapping[str, Any], exit_code: int) -> dict[str, Any]:
     """The attempt fields a 0.3.0 soak artifact gives: verdict, throughput, residuals..."""
     run_summary = artifact.get("run_summary")
@@ -251,6 +275,7 @@ def summarise_artifact(artifact: Mapping[str, Any], exit_code: int) -> dict[str,
         "classification": artifact.get("failure_classification"),
         "throughput": _throughput(run_summary),
         "evaluation": evaluation_figures(run_summary),
+        "learning": learning_summary(artifact),
         "residual_process_count": len(residuals),
         "residual_processes": [{"pid": p["pid"], "command": p["command"]} for p in residuals],
         "cuda_process_sharing": _sharing(run_summary),
@@ -308,6 +333,7 @@ def blank_result() -> dict[str, Any]:
         "report_error": None,
         "throughput": None,
         "evaluation": None,
+        "learning": None,
         "residual_process_count": None,
         "residual_processes": [],
         "cuda_process_sharing": None,

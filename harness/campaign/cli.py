@@ -6,10 +6,14 @@ and ``index.html`` after every attempt; stdout gets the final table (or ``campai
 ``--json``), stderr one line per finished attempt. Exit 0 iff every cell passed, 1 otherwise
 (failed, lost, error or interrupted cells, or a runtime failure), 2 for usage errors.
 ``status`` reads ``campaign.json`` only (no Ray): exit 0 when it is readable.
+``regression`` runs the learning regression check, a campaign judged over seeds
+(``harness/campaign/specs/regression.yaml``). Before Ray starts, every cell's soak is checked
+with ``g1-soak --check-only`` (the trainer's config check included); ``--dry-run`` stops there.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Sequence
@@ -23,6 +27,7 @@ from rich.live import Live
 from contracts.cli_app import run_app
 from contracts.errors import UsageError
 from contracts.jsonio import dumps_strict
+from harness.campaign.spec import DEFAULT_LIBRARY_ROOT, CampaignSpec
 
 _RUN_EXAMPLE = (
     "Example: soak-campaign run nightly.yaml   |   "
@@ -30,6 +35,13 @@ _RUN_EXAMPLE = (
     "soak-campaign run nightly.yaml --resume"
 )
 _STATUS_EXAMPLE = "Example: soak-campaign status artifacts/campaigns/nightly --json"
+_REGRESSION_EXAMPLE = (
+    "Example: soak-campaign regression   |   "
+    "soak-campaign regression --dry-run --library-root /data/g1-moves   |   "
+    "soak-campaign regression --directory artifacts/campaigns/regression-1 --resume"
+)
+REGRESSION_SPEC = Path(__file__).parent / "specs" / "regression.yaml"
+REGRESSION_DIR = Path("artifacts/campaigns")
 
 app = typer.Typer(
     name="soak-campaign",
@@ -42,6 +54,40 @@ app = typer.Typer(
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print campaign.json (strict JSON) instead of the table.")
 ]
+WideOpt = Annotated[
+    bool, typer.Option("--wide", help="Every column (host, GPU, residuals); wider than 80.")
+]
+LibraryOpt = Annotated[
+    Path,
+    typer.Option(
+        "--library-root",
+        help="The motion library that library:<path> motions name (relative to the CWD).",
+    ),
+]
+DryRunOpt = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run", help="Check the file and preflight every cell, print the plan; start nothing."
+    ),
+]
+AddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--address",
+        help="An existing Ray cluster (HOST:PORT or auto); default: start Ray here.",
+    ),
+]
+ResumeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--resume",
+        help="Continue the campaign in its directory: keep verdicts, rerun the rest.",
+    ),
+]
+NumCpusOpt = Annotated[
+    int | None,
+    typer.Option("--num-cpus", help="CPUs of the local Ray instance (default: all)."),
+]
 
 
 def _progress(line: str) -> None:
@@ -49,39 +95,42 @@ def _progress(line: str) -> None:
     sys.stderr.flush()
 
 
-@app.command(epilog=_RUN_EXAMPLE)
-def run(
-    campaign_file: Annotated[Path, typer.Argument(help="The campaign file (YAML).")],
-    address: Annotated[
-        str | None,
-        typer.Option(
-            "--address",
-            help="An existing Ray cluster (HOST:PORT or auto); default: start Ray here.",
-        ),
-    ] = None,
-    resume: Annotated[
-        bool,
-        typer.Option(
-            "--resume",
-            help="Continue the campaign in its directory: keep verdicts, rerun the rest.",
-        ),
-    ] = False,
-    num_cpus: Annotated[
-        int | None,
-        typer.Option("--num-cpus", help="CPUs of the local Ray instance (default: all)."),
-    ] = None,
-    json_out: JsonOpt = False,
-) -> None:
-    """Run (or --resume) every cell of CAMPAIGN_FILE; exit 0 iff every cell passed."""
-    from harness.campaign.spec import load_campaign
-
+def _check_ray_options(address: str | None, num_cpus: int | None) -> None:
     if address is not None and num_cpus is not None:
         raise UsageError("--num-cpus sizes a local Ray instance; drop it with --address")
     if num_cpus is not None and num_cpus <= 0:
         raise UsageError(f"--num-cpus={num_cpus} must be an integer > 0")
     if address is not None and not address.strip():
         raise UsageError("--address is empty; pass HOST:PORT of the Ray head, or auto")
-    spec = load_campaign(campaign_file)
+
+
+def _console(wide: bool) -> Console:
+    """80 columns unless the terminal says otherwise; ``--wide``: room for every column."""
+    return Console(width=200) if wide else Console()
+
+
+def _run_spec(
+    spec: CampaignSpec,
+    *,
+    address: str | None,
+    resume: bool,
+    num_cpus: int | None,
+    json_out: bool,
+    wide: bool,
+    dry_run: bool,
+) -> None:
+    """Preflight every cell, then (unless ``dry_run``) run the campaign and print its table."""
+    from harness.campaign.preflight import preflight_cells
+
+    checked = preflight_cells(spec.cells, spec.path, _progress)
+    if dry_run:
+        from harness.campaign.plan import plan_document, print_plan
+
+        if json_out:
+            sys.stdout.write(dumps_strict(plan_document(spec, checked)))
+        else:
+            print_plan(spec, checked, _console(wide))
+        raise typer.Exit(0)
     from harness.campaign.runner import RunOptions, run_campaign
 
     state = run_campaign(spec, RunOptions(address, resume, num_cpus), _progress)
@@ -90,8 +139,76 @@ def run(
     else:
         from harness.campaign.table import print_table
 
-        print_table(state.doc, state.directory, Console())
+        print_table(state.doc, state.directory, _console(wide), wide=wide)
     raise typer.Exit(0 if state.passed else 1)
+
+
+@app.command(epilog=_RUN_EXAMPLE)
+def run(
+    campaign_file: Annotated[Path, typer.Argument(help="The campaign file (YAML).")],
+    address: AddressOpt = None,
+    resume: ResumeOpt = False,
+    num_cpus: NumCpusOpt = None,
+    library_root: LibraryOpt = DEFAULT_LIBRARY_ROOT,
+    dry_run: DryRunOpt = False,
+    json_out: JsonOpt = False,
+    wide: WideOpt = False,
+) -> None:
+    """Run (or --resume) every cell of CAMPAIGN_FILE; exit 0 iff every cell passed
+    (judged over seeds: iff every configuration passed)."""
+    from harness.campaign.spec import load_campaign
+
+    _check_ray_options(address, num_cpus)
+    spec = load_campaign(campaign_file, library_root)
+    _run_spec(
+        spec, address=address, resume=resume, num_cpus=num_cpus, json_out=json_out,
+        wide=wide, dry_run=dry_run,
+    )  # fmt: skip
+
+
+@app.command(epilog=_REGRESSION_EXAMPLE)
+def regression(
+    spec_file: Annotated[
+        Path,
+        typer.Option("--spec", help="The check's campaign file (default: the project's own)."),
+    ] = REGRESSION_SPEC,
+    directory: Annotated[
+        Path | None,
+        typer.Option(
+            "--directory",
+            help="Where the campaign goes (default: artifacts/campaigns/regression-<UTC time>).",
+            show_default=False,
+        ),
+    ] = None,
+    library_root: LibraryOpt = DEFAULT_LIBRARY_ROOT,
+    address: AddressOpt = None,
+    resume: ResumeOpt = False,
+    num_cpus: NumCpusOpt = None,
+    dry_run: DryRunOpt = False,
+    json_out: JsonOpt = False,
+    wide: WideOpt = False,
+) -> None:
+    """The learning regression check: library clips x seeds at once (MPS where the GPU has
+    it), judged over seeds; prints final vs best R-MPKPE per clip and seed. Exit 0 iff it
+    passed."""
+    from harness.campaign.spec import CampaignFileError, load_campaign
+
+    _check_ray_options(address, num_cpus)
+    spec = load_campaign(spec_file, library_root)
+    if spec.over_seeds is None:
+        raise CampaignFileError(
+            f"campaign file {spec.path}: over_seeds is missing; the regression check judges "
+            "learning over seeds, add over_seeds: {} with at least 3 seeds"
+        )
+    if directory is None:
+        if resume:
+            raise UsageError("--resume needs --directory, the check's campaign directory")
+        directory = REGRESSION_DIR / f"regression-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    spec = dataclasses.replace(spec, directory=directory.absolute())
+    _run_spec(
+        spec, address=address, resume=resume, num_cpus=num_cpus, json_out=json_out,
+        wide=wide, dry_run=dry_run,
+    )  # fmt: skip
 
 
 @app.command(epilog=_STATUS_EXAMPLE)
@@ -105,6 +222,7 @@ def status(
     interval: Annotated[
         float, typer.Option("--interval", help="Seconds between redraws with --watch (> 0).")
     ] = 5.0,
+    wide: WideOpt = False,
 ) -> None:
     """Print the campaign table from DIR/campaign.json (read-only; needs no Ray)."""
     from harness.campaign.state import driver_running, load_state
@@ -120,16 +238,17 @@ def status(
     if json_out:
         sys.stdout.write(dumps_strict(doc))
         return
-    console = Console()
+    console = _console(wide)
     if watch:
-        with Live(rich_table(doc, directory), console=console, auto_refresh=False) as live:
+        table = rich_table(doc, directory, wide=wide)
+        with Live(table, console=console, auto_refresh=False) as live:
             while doc["status"] == "running" and driver_running(directory):
                 time.sleep(interval)
                 doc = load_state(directory)
-                live.update(rich_table(doc, directory), refresh=True)
+                live.update(rich_table(doc, directory, wide=wide), refresh=True)
         _orphan_note(doc, directory, console)
         return
-    print_table(doc, directory, console)
+    print_table(doc, directory, console, wide=wide)
     _orphan_note(doc, directory, console)
 
 

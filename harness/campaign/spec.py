@@ -3,12 +3,15 @@
 A cell is one ``g1-soak`` run: override set x seed x motion x sim. Its arguments are the
 ``soak`` flags, then its sim's (a scalar flag of the sim wins, lists are appended), then
 ``--extra-override`` for each entry of its override set and ``algo.seed=<seed>``, and
-``--motion``. Every problem is a :class:`CampaignFileError` (exit 2) whose one line names the
-file, the key and the fix; nothing is launched or written before the file is valid.
+``--motion``. A motion ``library:<path>`` is a clip of the motion library, found under the
+library root the command line gives. Every problem is a :class:`CampaignFileError` (exit 2)
+whose one line names the file, the key and the fix; nothing is launched or written before the
+file is valid.
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
@@ -36,18 +39,29 @@ DEFAULT_OVERRIDES: dict[str, list[str]] = {"base": []}
 DEFAULT_GPUS_PER_CELL = 1
 DEFAULT_CPUS_PER_CELL = 1
 DEFAULT_MAX_RETRIES = 1
+LIBRARY_PREFIX = "library:"
+DEFAULT_LIBRARY_ROOT = Path("../shared/motions/g1-moves")
+"""The motion library (48 G1 Moves clips, CC-BY-4.0), relative to the current directory."""
+MIN_SEEDS = 3
+"""Olympic scoring drops the best and the worst seed: fewer than 3 leaves nothing to score."""
 # Scalar g1-soak flags in the order a cell's argv lists them; list flags follow.
 SCALAR_FLAGS = (
     "num_envs",
     "iterations",
+    "duration_seconds",
     "min_duration_seconds",
     "sample_interval_seconds",
     "startup_timeout_seconds",
     "stale_progress_seconds",
     "post_shutdown_grace_seconds",
+    "stop_grace_seconds",
     "trend_mode",
     "trend_warmup_seconds",
     "trend_min_window_seconds",
+    "learning_mode",
+    "learning_margin",
+    "min_success_rate",
+    "learning_tolerance_mm",
 )
 LIST_FLAGS = {"trend_thresholds": "--trend-threshold", "extra_overrides": "--extra-override"}
 _LABEL_RE = re.compile(r"[^a-z0-9]+")
@@ -73,6 +87,24 @@ class CellSpec:
 
 
 @dataclass(frozen=True)
+class OverSeeds:
+    """How a campaign judges learning over seeds (the file's ``over_seeds``)."""
+
+    window_points: int = 3
+    max_failing_seeds: int = 1
+    max_r_mpkpe_mm: float | None = None
+    min_success_rate: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "window_points": self.window_points,
+            "max_failing_seeds": self.max_failing_seeds,
+            "max_r_mpkpe_mm": self.max_r_mpkpe_mm,
+            "min_success_rate": self.min_success_rate,
+        }
+
+
+@dataclass(frozen=True)
 class CampaignSpec:
     """A validated campaign file."""
 
@@ -82,6 +114,7 @@ class CampaignSpec:
     cells: tuple[CellSpec, ...]
     max_retries: int
     spec_sha256: str
+    over_seeds: OverSeeds | None = None
 
     @property
     def mps_requested(self) -> bool:
@@ -183,17 +216,43 @@ def _asks_mps(entries: Sequence[str]) -> bool:
     return mode == "mps"
 
 
-def _motion_value(path: Path, motion: str) -> str:
+def _motion_value(path: Path, motion: str, library: Path) -> str:
+    if motion.startswith(LIBRARY_PREFIX):
+        return str(library / motion.removeprefix(LIBRARY_PREFIX))
     if motion.startswith(("./", "../")):
         return os.path.normpath(path.parent / motion)
     return motion
 
 
-def _motion_label(motion: str) -> str:
+def motion_label(motion: str) -> str:
     if motion in MOTION_IDS:
         return motion
-    stem = Path(motion).name.removesuffix(".npz")
+    stem = Path(motion).name.removesuffix(".npz").removesuffix(".csv")
     return _LABEL_RE.sub("-", stem.lower()).strip("-") or "motion"
+
+
+def _check_library_clips(path: Path, motions: Sequence[str], library: Path) -> None:
+    """Every ``library:`` motion names a file under an existing library root."""
+    for index, motion in enumerate(motions):
+        if not motion.startswith(LIBRARY_PREFIX):
+            continue
+        where = f"motions[{index}]"
+        relative = motion.removeprefix(LIBRARY_PREFIX)
+        if os.path.isabs(relative) or ".." in Path(relative).parts or not relative.strip():
+            raise _fail(
+                path, where, f"{motion!r} must name a file relative to the library root, "
+                "e.g. library:dance/J_Dance18_TikTok.csv",
+            )  # fmt: skip
+        if not library.is_dir():
+            raise CampaignFileError(
+                f"motion library {library} does not exist ({path}: {where} is {motion!r}); "
+                "pass --library-root DIR (the folder of the g1-moves manifest.json)"
+            )
+        if not (library / relative).is_file():
+            clips = [str(p.relative_to(library)) for p in library.rglob("*.csv")]
+            hint = difflib.get_close_matches(relative, clips, n=1, cutoff=0.5)
+            fix = f"; did you mean 'library:{hint[0]}'?" if hint else f"; see {library}"
+            raise _fail(path, where, f"{library / relative} does not exist{fix}")
 
 
 def _merged_flags(soak: Mapping[str, Any], sim_flags: Mapping[str, Any]) -> dict[str, Any]:
@@ -225,6 +284,7 @@ def _cell(
     seed: int,
     motion: str,
     sim: str,
+    library: Path,
 ) -> CellSpec:
     flags = _merged_flags(doc.get("soak", {}), doc["sims"][sim])
     entries = [*flags["extra_overrides"], *override[1]]
@@ -236,13 +296,13 @@ def _cell(
             f"{MPS_KEY}=mps (override set {override[0]!r}) needs --sim {GPU_SIM}; "
             f"drop it for {sim} or soak {GPU_SIM} only",
         )
-    value = _motion_value(path, motion)
+    value = _motion_value(path, motion, library)
     args = ["--sim", sim, "--motion", value, *_flag_args(flags)]
     for text in [*entries, f"{SEED_KEY}={seed}"]:
         args += [LIST_FLAGS["extra_overrides"], text]
     gpus = float(doc.get("gpus_per_cell", DEFAULT_GPUS_PER_CELL)) if sim == GPU_SIM else 0.0
     return CellSpec(
-        id=f"{override[0]}-s{seed}-{_motion_label(motion)}-{sim}",
+        id=f"{override[0]}-s{seed}-{motion_label(motion)}-{sim}",
         override=override[0],
         seed=seed,
         motion=value,
@@ -267,7 +327,7 @@ def _check_semantics(path: Path, doc: Mapping[str, Any]) -> None:
         _check_entries(path, f"overrides.{name}", entries)
     labels: dict[str, str] = {}
     for motion in doc["motions"]:
-        label = _motion_label(motion)
+        label = motion_label(motion)
         if label in labels:
             raise _fail(
                 path,
@@ -285,20 +345,39 @@ def spec_sha256(doc: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def load_campaign(path: Path) -> CampaignSpec:
+def _over_seeds(path: Path, doc: Mapping[str, Any]) -> OverSeeds | None:
+    if "over_seeds" not in doc:
+        return None
+    if len(doc["seeds"]) < MIN_SEEDS:
+        raise _fail(
+            path,
+            "seeds",
+            f"over_seeds needs at least {MIN_SEEDS} seeds (the best and the worst are dropped), "
+            f"got {len(doc['seeds'])}; list more seeds or drop over_seeds",
+        )
+    return OverSeeds(**doc["over_seeds"])
+
+
+def load_campaign(path: Path, library_root: Path = DEFAULT_LIBRARY_ROOT) -> CampaignSpec:
     """Read, validate and expand a campaign file.
+
+    ``library_root`` is where ``library:`` motions are found (relative: to the current
+    directory).
 
     Raises:
         CampaignFileError: unreadable, not YAML, schema violation or a semantic problem;
             the message names the file and the key.
     """
     path = Path(os.path.abspath(path))
+    library = Path(os.path.abspath(library_root))
     doc = read_document(path)
     _check_schema(path, doc)
     _check_semantics(path, doc)
+    over_seeds = _over_seeds(path, doc)
+    _check_library_clips(path, doc["motions"], library)
     overrides = doc.get("overrides", DEFAULT_OVERRIDES)
     cells = tuple(
-        _cell(path, doc, (name, list(entries)), seed, motion, sim)
+        _cell(path, doc, (name, list(entries)), seed, motion, sim, library)
         for name, entries in overrides.items()
         for seed in doc["seeds"]
         for motion in doc["motions"]
@@ -312,4 +391,5 @@ def load_campaign(path: Path) -> CampaignSpec:
         cells=cells,
         max_retries=int(doc.get("max_retries", DEFAULT_MAX_RETRIES)),
         spec_sha256=spec_sha256(doc),
+        over_seeds=over_seeds,
     )

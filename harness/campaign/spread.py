@@ -95,8 +95,13 @@ def row(group: Spread) -> list[str]:
 
 
 def _rate(values: Sequence[float]) -> str:
-    """The mean env steps/s, ``121.0k`` from a thousand on (a CPU cell runs far fewer)."""
-    if not values:
+    """The mean env steps/s (``rate_text``)."""
+    return rate_text(fmean(values)) if values else "-"
+
+
+def rate_text(value: Any) -> str:
+    """Env steps/s, ``121.0k`` from a thousand on (a CPU cell runs far fewer); ``-`` for none."""
+    number = _number(value)
+    if number is None:
         return "-"
-    mean = fmean(values)
-    return f"{mean / 1000:,.1f}k" if mean >= 1000 else f"{mean:,.1f}"
+    return f"{number / 1000:,.1f}k" if number >= 1000 else f"{number:,.1f}"

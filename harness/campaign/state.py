@@ -21,6 +21,7 @@ from typing import IO, Any
 from contracts.errors import HarnessError, StrictJsonError, UsageError
 from contracts.jsonio import load_strict, write_atomic_text, write_json_atomic
 from contracts.schemas import validate
+from harness.campaign import seeds
 from harness.campaign.cell import TOKEN_FILE, attempt_relative_dir, blank_result, utc_now
 from harness.campaign.spec import CampaignSpec
 
@@ -159,6 +160,8 @@ class CampaignState:
             "counts": dict.fromkeys(COUNTED, 0),
             "cells": [_new_cell(cell) for cell in spec.cells],
         }
+        if spec.over_seeds is not None:
+            doc["over_seeds"] = {"config": spec.over_seeds.to_json(), "configurations": []}
         return cls(doc, folder)
 
     @classmethod
@@ -272,11 +275,25 @@ class CampaignState:
             invocation["error"] = error
         done = all(cell["status"] not in ("pending", "interrupted") for cell in self.doc["cells"])
         if done:
-            passed = all(cell["status"] == "passed" for cell in self.doc["cells"])
-            self.doc["status"], self.doc["verdict"] = "finished", "passed" if passed else "failed"
+            self.doc["status"] = "finished"
+            passed = self._all_passed()
+            self.doc["verdict"] = "passed" if passed else "failed"
             self.doc["finished_at_utc"] = invocation["ended_at_utc"]
         else:
             self.doc["status"] = "interrupted"
+
+    def _all_passed(self) -> bool:
+        """Every cell passed or, judged over seeds, every configuration did."""
+        over_seeds = seeds.config_of(self.doc)
+        if over_seeds is None:
+            return all(cell["status"] == "passed" for cell in self.doc["cells"])
+        return seeds.campaign_passed(seeds.configurations(self.doc, over_seeds))
+
+    def _judge_over_seeds(self) -> None:
+        over_seeds = seeds.config_of(self.doc)
+        if over_seeds is not None:
+            found = seeds.configurations(self.doc, over_seeds)
+            self.doc["over_seeds"]["configurations"] = [c.to_json() for c in found]
 
     @property
     def passed(self) -> bool:
@@ -297,6 +314,7 @@ class CampaignState:
             status: sum(1 for cell in doc["cells"] if cell["status"] == status)
             for status in COUNTED
         }
+        self._judge_over_seeds()
         violations = validate(doc, SCHEMA_FILE)
         if violations:
             raise HarnessError(f"campaign.json would be invalid: {violations[0]}")

@@ -1,13 +1,16 @@
 """The campaign table: one row per cell, as a rich table (terminal) and an HTML page.
 
 Both read only ``campaign.json`` (and, for an attempt still in flight, whether its
-``started.json`` exists: a task writes it when the attempt begins on its node).
+``started.json`` exists: a task writes it when the attempt begins on its node). The terminal
+table fits 80 columns (the cell name folds); ``wide`` adds the host, the GPU and the residual
+processes, which the HTML page always shows. A campaign judged over seeds adds a table of
+every seed's learning verdict and one of each configuration's verdict (``seeds``).
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +18,14 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from harness.campaign import spread
+from harness.campaign import seeds_view, spread
 from harness.campaign.cell import STARTED_FILE
 
-HEADERS = ("cell", "status", "tries", "host", "GPU", "steps/s", "success", "resid", "wall s")
-NUMERIC = ("tries", "steps/s", "success", "resid", "wall s")
+HEADERS = (
+    "cell", "status", "tries", "host", "GPU", "steps/s", "success", "R-MPKPE", "resid", "wall s",
+)  # fmt: skip
+NARROW = ("cell", "status", "steps/s", "success", "R-MPKPE", "wall s")
+NUMERIC = ("tries", "steps/s", "success", "R-MPKPE", "resid", "wall s")
 _STYLES = {
     "passed": "green",
     "failed": "red",
@@ -49,7 +55,8 @@ def _number(value: Any, digits: int) -> str:
 
 
 def row(cell: Mapping[str, Any], directory: Path, *, short: bool = True) -> list[str]:
-    """The table cells of one campaign cell, as text (``short``: 8 hex digits of the GPU)."""
+    """The table cells of one campaign cell (``HEADERS``), as text (``short``: 8 hex digits
+    of the GPU)."""
     attempt = _last(cell) or {}
     throughput = attempt.get("throughput") or {}
     final = (attempt.get("evaluation") or {}).get("final") or {}
@@ -61,10 +68,11 @@ def row(cell: Mapping[str, Any], directory: Path, *, short: bool = True) -> list
         str(len(cell["attempts"])),
         attempt.get("host") or "-",
         (uuid[4:12] if short else uuid) if uuid else "-",
-        _number(throughput.get("steady_env_steps_per_sec"), 1),
+        spread.rate_text(throughput.get("steady_env_steps_per_sec")),
         _number(final.get("success_rate"), 3),
+        _number(final.get("r_mpkpe_mm"), 1),
         "-" if residual is None else str(residual),
-        _number(attempt.get("wall_time_s"), 1),
+        _number(attempt.get("wall_time_s"), 0),
     ]
 
 
@@ -83,17 +91,24 @@ def reasons(doc: Mapping[str, Any]) -> list[str]:
     return [f"{cell['id']}: {cell['reason']}" for cell in doc["cells"] if cell["reason"]]
 
 
-def rich_table(doc: Mapping[str, Any], directory: Path) -> Table:
-    table = Table(title=headline(doc), title_justify="left", box=box.SIMPLE_HEAD)
-    for name in HEADERS:
-        table.add_column(
-            name, justify="right" if name in NUMERIC else "left", no_wrap=name in HEADERS[:2]
-        )
+def rich_table(doc: Mapping[str, Any], directory: Path, *, wide: bool = False) -> Table:
+    """The cell table: ``NARROW`` columns (80 wide, the cell name folds), or all with ``wide``."""
+    shown = HEADERS if wide else NARROW
+    table = Table(
+        title=headline(doc), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+        collapse_padding=True,
+    )  # fmt: skip
+    for name in shown:
+        if name == "cell":
+            table.add_column(name, overflow="fold", min_width=12)
+        else:
+            table.add_column(name, justify="right" if name in NUMERIC else "left", no_wrap=True)
     for cell in doc["cells"]:
-        cells = row(cell, directory)
+        values = dict(zip(HEADERS, row(cell, directory), strict=True))
         style = _STYLES.get(cell["status"])
-        cells[1] = f"[{style}]{cells[1]}[/]" if style else cells[1]
-        table.add_row(*cells)
+        if style:
+            values["status"] = f"[{style}]{values['status']}[/]"
+        table.add_row(*(values[name] for name in shown))
     return table
 
 
@@ -113,17 +128,82 @@ def spread_table(doc: Mapping[str, Any]) -> Table | None:
     return table
 
 
-def print_table(doc: Mapping[str, Any], directory: Path, console: Console) -> None:
-    """The table, the spread over seeds where there is one, then every cell's reason."""
-    console.print(rich_table(doc, directory))
-    over_seeds = spread_table(doc)
+def _simple_table(title: str, headers: Sequence[str], numeric: Sequence[str]) -> Table:
+    table = Table(
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+        collapse_padding=True,
+    )  # fmt: skip
+    for name in headers:
+        if name in numeric:
+            table.add_column(name, justify="right", no_wrap=True)
+        elif name in seeds_view.NO_WRAP:
+            table.add_column(name, no_wrap=True)
+        else:
+            table.add_column(name, overflow="fold", min_width=6)
+    return table
+
+
+def seed_tables(doc: Mapping[str, Any]) -> list[Table]:
+    """Judged over seeds: every seed's learning verdict, then each configuration's."""
+    found = seeds_view.judged(doc)
+    if found is None:
+        return []
+    headers = seeds_view.seed_headers(doc)
+    per_seed = _simple_table(seeds_view.SEED_TITLE, headers, seeds_view.seed_numeric(headers))
+    for text in seeds_view.seed_rows(doc, found):
+        per_seed.add_row(*text)
+    over = _simple_table(seeds_view.CONFIG_TITLE, seeds_view.CONFIG_HEADERS, seeds_view.NUMERIC)
+    for text in seeds_view.config_rows(doc, found):
+        over.add_row(*text)
+    return [per_seed, over]
+
+
+def print_table(
+    doc: Mapping[str, Any], directory: Path, console: Console, *, wide: bool = False
+) -> None:
+    """The table, the seeds (judged over seeds, else their spread), then every reason."""
+    console.print(rich_table(doc, directory, wide=wide))
+    judged = seed_tables(doc)
+    for table in judged:
+        console.print(table)
+    over_seeds = None if judged else spread_table(doc)
     if over_seeds is not None:
         console.print(over_seeds)
-    for line in reasons(doc):
-        console.print(line, markup=False, highlight=False)
+    for line in [*reasons(doc), *seeds_view.verdict_lines(doc)]:
+        console.print(line, markup=False, highlight=False, soft_wrap=wide)
+
+
+def _html_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(text)}</td>" for text in cells) + "</tr>"
+        for cells in rows
+    )
+    return (
+        f"<h2>{html.escape(title)}</h2>"
+        f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
+def _html_seeds(doc: Mapping[str, Any]) -> str:
+    found = seeds_view.judged(doc)
+    if found is None:
+        return ""
+    lines = "".join(f"<p>{html.escape(line)}</p>" for line in seeds_view.verdict_lines(doc))
+    return (
+        _html_table(
+            seeds_view.SEED_TITLE, seeds_view.seed_headers(doc), seeds_view.seed_rows(doc, found)
+        )
+        + _html_table(
+            seeds_view.CONFIG_TITLE, seeds_view.CONFIG_HEADERS, seeds_view.config_rows(doc, found)
+        )
+        + lines
+    )
 
 
 def _html_spread(doc: Mapping[str, Any]) -> str:
+    if seeds_view.judged(doc) is not None:
+        return _html_seeds(doc)
     groups = spread.shown(doc)
     if not groups:
         return ""
