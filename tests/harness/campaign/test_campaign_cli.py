@@ -210,7 +210,9 @@ def test_the_regression_table_shows_final_vs_best_per_clip_and_seed(
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80
-    rows = {cells[1]: cells for line in lines if (cells := line.split())[:1] == ["j-dance18-tiktok"]}
+    rows = {
+        cells[1]: cells for line in lines if (cells := line.split())[:1] == ["j-dance18-tiktok"]
+    }
     assert rows["2"] == [
         "j-dance18-tiktok", "2", "regression", "28.0", "12.9", "2,000", "20.4", "1.000",
     ]  # fmt: skip
@@ -241,9 +243,7 @@ def test_two_failing_seeds_fail_the_campaign_and_say_which(write_campaign, campa
     assert "2 of 3 seeds failed (s1 regression, s2 unverified); at most 1 may" in flat
 
 
-def test_the_cell_table_fits_80_columns_with_long_cell_names(
-    write_campaign, campaign_doc
-) -> None:
+def test_the_cell_table_fits_80_columns_with_long_cell_names(write_campaign, campaign_doc) -> None:
     long_motion = "./clips/a-rather-long-clip-name-from-the-library-of-motions.npz"
     doc = campaign_doc(seeds=[1, 2], motions=[long_motion], overrides={"long_override_set": []})
     spec = load_campaign(write_campaign(doc))

@@ -103,9 +103,7 @@ def test_one_failing_seed_is_allowed_two_fail_the_configuration() -> None:
         _cell(3, 11.0, 40.0, status="failed", learning="unverified"),
     )
     assert two.verdict == "failed"
-    assert two.reasons == (
-        "2 of 3 seeds failed (s2 regression, s3 unverified); at most 1 may",
-    )
+    assert two.reasons == ("2 of 3 seeds failed (s2 regression, s3 unverified); at most 1 may",)
 
 
 def test_a_crashed_seed_fails_and_ranks_worst() -> None:
