@@ -48,6 +48,9 @@ def motion_arg(value: str, aliases: Mapping[str, str]) -> str:
     choices = (
         f"one of {', '.join(aliases)}, an asset id ending in .npz or .csv, or an existing file"
     )
+    library = _library_selection(value)
+    if library is not None:
+        return library
     items = [item.strip() for item in value.split(",")]
     if not all(items):
         raise UsageError(
@@ -57,6 +60,19 @@ def motion_arg(value: str, aliases: Mapping[str, str]) -> str:
 
 
 ASSET_ID_SUFFIXES = (".npz", ".csv")
+
+
+def _library_selection(value: str) -> str | None:
+    """``DIR:GLOB[,GLOB...]`` (a subset of a motion library folder) with DIR made absolute;
+    None when ``value`` is not of that form. The trainer matches the globs (docs/assets.md)."""
+    head, sep, tail = value.partition(":")
+    if not sep or not head or not absolute(head).is_dir():
+        return None
+    if not tail.strip(" ,"):
+        raise UsageError(
+            f"--motion {value!r} names no clip after ':'; give a glob such as {head}:karate/*"
+        )
+    return f"{absolute(head)}:{tail}"
 
 
 def _motion_item(item: str, aliases: Mapping[str, str], choices: str) -> str:

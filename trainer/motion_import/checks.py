@@ -16,6 +16,7 @@ import numpy as np
 from trainer.motion_import import quat
 from trainer.motion_import.convert import Conversion
 from trainer.motion_import.model import g1_model
+from trainer.motion_import.repair import REPAIRS, Discontinuity
 from trainer.sim.scene import JOINT_NAMES
 
 __all__ = ["BOUNDS", "Check", "JointRange", "joint_ranges", "run_checks"]
@@ -35,10 +36,17 @@ BOUNDS: dict[str, Bound] = {
         0.01, "rad", "max", "largest excess of a joint beyond its XML range"
     ),
     "foot_height_min": Bound(-0.02, "m", "min", "lowest foot point over the clip (penetration)"),
-    "foot_height_max": Bound(0.10, "m", "max", "highest per-frame lowest foot point (float)"),
+    "airborne_max_s": Bound(
+        0.5, "s", "max", "longest time both feet are over 5 cm up (a jump, or a float)"
+    ),
     "root_height_min": Bound(0.25, "m", "min", "lowest pelvis height"),
     "root_height_max": Bound(1.20, "m", "max", "highest pelvis height"),
-    "joint_speed_max": Bound(25.0, "rad/s", "max", "largest frame-to-frame joint jump × fps"),
+    "joint_speed_max": Bound(
+        25.0, "rad/s", "max", "largest frame-to-frame joint step × fps, named jumps aside"
+    ),
+    "joint_discontinuities": Bound(
+        0.0, "jumps", "max", "joint jumps named wrap, spike or step (repairable)"
+    ),
     "root_speed_max": Bound(5.0, "m/s", "max", "largest frame-to-frame root jump × fps"),
     "root_turn_rate_max": Bound(15.0, "rad/s", "max", "largest frame-to-frame root rotation × fps"),
     "fk_residual_pos": Bound(0.01, "m", "max", "producer's body positions vs our FK"),
@@ -106,6 +114,40 @@ def _within_clips(steps: np.ndarray, clip_ends: tuple[int, ...]) -> np.ndarray:
     return steps
 
 
+AIRBORNE_M = 0.05
+"""Both feet count as off the ground when their lowest point is higher than this."""
+
+
+def _longest_run(flags: np.ndarray) -> int:
+    """Length of the longest run of True in ``flags``."""
+    best = run = 0
+    for flag in flags:
+        run = run + 1 if flag else 0
+        best = max(best, run)
+    return best
+
+
+def _mask_named(steps: np.ndarray, named: tuple[Discontinuity, ...], ratio: float) -> np.ndarray:
+    """Zero the converted joint steps within two frames of a named jump (source frame × ratio)."""
+    steps = steps.copy()
+    for d in named:
+        centre = int((d.frame + 0.5) * ratio)
+        steps[max(0, centre - 2) : centre + 3, d.joint] = 0.0
+    return steps
+
+
+def _discontinuity_row(conv: Conversion) -> Check:
+    named = conv.discontinuities
+    if not named:
+        detail = "none" + (f" ({len(conv.repaired)} repaired)" if conv.repaired else "")
+        return _row("joint_discontinuities", 0.0, detail)
+    kinds = {d.kind for d in named}
+    fixes = ",".join(name for name, kind in REPAIRS.items() if kind in kinds)
+    first = "; ".join(d.describe() for d in named[:3])
+    more = f"; {len(named) - 3} more" if len(named) > 3 else ""
+    return _row("joint_discontinuities", float(len(named)), f"{first}{more}; --repair {fixes}")
+
+
 def _argmax(steps: np.ndarray) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(int(np.argmax(steps)), steps.shape))
 
@@ -129,6 +171,8 @@ def _motion_checks(conv: Conversion) -> list[Check]:
     )
     ends = conv.source.clip_ends
     joint_steps = _within_clips(np.abs(np.diff(joint_pos, axis=0)) * fps, ends)
+    joint_steps = _mask_named(joint_steps, conv.discontinuities, fps / conv.source.fps)
+    airborne = _longest_run(feet > AIRBORNE_M) / fps
     joint_frame, joint_col = _argmax(joint_steps)
     joint_jump = float(joint_steps[joint_frame, joint_col])
     speed = _within_clips(np.linalg.norm(np.diff(pelvis, axis=0), axis=-1) * fps, ends)
@@ -138,7 +182,7 @@ def _motion_checks(conv: Conversion) -> list[Check]:
     return [
         _row("joint_limit_excess", worst.excess, limit_detail),
         _row("foot_height_min", float(feet.min()), f"frame {int(np.argmin(feet))}"),
-        _row("foot_height_max", float(feet.max()), f"frame {int(np.argmax(feet))}"),
+        _row("airborne_max_s", airborne, f"highest lowest-foot point {float(feet.max()):.3f} m"),
         _row("root_height_min", float(pelvis[:, 2].min()), f"frame {int(np.argmin(pelvis[:, 2]))}"),
         _row("root_height_max", float(pelvis[:, 2].max()), f"frame {int(np.argmax(pelvis[:, 2]))}"),
         _row(
@@ -146,6 +190,7 @@ def _motion_checks(conv: Conversion) -> list[Check]:
             joint_jump,
             f"{JOINT_NAMES[joint_col]}, frames {joint_frame}-{joint_frame + 1}",
         ),
+        _discontinuity_row(conv),
         _row("root_speed_max", float(speed[root_frame]), f"frames {root_frame}-{root_frame + 1}"),
         _row(
             "root_turn_rate_max", float(turn[turn_frame]), f"frames {turn_frame}-{turn_frame + 1}"

@@ -5,6 +5,8 @@
 * ``convert IN OUT``: write IN in our NPZ contract, with provenance; ``--strict`` writes
   nothing when a check fails.
 * ``list``: the clips ``--motion`` / ``env.commands.motion.motion_file`` can name.
+* ``import LIBRARY``: every clip of a library folder (or a subset) checked in one table and,
+  with ``--out``, written as one clip set that keeps the library's attribution.
 
 Exit codes: 0 done; 1 a check failed under ``--strict`` or a write failed; 2 a bad input file
 or bad usage (one ``error:`` line naming the key and the fix).
@@ -13,6 +15,7 @@ or bad usage (one ``error:`` line naming the key and the fix).
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
@@ -21,17 +24,26 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 
 from contracts.cli_app import run_app
 from contracts.errors import UsageError
 from contracts.jsonio import dumps_strict
 from contracts.schemas import validate
-from trainer.assets import AssetError
+from trainer.assets import AssetError, cache_root
 from trainer.motion_import.checks import BOUNDS, Check
 from trainer.motion_import.convert import convert_file
+from trainer.motion_import.library import Library, LibraryClip, convert_clip, read_library
+from trainer.motion_import.repair import parse_repairs
 from trainer.motion_import.report import INSPECT_SCHEMA, Report, build_report, list_clips
-from trainer.task.motion.clip import MotionError
+from trainer.motion_import.resolve import (
+    cached_conversion,
+    library_clip_path,
+    library_extra,
+    write_clip_set,
+)
+from trainer.task.motion.clip import MotionError, ResolvedMotion
 from trainer.task.motion.synthetic import write_npz_atomic
 
 __all__ = ["app", "main"]
@@ -64,6 +76,13 @@ QuatOrderOpt = Annotated[
     typer.Option("--quat-order", help="Root quaternion component order; auto detects it."),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one strict-JSON object instead.")]
+RepairOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--repair",
+        help="Comma list of explicit repairs: unwrap, despike, blend-steps (recorded in the file).",
+    ),
+]
 StrictFlag = Annotated[
     bool, typer.Option("--strict", help="Exit 1 when a check fails (convert writes nothing).")
 ]
@@ -150,7 +169,7 @@ def _input_errors() -> Iterator[None]:
     """A bad input file is an input error (exit 2), like a bad flag."""
     try:
         yield
-    except MotionError as err:
+    except (MotionError, ValueError) as err:
         raise UsageError(str(err)) from err
 
 
@@ -164,13 +183,16 @@ def inspect(
     ] = None,
     json_out: JsonFlag = False,
     strict: StrictFlag = False,
+    repair: RepairOpt = None,
 ) -> None:
     """Report a clip's convention, frames, rate, duration and checks.
 
     Example: g1-motion inspect lafan_walk.csv --fps-in 30 --png walk.png
     """
     with _input_errors():
-        report = build_report(convert_file(file, fps_in=fps_in, quat_order=quat_order.value))
+        repairs = parse_repairs(repair)
+        conversion = convert_file(file, fps_in=fps_in, quat_order=quat_order.value, repairs=repairs)
+        report = build_report(conversion)
     if png is not None:
         from trainer.motion_import.plot import render_png
 
@@ -195,6 +217,7 @@ def convert(
     strict: StrictFlag = False,
     force: Annotated[bool, typer.Option("--force", help="Replace OUT if it exists.")] = False,
     json_out: JsonFlag = False,
+    repair: RepairOpt = None,
 ) -> None:
     """Convert a clip to our NPZ contract at 50 fps, recording its provenance.
 
@@ -207,7 +230,8 @@ def convert(
     if out.resolve() == src.resolve():
         raise UsageError(f"OUT {out} is IN; write the converted clip to another file")
     with _input_errors():
-        conversion = convert_file(src, fps_in=fps_in, quat_order=quat_order.value)
+        repairs = parse_repairs(repair)
+        conversion = convert_file(src, fps_in=fps_in, quat_order=quat_order.value, repairs=repairs)
         if conversion.source.clip_ends:
             raise MotionError(
                 f"motion file '{src}': key 'clip_ends' marks a clip set of {len(conversion.source.clip_ends)} clips; convert the clips one by one"
@@ -243,6 +267,139 @@ def list_command(json_out: JsonFlag = False) -> None:
     for row in rows:
         table.add_row(row.name, row.kind, "-" if row.frames is None else str(row.frames), row.note)
     Console().print(table)
+
+
+LIBRARY_SCHEMA = "motion_library.v1.json"
+
+
+def _library_row(clip: LibraryClip, report: Report) -> dict:
+    conv = report.conversion
+    kinds = Counter(d.kind for d in conv.discontinuities)
+    return {
+        "clip": clip.name,
+        "path": clip.relpath,
+        "category": clip.category,
+        "seconds": (conv.num_frames - 1) / float(conv.arrays["fps"]),
+        "frames": conv.num_frames,
+        "passed": report.passed,
+        "failed_checks": [c.name for c in report.checks if not c.passed],
+        "discontinuities": {k: kinds.get(k, 0) for k in ("wrap", "spike", "step")},
+        "repaired": len(conv.repaired),
+        "checks": [c.as_dict() for c in report.checks],
+    }
+
+
+def _library_table(rows: list[dict], title: str) -> Table:
+    table = Table(title=title)
+    table.add_column("clip", no_wrap=True)
+    table.add_column("kind", no_wrap=True)
+    for col in ("s", "steps", "spikes", "wraps", "fixed"):
+        table.add_column(col, justify="right")
+    table.add_column("failed checks", overflow="fold")
+    for r in rows:
+        d = r["discontinuities"]
+        failed = ", ".join(r["failed_checks"]) or "ok"
+        table.add_row(
+            r["clip"], r["category"], f"{r['seconds']:.1f}", str(d["step"]), str(d["spike"]),
+            str(d["wrap"]), str(r["repaired"]), failed,
+        )  # fmt: skip
+    return table
+
+
+def _convert_library(
+    library: Library, repairs: tuple[str, ...], cache: Path
+) -> tuple[list[dict], list[ResolvedMotion]]:
+    """Convert and check every clip (progress on stderr); the table rows and cached files."""
+    rows: list[dict] = []
+    resolved: list[ResolvedMotion] = []
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("importing", total=len(library.clips))
+        for clip in library.clips:
+            progress.update(task, description=f"importing {clip.name}")
+            conversion, sha = convert_clip(clip, repairs)
+            rows.append(_library_row(clip, build_report(conversion)))
+            target = library_clip_path(clip, sha, repairs, cache)
+            resolved.append(cached_conversion(target, conversion.arrays))
+            progress.advance(task)
+    return rows, resolved
+
+
+@app.command(name="import")
+def import_command(
+    library_dir: Annotated[
+        Path,
+        typer.Argument(metavar="LIBRARY", help="A folder of clips, with or without manifest.json."),
+    ],
+    clips: Annotated[
+        list[str] | None,
+        typer.Option("--clips", help="Glob over clip names or paths (repeatable); default all."),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write the selected clips as one clip-set .npz.")
+    ] = None,
+    repair: RepairOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists.")] = False,
+    json_out: JsonFlag = False,
+    strict: StrictFlag = False,
+) -> None:
+    """Check every clip of a motion library in one table; with --out, write one clip set.
+
+    Rates and quaternion order come from the library's manifest.json (or are detected); the
+    clip set keeps the library's attribution and the repairs asked for.
+    Example: g1-motion import ../shared/motions/g1-moves --repair despike,blend-steps --out moves.npz
+    """
+    if out is not None:
+        if out.suffix.lower() != ".npz":
+            raise UsageError(f"--out {out} must end in .npz (the clip set is an NPZ)")
+        if out.exists() and not force:
+            raise UsageError(f"--out {out} already exists; pass --force to replace it")
+    with _input_errors():
+        repairs = parse_repairs(repair)
+        library = read_library(library_dir).select(tuple(clips or ()))
+        rows, resolved = _convert_library(library, repairs, cache_root())
+    doc = {
+        "schema_version": 1,
+        "library": str(library.root),
+        "attribution": library.attribution or None,
+        "repairs": list(repairs),
+        "clips": rows,
+        "passed": all(r["passed"] for r in rows),
+        "output": None,
+    }
+    failing = [r["clip"] for r in rows if not r["passed"]]
+    if strict and failing:
+        if json_out:
+            _emit_library_json(doc)
+        raise MotionCheckFailed(
+            f"{len(failing)} of {len(rows)} clips fail a check under --strict ({', '.join(failing[:5])}"
+            f"{' ...' if len(failing) > 5 else ''}); nothing written"
+        )
+    if out is not None:
+        names = [c.name for c in library.clips]
+        write_clip_set(resolved, names, out, library_extra(library, repairs))
+        doc["output"] = str(out)
+    if json_out:
+        _emit_library_json(doc)
+        return
+    console = Console()
+    seconds = sum(r["seconds"] for r in rows)
+    console.print(
+        _library_table(rows, f"{library.root}: {len(rows)} clips, {seconds / 60:.1f} min")
+    )
+    console.print(
+        f"{len(rows) - len(failing)} of {len(rows)} clips pass every check; repairs: {', '.join(repairs) or 'none'}"
+    )
+    if library.attribution:
+        console.print(f"attribution: {library.attribution}")
+    if out is not None:
+        console.print(f"wrote {out} ({len(rows)} clips); train on it with --motion {out}")
+
+
+def _emit_library_json(doc: dict) -> None:
+    violations = validate(doc, LIBRARY_SCHEMA)
+    if violations:
+        raise AssertionError(f"import JSON breaks {LIBRARY_SCHEMA}: {violations[0]}")
+    sys.stdout.write(dumps_strict(doc) + "\n")
 
 
 class MotionCheckFailed(Exception):

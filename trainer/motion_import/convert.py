@@ -28,6 +28,7 @@ from trainer.config.defaults import default_scene_cfg
 from trainer.motion_import import quat
 from trainer.motion_import.conventions import read_source
 from trainer.motion_import.model import forward_poses, g1_body_names, g1_model
+from trainer.motion_import.repair import Discontinuity, apply_repairs, find_discontinuities
 from trainer.motion_import.source import QuatOrder, SourceMotion
 from trainer.sim.scene import JOINT_NAMES, body_kinematics, locate_g1_mjcf
 from trainer.task.motion.clip import MOTION_FPS, MotionError
@@ -43,7 +44,7 @@ __all__ = [
     "resample",
 ]
 
-IMPORTER_VERSION = 1
+IMPORTER_VERSION = 2
 """Bump when conversion changes its output; cached conversions of an older version are redone."""
 
 PROVENANCE_KEYS = (
@@ -57,6 +58,7 @@ PROVENANCE_KEYS = (
     "import_quat_order_source",
     "import_tree_order",
     "import_model_sha256",
+    "import_repairs",
 )
 """Keys a converted file carries besides the contract's (the loader ignores extra keys)."""
 
@@ -82,6 +84,10 @@ class Conversion:
     """[T] lowest point of the two feet's collision geoms per converted frame (m)."""
     residual: tuple[BodyResidual, ...] | None
     """Per source body; None when the source has no body poses (CSV)."""
+    discontinuities: tuple[Discontinuity, ...] = ()
+    """Named joint jumps left in the clip after its repairs (source frames)."""
+    repaired: tuple[Discontinuity, ...] = ()
+    """The jumps the requested repairs removed (source frames)."""
 
     @property
     def num_frames(self) -> int:
@@ -162,7 +168,9 @@ def _residual(source: SourceMotion) -> tuple[BodyResidual, ...] | None:
     )
 
 
-def _provenance(source: SourceMotion, source_sha256: str) -> dict[str, np.ndarray]:
+def _provenance(
+    source: SourceMotion, source_sha256: str, repaired: list[Discontinuity]
+) -> dict[str, np.ndarray]:
     return {
         "import_version": np.asarray(IMPORTER_VERSION, dtype=np.int64),
         "import_convention": np.asarray(source.convention),
@@ -174,11 +182,17 @@ def _provenance(source: SourceMotion, source_sha256: str) -> dict[str, np.ndarra
         "import_quat_order_source": np.asarray(source.quat_order_source),
         "import_tree_order": np.asarray(source.tree_order),
         "import_model_sha256": np.asarray(model_sha256()),
+        "import_repairs": np.asarray([d.describe() for d in repaired], dtype=np.str_).reshape(-1),
     }
 
 
-def convert(source: SourceMotion, source_sha256: str) -> Conversion:
-    """Convert a read source (module docstring); ``source_sha256`` is its file's sha256."""
+def convert(source: SourceMotion, source_sha256: str, repairs: tuple[str, ...] = ()) -> Conversion:
+    """Convert a read source (module docstring); ``source_sha256`` is its file's sha256.
+
+    ``repairs`` (``trainer.motion_import.repair.REPAIRS`` names) are applied to the source's
+    joints before resampling and recorded in ``import_repairs``; none are applied otherwise.
+    """
+    source, repaired = apply_repairs(source, repairs)
     root_pos, root_quat, joint_pos = resample(source)
     states = _states(root_pos, root_quat, joint_pos, MOTION_FPS)
     f32 = np.float32
@@ -192,7 +206,7 @@ def convert(source: SourceMotion, source_sha256: str) -> Conversion:
         "body_ang_vel_w": states["body_ang_vel_w"].astype(f32),
         "joint_names": np.asarray(JOINT_NAMES, dtype=np.str_),
         "body_names": np.asarray(g1_body_names(), dtype=np.str_),
-        **_provenance(source, source_sha256),
+        **_provenance(source, source_sha256, repaired),
     }
     return Conversion(
         source=source,
@@ -200,12 +214,18 @@ def convert(source: SourceMotion, source_sha256: str) -> Conversion:
         arrays=arrays,
         foot_min_z=states["foot_min_z"],
         residual=_residual(source),
+        discontinuities=tuple(find_discontinuities(source.joint_pos, source.fps)),
+        repaired=tuple(repaired),
     )
 
 
 def convert_file(
-    path: str | Path, *, fps_in: float | None = None, quat_order: QuatOrder = "auto"
+    path: str | Path,
+    *,
+    fps_in: float | None = None,
+    quat_order: QuatOrder = "auto",
+    repairs: tuple[str, ...] = (),
 ) -> Conversion:
     """Read ``path`` in its detected convention and convert it (see :func:`read_source`)."""
     source = read_source(path, fps_in=fps_in, quat_order=quat_order)
-    return convert(source, sha256_file(source.path))
+    return convert(source, sha256_file(source.path), repairs)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer.motion_import.checks import BOUNDS
+from trainer.motion_import.checks import AIRBORNE_M, BOUNDS
 from trainer.motion_import.report import Report
 
 __all__ = ["render_png"]
@@ -27,8 +27,9 @@ def render_png(report: Report, out: Path) -> Path:
     )
     top.plot(t, arrays["body_pos_w"][:, names.index("pelvis"), 2], label="pelvis height")
     top.plot(t, report.conversion.foot_min_z, label="lowest foot point")
-    for key in ("root_height_min", "root_height_max", "foot_height_min", "foot_height_max"):
+    for key in ("root_height_min", "root_height_max", "foot_height_min"):
         top.axhline(BOUNDS[key].limit, color="0.7", linestyle=":", linewidth=0.8)
+    top.axhline(AIRBORNE_M, color="0.7", linestyle="--", linewidth=0.8)
     for end in report.conversion.source.clip_ends[:-1]:
         top.axvline(end / float(arrays["fps"]), color="0.5", linewidth=0.6)
     top.set_xlabel("time (s)")

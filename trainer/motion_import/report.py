@@ -127,7 +127,12 @@ def _provenance(path: Path) -> dict[str, Any] | None:
     arrays = read_arrays(path)
     if "import_version" not in arrays:
         return None
-    return {key: np.asarray(arrays[key]).item() for key in PROVENANCE_KEYS if key in arrays}
+    out: dict[str, Any] = {}
+    for key in PROVENANCE_KEYS:
+        if key in arrays:
+            value = np.asarray(arrays[key])
+            out[key] = value.item() if value.ndim == 0 else "; ".join(map(str, value.tolist()))
+    return out
 
 
 def build_report(conversion: Conversion) -> Report:

@@ -26,6 +26,14 @@ from trainer.assets import sha256_file
 from trainer.motion_import.checks import run_checks
 from trainer.motion_import.conventions import detect_convention, read_source
 from trainer.motion_import.convert import IMPORTER_VERSION, convert, model_sha256
+from trainer.motion_import.library import (
+    Library,
+    LibraryClip,
+    conversion_key,
+    convert_clip,
+    parse_library_id,
+    read_library,
+)
 from trainer.motion_import.model import g1_model
 from trainer.motion_import.validate import read_arrays
 from trainer.sim.scene import JOINT_NAMES, TRACKED_BODY_NAMES
@@ -42,10 +50,15 @@ from trainer.task.motion.synthetic import write_npz_atomic
 __all__ = [
     "CLIP_SUFFIXES",
     "IMPORT_DIR",
+    "cached_conversion",
     "clip_set_items",
     "converted_path",
     "import_if_foreign",
+    "library_clip_path",
+    "library_extra",
     "resolve_imported",
+    "resolve_library",
+    "write_clip_set",
 ]
 
 logger = logging.getLogger(__name__)
@@ -145,35 +158,97 @@ def clip_set_items(motion_id: str, roots: Sequence[Path]) -> list[str] | None:
     return [str(p) for p in clips]
 
 
+def write_clip_set(
+    clips: Sequence[ResolvedMotion],
+    names: Sequence[str],
+    target: Path,
+    extra: dict[str, np.ndarray] | None = None,
+) -> ResolvedMotion:
+    """Concatenate resolved clips into one clip-set file at ``target`` (atomically).
+
+    ``extra`` arrays (a library's attribution, the repairs of its clips) are stored beside
+    the contract's keys; the loader ignores them.
+    """
+    loaded = [load_motion(c.path, g1_model()) for c in clips]
+    lengths = [clip.num_frames for clip in loaded]
+    f32 = np.float32
+
+    def cat(field: str) -> np.ndarray:
+        return np.concatenate([getattr(clip, field) for clip in loaded]).astype(f32)
+
+    arrays = {
+        "fps": np.asarray(MOTION_FPS, dtype=np.int64),
+        **{key: cat(key) for key in REQUIRED_KEYS if key != "fps"},
+        "joint_names": np.asarray(JOINT_NAMES, dtype=np.str_),
+        "body_names": np.asarray(TRACKED_BODY_NAMES, dtype=np.str_),
+        "clip_ends": np.cumsum(lengths).astype(np.int64),
+        "clip_names": np.asarray(list(names), dtype=np.str_),
+        "clip_sha256": np.asarray([c.sha256 for c in clips], dtype=np.str_),
+        **(extra or {}),
+    }
+    write_npz_atomic(target, arrays)
+    logger.info("clip set of %d clips (%d frames) in %s", len(clips), sum(lengths), target)
+    return ResolvedMotion(target, "clip-set", arrays_sha256(read_arrays(target)))
+
+
 def _clip_set(clips: Sequence[ResolvedMotion], names: Sequence[str], cache: Path) -> ResolvedMotion:
     """Concatenate resolved clips into one cached clip-set file."""
     target = cache / IMPORT_DIR / f"clipset.{_key(*(c.sha256 for c in clips))}.npz"
-    if not target.is_file():
-        loaded = [load_motion(c.path, g1_model()) for c in clips]
-        lengths = [clip.num_frames for clip in loaded]
-        f32 = np.float32
+    if target.is_file():
+        return ResolvedMotion(target, "clip-set", arrays_sha256(read_arrays(target)))
+    return write_clip_set(clips, names, target)
 
-        def cat(field: str) -> np.ndarray:
-            return np.concatenate([getattr(clip, field) for clip in loaded]).astype(f32)
 
-        arrays = {
-            "fps": np.asarray(MOTION_FPS, dtype=np.int64),
-            **{key: cat(key) for key in REQUIRED_KEYS if key != "fps"},
-            "joint_names": np.asarray(JOINT_NAMES, dtype=np.str_),
-            "body_names": np.asarray(TRACKED_BODY_NAMES, dtype=np.str_),
-            "clip_ends": np.cumsum(lengths).astype(np.int64),
-            "clip_names": np.asarray(list(names), dtype=np.str_),
-            "clip_sha256": np.asarray([c.sha256 for c in clips], dtype=np.str_),
-        }
-        write_npz_atomic(target, arrays)
-        logger.info("clip set of %d clips (%d frames) in %s", len(clips), sum(lengths), target)
-    return ResolvedMotion(target, "clip-set", arrays_sha256(read_arrays(target)))
+def library_clip_path(
+    clip: LibraryClip, sha256: str, repairs: tuple[str, ...], cache: Path
+) -> Path:
+    """Cache path of one library clip's conversion (keyed by bytes, rate and repairs)."""
+    return cache / IMPORT_DIR / f"{clip.name}.{conversion_key(sha256, clip.fps, repairs)}.npz"
+
+
+def cached_conversion(target: Path, arrays: dict[str, np.ndarray]) -> ResolvedMotion:
+    """Write a conversion's arrays to ``target`` (atomically) and resolve it."""
+    write_npz_atomic(target, arrays)
+    return ResolvedMotion(target, "converted", arrays_sha256(read_arrays(target)))
+
+
+def _library_clip(clip: LibraryClip, repairs: tuple[str, ...], cache: Path) -> ResolvedMotion:
+    """One library clip converted at its manifest rate into the cache (reused when cached)."""
+    sha = clip.sha256 or sha256_file(clip.path)
+    target = library_clip_path(clip, sha, repairs, cache)
+    if _reuse(target, sha):
+        return ResolvedMotion(target, "converted", arrays_sha256(read_arrays(target)))
+    conversion, sha = convert_clip(clip, repairs)
+    return cached_conversion(library_clip_path(clip, sha, repairs, cache), conversion.arrays)
+
+
+def library_extra(library: Library, repairs: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """What a clip set of a library records besides its clips: attribution and repairs."""
+    return {
+        "library_attribution": np.asarray(library.attribution or "none stated"),
+        "library_repairs": np.asarray(",".join(repairs) or "none"),
+    }
+
+
+def resolve_library(
+    root: Path, patterns: tuple[str, ...], cache: Path, repairs: tuple[str, ...] = ()
+) -> ResolvedMotion:
+    """The clips of a library (or the subset ``patterns`` selects) as one cached clip set."""
+    library = read_library(root).select(patterns)
+    clips = [_library_clip(c, repairs, cache) for c in library.clips]
+    key = _key(*(c.sha256 for c in clips), library.attribution, ",".join(repairs))
+    target = cache / IMPORT_DIR / f"library.{key}.npz"
+    if target.is_file():
+        return ResolvedMotion(target, "clip-set", arrays_sha256(read_arrays(target)))
+    names = [c.name for c in library.clips]
+    return write_clip_set(clips, names, target, library_extra(library, repairs))
 
 
 def resolve_imported(
     motion_id: str, find: Finder, *, roots: Sequence[Path], cache: Path
 ) -> ResolvedMotion:
-    """Resolve ``motion_id`` (one clip, a comma list or a directory) to a file in our contract.
+    """Resolve ``motion_id`` (one clip, a comma list, a directory or a library) to a file in
+    our contract.
 
     Args:
         motion_id: as given to ``env.commands.motion.motion_file``.
@@ -181,6 +256,9 @@ def resolve_imported(
         roots: the asset roots (for directory ids).
         cache: the writable cache root that receives conversions and clip sets.
     """
+    library = parse_library_id(motion_id)
+    if library is not None:
+        return resolve_library(*library, cache)
     items = clip_set_items(motion_id, roots)
     if items is None:
         return import_if_foreign(find(motion_id), cache)

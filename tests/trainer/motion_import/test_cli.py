@@ -74,7 +74,7 @@ def test_strict_fails_with_the_numbers_and_writes_nothing(
     out.unlink()
     assert main(["convert", str(src), str(out), "--strict"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "fail under --strict: foot_height_max = 0.5" in err[0]
+    assert len(err) == 1 and "fail under --strict: airborne_max_s = 10 s" in err[0]
     assert err[0].endswith("nothing written") and not out.exists()
     assert main(["inspect", str(src), "--strict"]) == 1
 

@@ -77,6 +77,15 @@ class MotionClip:
     """Where the clip came from (paths joined by ``,`` for several clips)."""
     sha256: str
     """Content hash: :func:`arrays_sha256` of one file, or of the per-clip hashes for several."""
+    clip_names: tuple[str, ...] = ()
+    """Name of each clip (``clip_names`` of a clip set); empty: ``clip_labels`` numbers them."""
+
+    @property
+    def clip_labels(self) -> tuple[str, ...]:
+        """One name per clip: the file's ``clip_names``, else ``clip0``, ``clip1``, ..."""
+        if len(self.clip_names) == self.num_clips:
+            return self.clip_names
+        return tuple(f"clip{i}" for i in range(self.num_clips))
 
     @property
     def num_frames(self) -> int:

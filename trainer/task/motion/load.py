@@ -167,6 +167,20 @@ def check_clip_ends(path: Path, raw: np.ndarray | None, num_frames: int) -> np.n
     return ends.astype(np.int64)
 
 
+def _clip_names(path: Path, raw: np.ndarray | None, num_clips: int) -> tuple[str, ...]:
+    """The optional ``clip_names`` of a clip set: one non-blank string per clip."""
+    if raw is None:
+        return ()
+    names = tuple(str(n) for n in np.asarray(raw).reshape(-1))
+    if len(names) != num_clips or not all(n.strip() for n in names):
+        msg = (
+            f"motion file '{path}': key 'clip_names' must hold {num_clips} non-blank names "
+            f"(one per clip of 'clip_ends'), got {len(names)}; rebuild the clip set"
+        )
+        raise MotionError(msg)
+    return names
+
+
 @dataclass(frozen=True)
 class _LoadedClip:
     clip: MotionClip
@@ -214,6 +228,7 @@ def _load_one(
     columns, layout = _body_columns(path, raw, num_bodies, model)
     _check_finite_and_quats(path, arrays)
     clip_ends = check_clip_ends(path, raw.get("clip_ends"), num_frames)
+    clip_names = _clip_names(path, raw.get("clip_names"), len(clip_ends))
     f32 = {key: arr.astype(np.float32) for key, arr in arrays.items()}
     clip = MotionClip(
         fps=clip_fps,
@@ -226,6 +241,7 @@ def _load_one(
         clip_ends=clip_ends,
         source=str(path),
         sha256=sha256,
+        clip_names=clip_names,
     )
     return _LoadedClip(clip=clip, layout=layout)
 
@@ -305,4 +321,5 @@ def load_motions(
         clip_ends=np.concatenate([c.clip_ends + o for c, o in zip(clips, offsets, strict=True)]),
         source=",".join(c.source for c in clips),
         sha256=combined_sha,
+        clip_names=tuple(name for c in clips for name in (c.clip_names or (Path(c.source).stem,))),
     )
