@@ -133,6 +133,9 @@ def main() -> int:
         MUTATIONS[case](summary)
         rundir.write_summary(log_dir, summary)
         return 0
+    if case == "recorded_v1_2026_11_29":
+        rundir.write_summary(log_dir, rundir.recorded("run_summary.v1.2026-11-29.json"))
+        return 0
     if case == "empty_checkpoint":
         rundir.write_summary(log_dir, rundir.completed(log_dir))
         (log_dir / "model_20.pt").write_bytes(b"")

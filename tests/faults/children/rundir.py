@@ -85,3 +85,9 @@ def with_foreign_evaluation(log_dir: Path) -> dict[str, Any]:
     summary = completed(log_dir)
     summary["evaluation"] = evaluation_builders.summary_section(doc)
     return summary
+
+
+def recorded(name: str) -> Any:
+    """A run summary recorded from an older writer (tests/harness/schemas/data)."""
+    path = REPO / "tests" / "harness" / "schemas" / "data" / name
+    return json.loads(path.read_text(encoding="utf-8"))
