@@ -239,12 +239,6 @@ CASES: list[tuple[str, Callable[[Doc], None], str, str]] = [
     ("tail-window", _set(_top, "tail_window_iterations", 50), SV, "$.tail_window_iterations"),
     ("iterations-negative", _set(_top, "completed_iterations", -1), SV, "$.completed_iterations"),
     (
-        "completed-placement-missing",
-        _del(_m, "collector_placement"),
-        SV,
-        "$.runtime_manifest.collector_placement",
-    ),
-    (
         "placement-unknown",
         _set(_m, "collector_placement", "fiber"),
         SV,
