@@ -40,16 +40,39 @@ from trainer.compile_mode import compile_in_process, compile_threads
 
 log = logging.getLogger(__name__)
 
-METRIC_NAMES: tuple[str, ...] = (
+CYCLE_METRIC_NAMES: tuple[str, ...] = (
     "Loss/critic",
     "Loss/actor",
     "Loss/entropy",
     "Loss/temperature",
     "Policy/temperature",
-    "Train/reward_scale_std",
+    "Critic/q_mean",
+    "Critic/q_target_mean",
+    "Critic/batch_reward_scaled",
+    "Train/lr_actor",
+    "Train/lr_critic",
+    "Train/lr_temperature",
+    "Policy/obs_bn_mean_shift",
+    "Policy/obs_bn_var_shift",
 )
-"""Keys of ``update_cycle()``'s result (cycle means; ``Train/reward_scale_std`` only with
-``normalize_reward``)."""
+"""What the update body computes on the device, in every configuration (cycle means)."""
+REWARD_METRIC_NAMES: tuple[str, ...] = (
+    "Train/reward_scale_std",
+    "Train/reward_return_mean",
+    "Train/reward_return_abs_max",
+    "Train/reward_scale",
+    "Critic/return_estimate",
+)
+"""The reward normaliser's statistics: computed always, reported only with ``normalize_reward``."""
+EAGER_METRIC_NAMES: tuple[str, ...] = (
+    "Train/replay_sample_age",
+    "Train/replay_fill",
+    "Train/bf16",
+)
+"""Computed outside the update body (sampling, the ring's size, the precision)."""
+METRIC_NAMES: tuple[str, ...] = CYCLE_METRIC_NAMES + REWARD_METRIC_NAMES + EAGER_METRIC_NAMES
+"""Every key ``update_cycle()`` may return (device scalars; docs/metrics.md)."""
+_BN_EPS = 1e-6
 
 _ACTOR, _CRITIC, _TEMP = (
     learner_state.OPTIMIZER_NAMES.index(n) for n in ("actor", "critic", "temperature")
@@ -195,7 +218,13 @@ class FlashSacLearner:
             cfg.updates_per_step, 2, cfg.batch_size, lay.action_dim, device=dev
         )
         self._inv_scale = torch.ones((), device=dev)  # 1/D, fixed within a cycle
-        self._metrics = torch.zeros(len(METRIC_NAMES), device=dev)
+        self._metrics = torch.zeros(len(CYCLE_METRIC_NAMES) + len(REWARD_METRIC_NAMES), device=dev)
+        self._metric_names = CYCLE_METRIC_NAMES + (
+            REWARD_METRIC_NAMES if cfg.normalize_reward else ()
+        )
+        bn = self.actor.trunk.input_bn
+        self._bn_previous = torch.stack([bn.running_mean, bn.running_var]).clone()
+        self._bf16 = torch.full((), float(self.precision == "bf16"), device=dev)
         self._act_obs = torch.zeros(self.num_envs, lay.obs_dim, device=dev)
         self._act_done = torch.zeros(self.num_envs, dtype=torch.bool, device=dev)
         self._act_out = torch.zeros(self.num_envs, lay.action_dim, device=dev)
@@ -397,8 +426,21 @@ class FlashSacLearner:
         self.iterations += 1
         self.update_count += self.updates_per_step
         values = self._metrics.clone()
-        names = METRIC_NAMES if self.cfg.normalize_reward else METRIC_NAMES[:-1]
-        return {name: values[i] for i, name in enumerate(names)}
+        metrics = {name: values[i] for i, name in enumerate(self._metric_names)}
+        metrics.update(self._replay_metrics())
+        metrics["Train/bf16"] = self._bf16
+        return metrics
+
+    def _replay_metrics(self) -> dict[str, Tensor]:
+        """Mean age of this cycle's sampled rows (in iterations: ticks of N rows) and the
+        ring's fill, from the sampled indices and host counters: kernels only, no sync."""
+        replay = self.replay
+        pointer = replay.committed % replay.capacity
+        age_rows = torch.remainder(pointer - 1 - replay.last_index, replay.capacity)
+        return {
+            "Train/replay_sample_age": age_rows.float().mean() / self.num_envs,
+            "Train/replay_fill": torch.full((), replay.size / replay.capacity, device=self.device),
+        }
 
     def run_cycle_body(self) -> None:
         """The update body once on the current static buffers: the graph when captured.
@@ -490,7 +532,9 @@ class FlashSacLearner:
         log.warning("learner %s fell back: %s", feature, reason)
 
     def _cycle_state(self) -> list[Tensor]:
-        tensors: list[Tensor] = [self.log_alpha.data, self.lr_steps, self._metrics]
+        tensors: list[Tensor] = [
+            self.log_alpha.data, self.lr_steps, self._metrics, self._bn_previous,
+        ]  # fmt: skip
         for module in (self.actor, self.critic, self.critic_target):
             tensors += _module_tensors(module)
         for opt in self.optimizers:
@@ -503,6 +547,7 @@ class FlashSacLearner:
 
     def _cycle_body(self) -> None:
         critic_losses, actor_losses, entropies, temp_losses = [], [], [], []
+        critic_stats: list[Tensor] = []
         # lr of every update of this cycle, one small kernel chain: [3, U] (actor, critic, temp)
         self._lr_table = cosine_lr_tensor(
             self.lr_steps.unsqueeze(1) + self._step_offsets,
@@ -513,8 +558,9 @@ class FlashSacLearner:
         )
         for k in range(self.updates_per_step):
             rows = self._batch[k * self.batch_size : (k + 1) * self.batch_size]  # [B, width]
-            critic_loss, critic_ok = self._critic_update(rows, self._noise[k, 0], k)
+            critic_loss, critic_ok, stats = self._critic_update(rows, self._noise[k, 0], k)
             critic_losses.append(critic_loss)
+            critic_stats.append(stats)
             if k % self.cfg.policy_frequency == 0:
                 actor_loss, temp_loss, entropy = self._actor_update(
                     rows, self._noise[k, 1], k // self.cfg.policy_frequency
@@ -530,12 +576,42 @@ class FlashSacLearner:
                 torch.stack(entropies).mean(),
                 torch.stack(temp_losses).mean(),
                 self.log_alpha.exp(),
-                self.reward_scaler.var.sqrt(),
+                *torch.stack(critic_stats).mean(0),
+                *self._lr_table[:, 0],  # this cycle's first rate of each schedule
+                *self._actor_input_drift(),
+                *self._reward_statistics(),
             ]
             self._metrics.copy_(torch.stack(metrics))
             self.lr_steps.add_(self._cycle_steps)  # schedules advance even on skipped steps
 
-    def _critic_update(self, rows: Tensor, eps: Tensor, index: int) -> tuple[Tensor, Tensor]:
+    def _actor_input_drift(self) -> tuple[Tensor, Tensor]:
+        """How far this cycle moved the actor's input BatchNorm statistics (the only
+        observation normaliser): the mean shift in running standard deviations and the mean
+        absolute log ratio of the running variances; then remember them for the next cycle."""
+        bn = self.actor.trunk.input_bn
+        mean, var = bn.running_mean, bn.running_var
+        previous_mean, previous_var = self._bn_previous
+        mean_shift = ((mean - previous_mean).abs() / (var.sqrt() + _BN_EPS)).mean()
+        var_shift = ((var + _BN_EPS).log() - (previous_var + _BN_EPS).log()).abs().mean()
+        self._bn_previous.copy_(torch.stack([mean, var]))
+        return mean_shift, var_shift
+
+    def _reward_statistics(self) -> tuple[Tensor, ...]:
+        """sigma_G, mu_G, G_max, the scale D and mu_G / D (the return in the critic's units)."""
+        scaler = self.reward_scaler
+        return (
+            scaler.var.sqrt(),
+            scaler.mean.clone(),
+            scaler.max_abs_return.clone(),
+            self._inv_scale.reciprocal(),
+            scaler.mean * self._inv_scale,
+        )
+
+    def _critic_update(
+        self, rows: Tensor, eps: Tensor, index: int
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """One critic step; returns the loss, the step's ``finite`` flag and ``[mean Q of the
+        online critic (both members), mean Q of the TD target, mean scaled batch reward]``."""
         L, B = self.layout, self.batch_size
         cobs, action = rows[:, L.critic_obs], rows[:, L.action]
         with torch.no_grad():
@@ -565,9 +641,17 @@ class FlashSacLearner:
         with self._amp():
             log_probs = self._critic_t(x_t, training=True, rows=slice(0, B))  # [E, B, K]
         loss = self._loss_fns.critic(target, log_probs)
+        with torch.no_grad():
+            stats = torch.stack(
+                [
+                    losses.expected_q(log_probs.detach().float(), self.support).mean(),
+                    (target * self.support).sum(-1).mean(),
+                    (rows[:, L.reward] * self._inv_scale).mean(),
+                ]
+            )
         ok = self._step(_CRITIC, loss, index)
         self._renorm["critic"]()
-        return loss.detach(), ok
+        return loss.detach(), ok, stats
 
     def _actor_update(self, rows: Tensor, eps: Tensor, index: int) -> tuple[Tensor, Tensor, Tensor]:
         L, B = self.layout, self.batch_size
@@ -653,6 +737,8 @@ class FlashSacLearner:
         that ``act()`` reads is the restored actor."""
         learner_state.load_state_dict(self, state)
         self._publish_policy()
+        bn = self.actor.trunk.input_bn  # the drift metric starts from the restored statistics
+        self._bn_previous.copy_(torch.stack([bn.running_mean, bn.running_var]))
 
 
 def _module_tensors(module: nn.Module) -> list[Tensor]:

@@ -73,6 +73,8 @@ class DeviceReplay:
         self.rows = torch.zeros(capacity, layout.width, dtype=torch.float32, device=self.device)
         self.committed = 0
         """Rows committed since construction (host int; the ring pointer is ``committed % C``)."""
+        self.last_index = torch.zeros(0, dtype=torch.long, device=self.device)
+        """The ring positions of the last ``sample_into`` (what the replay-age metric reads)."""
 
     @property
     def size(self) -> int:
@@ -104,6 +106,7 @@ class DeviceReplay:
             raise ValueError("cannot sample an empty replay; commit warm-up rows first")
         index = torch.randint(0, size, (out.shape[0],), device=self.device, generator=generator)
         torch.index_select(self.rows, 0, index, out=out)
+        self.last_index = index
 
     def column_range(self, column: int, start: int, end: int) -> Tensor:
         """Column ``column`` of the committed rows with global indices ``[start, end)``.

@@ -3,6 +3,7 @@ them from the run directory or one checkpoint (subprocesses: slow)."""
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -76,6 +77,21 @@ def test_the_run_evaluates_every_checkpoint_and_says_so_everywhere(run):
     steps = [e.step for e in scalars["Eval/uniform_r_mpkpe_mm"]]
     assert steps == [p["env_steps"] for p in doc["points"]] == [(2 + 3) * 4, (2 + 6) * 4]
     assert any(line.startswith("evaluation, final (iteration 6)") for line in stdout.splitlines())
+
+
+def test_the_learner_diagnostics_are_in_the_event_file(run):
+    """The tags that let a late-run decline explain itself (docs/flashsac.md) are written."""
+    from trainer.algo.learner import METRIC_NAMES
+
+    run_dir, _, _ = run
+    (event_file,) = run_dir.glob("events.out.tfevents.*")
+    scalars = read_scalars(event_file)
+    assert set(METRIC_NAMES) <= set(scalars)  # normalize_reward is on: every tag
+    last = {tag: scalars[tag][-1].value for tag in METRIC_NAMES}
+    assert last["Train/bf16"] == 0.0  # fp32 on the CPU
+    assert 0 < last["Train/replay_fill"] <= 1 and last["Train/replay_sample_age"] >= 0
+    assert last["Train/lr_critic"] > 0 and last["Train/reward_scale"] > 0
+    assert all(math.isfinite(value) for value in last.values())
 
 
 def test_evaluate_a_run_directory_reproduces_the_in_run_numbers(run, tmp_path):
