@@ -31,7 +31,12 @@ from harness.soak.eta import SoakPlan, early_warning, forecast, min_duration_rea
 from harness.soak.gpu import GpuSample, GpuSampler
 from harness.soak.monitor_types import MonitorCfg, SoakResult
 from harness.soak.proctree import ProcessTreeSampler, descendants, snapshot_process
-from harness.soak.progress import ProgressSample, sample_progress
+from harness.soak.progress import (
+    ProgressSample,
+    liveness_key,
+    sample_progress,
+    training_loop_tick,
+)
 from harness.soak.status import StatusPrinter, status_line
 from harness.soak.trend import (
     TREND_CHECK,
@@ -82,15 +87,20 @@ class _Cancellation:
 
 @dataclass
 class _Liveness:
-    cfg: MonitorCfg
-    last_bytes: int = 0
-    last_change_s: float = 0.0
+    """Startup timeout and staleness; progress is ``liveness_key`` moving (the training
+    loop's tick in a training phase, else the run dir's bytes)."""
 
-    def check(self, elapsed_s: float, bytes_total: int) -> tuple[str, str] | None:
-        if bytes_total != self.last_bytes:
-            self.last_bytes = bytes_total
-            self.last_change_s = elapsed_s
-        if bytes_total == 0:
+    cfg: MonitorCfg
+    last_key: tuple[str, int] | None = None
+    last_change_s: float = 0.0
+    bytes_at_change: int = 0
+
+    def check(self, elapsed_s: float, progress: ProgressSample) -> tuple[str, str] | None:
+        key = liveness_key(progress)
+        if key != self.last_key:
+            self.last_key, self.last_change_s = key, elapsed_s
+            self.bytes_at_change = progress.bytes_total
+        if progress.bytes_total == 0:
             if elapsed_s > self.cfg.startup_timeout_s:
                 return (
                     f"training produced no progress artifact within {_num(self.cfg.startup_timeout_s)} s",
@@ -98,11 +108,24 @@ class _Liveness:
                 )
             return None
         if elapsed_s - self.last_change_s > self.cfg.stale_progress_s:
-            return (
-                f"training progress did not change for {_num(self.cfg.stale_progress_s)} s",
-                Classification.TIMEOUT_STALE_TICK,
-            )
+            return self._stale_reason(progress), Classification.TIMEOUT_STALE_TICK
         return None
+
+    def _stale_reason(self, progress: ProgressSample) -> str:
+        stale = _num(self.cfg.stale_progress_s)
+        loop = training_loop_tick(progress)
+        if loop is None:
+            return f"training progress did not change for {stale} s"
+        phase, tick = loop
+        written = (
+            "its progress heartbeat kept writing, so the process is alive but its training loop hangs"
+            if progress.bytes_total != self.bytes_at_change
+            else "nothing else was written either"
+        )
+        return (
+            f"training loop made no progress for {stale} s: loop_tick stayed at {tick} "
+            f"in {phase} ({written})"
+        )
 
 
 def _num(value: float) -> str:
@@ -216,7 +239,7 @@ class SoakMonitor:
             while True:
                 now = time.monotonic()
                 sample, progress = self._take_sample(now - t0, tree, gpu)
-                verdict = liveness.check(sample["elapsed_s"], progress.bytes_total)
+                verdict = liveness.check(sample["elapsed_s"], progress)
                 self.samples.append(sample)
                 self._watch_plan(sample)
                 self.printer.show(status_line(sample, self.plan))

@@ -4,6 +4,12 @@ Progress is the summed byte size of every regular file under the run directory,
 recursively, excluding the harness's own ``soak-console.log``; mtime is reported but
 never used for liveness. The last complete line of ``progress.jsonl`` is shown in the
 live status line and recorded as ``progress.last`` (addition).
+
+Liveness (``liveness_key``): while that last line is in a ``training/`` phase and carries the
+training loop's ``loop_tick``, the trainer is alive only if the tick moves; a heartbeat thread
+appends lines whatever the loop does, so bytes alone cannot show a hung loop. Otherwise
+(startup and finalize, where compiles and the evaluation legitimately block the loop, or a
+trainer without such lines) the byte total must move.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from typing import Any
 
 from contracts.errors import StrictJsonError
 from contracts.jsonio import loads_strict
+from contracts.run_summary import is_exact_int
 
 PROGRESS_FILE = "progress.jsonl"
 TAIL_BYTES = 8192
@@ -101,3 +108,24 @@ def sample_progress(log_dir: Path, *, console_log_name: str = "soak-console.log"
         max_mtime=None if max_mtime is None else round(max_mtime, 6),
         last=read_last_progress_line(log_dir / PROGRESS_FILE),
     )
+
+
+def training_loop_tick(sample: ProgressSample) -> tuple[str, int] | None:
+    """``(phase, loop_tick)`` of the last progress line while it is in a training phase and
+    carries the loop's counter; None otherwise."""
+    last = sample.last
+    if last is None:
+        return None
+    phase, tick = last.get("phase"), last.get("loop_tick")
+    if isinstance(phase, str) and phase.startswith("training/") and is_exact_int(tick):
+        return phase, tick
+    return None
+
+
+def liveness_key(sample: ProgressSample) -> tuple[str, int]:
+    """What must change for the trainer to count as making progress (see the module
+    docstring): ``("loop_tick", n)`` or ``("bytes", n)``."""
+    loop = training_loop_tick(sample)
+    if loop is not None:
+        return "loop_tick", loop[1]
+    return "bytes", sample.bytes_total

@@ -2,9 +2,13 @@
 
 One strict-JSON line per shutdown-phase transition and one at least every 10 s of training:
 ``{time_utc, phase, iteration, total_env_steps, env_steps_per_sec, iterations_per_sec,
-rate_window_s, training_elapsed_s}``. Lines are appended with a single ``write`` + flush, so
-a reader never sees half a line in practice and the file only grows (the soak's byte-size
-progress signal).
+rate_window_s, training_elapsed_s, loop_tick}``. Lines are appended with a single ``write`` +
+flush, so a reader never sees half a line in practice and the file only grows.
+
+A heartbeat thread writes lines whatever the main thread does, so the file growing proves
+only that the process is alive. ``loop_tick`` is the training loop's own counter (the tick it
+is at; null before training): a heartbeat line repeats it, so the soak judges a training
+phase's liveness on it (docs/soak.md, "Liveness").
 
 The rates are **windowed** (``WindowedRate``): env steps and iterations over the last
 ``rate_window_s`` seconds of updates, never one iteration's instantaneous rate, which swings
@@ -95,6 +99,8 @@ class ProgressWriter:
         max_iterations: the run's iteration target or cap (None: none), shown in the line.
         duration_s: the run's training time budget (None: none), shown in the line.
         clock: monotonic seconds (a test seam; ``time.monotonic``).
+        loop_tick: reads the training loop's tick counter (None: the line's ``loop_tick``
+            is null); only the loop may advance what it reads.
     """
 
     def __init__(
@@ -106,12 +112,14 @@ class ProgressWriter:
         max_iterations: int | None = None,
         duration_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        loop_tick: Callable[[], int | None] | None = None,
     ) -> None:
         self.path = Path(run_dir) / PROGRESS_FILE
         self._echo = echo
         self._max_iterations = max_iterations
         self._duration_s = duration_s
         self._clock = clock
+        self._loop_tick = loop_tick
         self._started = clock()
         self._training_start: float | None = None
         self._file: IO[str] | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
@@ -165,6 +173,7 @@ class ProgressWriter:
             "iterations_per_sec": None if rates is None else rates.iterations_per_sec,
             "rate_window_s": self.rate.window_s,
             "training_elapsed_s": None if start is None else round(self._clock() - start, 3),
+            "loop_tick": None if self._loop_tick is None else self._loop_tick(),
         }
 
     def _write_locked(self, phase: str) -> None:

@@ -199,6 +199,7 @@ class LearnerRuntime:
                 echo=sys.stderr,
                 max_iterations=self.plan.max_iterations,
                 duration_s=self.budget.duration_s,
+                loop_tick=lambda: self.tracker.coordination_tick,
             )
             progress.start_heartbeat(lambda: self.tracker.phase)
             try:

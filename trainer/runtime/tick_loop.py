@@ -27,6 +27,7 @@ from trainer.rundir.progress import ProgressWriter
 from trainer.runtime.budget import TimeBudget
 from trainer.runtime.collector_handle import CollectorHandle
 from trainer.runtime.control import Word
+from trainer.runtime.fault_hooks import hang_at_iteration, hang_forever
 from trainer.runtime.metrics_pump import MetricsPump
 from trainer.runtime.run_checkpoints import RunCheckpoints
 from trainer.runtime.run_state import LearnerResources, RunPlan, RunState, released_env_steps
@@ -70,6 +71,8 @@ class TickLoop:
         """Training seconds of the last whole-run cosine re-size (``_resize_lr_schedule``)."""
         self.cycle_events: tuple[torch.cuda.Event, torch.cuda.Event] | None = None
         """Around each update on CUDA: the last cycle's device time (``cycle_device_ms``)."""
+        self._hang_at: int | None = None
+        """A test-only fault hook's iteration (fault_hooks.py); None in every real run."""
 
     def create_cycle_events(self) -> None:
         self.cycle_events = (
@@ -162,6 +165,7 @@ class TickLoop:
         self._finish(chunks_per_tick)
 
     def _begin(self, progress: ProgressWriter) -> None:
+        self._hang_at = hang_at_iteration()
         self.tracker.enter(ShutdownPhase.TRAINING_STARTUP_COMPLETE)
         self.state.training_start = time.monotonic()
         self.state.steady = SteadyRate(self.plan.device)
@@ -233,6 +237,8 @@ class TickLoop:
             iteration=state.iteration,
             total_env_steps=self.total_env_steps(),
         )
+        if state.iteration == self._hang_at:
+            hang_forever(state.iteration)
 
     def _resize_lr_schedule(self) -> None:
         """Under a time budget, a whole-run cosine (``lr_decay_steps: null``) runs over the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import torch
@@ -151,7 +152,9 @@ def test_progress_lines_are_strict_json_with_the_contract_keys(tmp_path):
         "iterations_per_sec",
         "rate_window_s",
         "training_elapsed_s",
+        "loop_tick",
     }
+    assert lines[1]["loop_tick"] is None  # no training loop behind this writer
     assert lines[1]["iteration"] == 3 and lines[1]["env_steps_per_sec"] is None
     assert lines[1]["rate_window_s"] == 10.0 and lines[1]["training_elapsed_s"] is None
 
@@ -172,7 +175,6 @@ def test_checkpoints_at_multiples_of_save_interval_and_the_final_iteration(tmp_p
 
 
 def test_progress_heartbeat_writes_while_the_main_thread_is_busy(tmp_path):
-    import time
 
     progress = ProgressWriter(tmp_path, interval_s=0.05)
     progress.write("startup/begin")
@@ -183,3 +185,20 @@ def test_progress_heartbeat_writes_while_the_main_thread_is_busy(tmp_path):
         json.loads(line)["phase"] for line in (tmp_path / "progress.jsonl").read_text().splitlines()
     ]
     assert phases[0] == "startup/begin" and "startup/learner_prepare" in phases[1:]
+
+
+def test_heartbeat_lines_repeat_the_loop_tick_only_the_loop_advances(tmp_path):
+    tick = {"value": 7}
+    progress = ProgressWriter(tmp_path, interval_s=0.05, loop_tick=lambda: tick["value"])
+    progress.start_heartbeat(lambda: "training/learner_update")
+    path = tmp_path / "progress.jsonl"
+    deadline = time.monotonic() + 30
+    while path.read_text().count("\n") < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    tick["value"] = 8
+    progress.write("training/learner_update")
+    progress.close()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    ticks = [line["loop_tick"] for line in lines]
+    # the heartbeats repeat the loop's counter; only the loop moved it from 7 to 8
+    assert ticks.count(7) >= 3 and ticks == sorted(ticks) and set(ticks) == {7, 8}
