@@ -1,10 +1,10 @@
 """Strict JSON in and out (docs/contracts.md §conventions).
 
 Reading rejects ``NaN``/``Infinity`` tokens, numbers too large to be finite (``1e400``)
-and duplicate keys; writing never emits
-non-finite numbers (they become ``null``) and replaces the target atomically: temp file
-in the same directory, fsync, rename, fsync of the directory. A reader never sees a
-half-written file.
+and duplicate keys; writing never emits non-finite numbers (they become ``null``) nor a
+string UTF-8 cannot hold (a byte that is not UTF-8 is written ``\\xff``), and replaces the
+target atomically: temp file in the same directory, fsync, rename, fsync of the directory.
+A reader never sees a half-written file.
 """
 
 from __future__ import annotations
@@ -75,9 +75,47 @@ def sanitize(value: Any) -> Any:
     return value
 
 
+def escape_non_utf8(value: Any, path: str = "$") -> tuple[Any, list[str]]:
+    """A copy in which every string that cannot be UTF-8 (an undecodable byte carried as a
+    surrogate, as Python decodes paths and argv, or a lone surrogate) is spelled with
+    backslash escapes (``\\xff``), and the JSON paths of the strings it changed."""
+    if isinstance(value, str):
+        text = _escaped_text(value)
+        return text, [] if text is value else [path]
+    if isinstance(value, dict):
+        out: dict[Any, Any] = {}
+        changed: list[str] = []
+        for key, item in value.items():
+            name = _escaped_text(key) if isinstance(key, str) else key
+            if name is not key:
+                changed.append(f"{path}.{name} (key)")
+            out[name], inner = escape_non_utf8(item, f"{path}.{name}")
+            changed += inner
+        return out, changed
+    if isinstance(value, (list, tuple)):
+        pairs = [escape_non_utf8(item, f"{path}[{i}]") for i, item in enumerate(value)]
+        return [item for item, _ in pairs], [p for _, inner in pairs for p in inner]
+    return value, []
+
+
+def _escaped_text(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    else:
+        return text
+    try:  # a byte Python decoded with surrogateescape: show the byte
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate of another origin: show the code point
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def dumps_strict(value: Any, *, indent: int | None = 2) -> str:
-    """Serialise as strict JSON (non-finite numbers become null) with a trailing newline."""
-    return json.dumps(sanitize(value), indent=indent, allow_nan=False, ensure_ascii=False) + "\n"
+    """Serialise as strict JSON (non-finite numbers become null, a string that is not UTF-8
+    is backslash-escaped: :func:`escape_non_utf8`) with a trailing newline."""
+    text, _ = escape_non_utf8(sanitize(value))
+    return json.dumps(text, indent=indent, allow_nan=False, ensure_ascii=False) + "\n"
 
 
 def write_atomic_text(path: str | os.PathLike[str], text: str) -> Path:

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contracts.jsonio import write_json_atomic
+from contracts.jsonio import escape_non_utf8, write_json_atomic
 from contracts.names import Classification
 from contracts.schemas import validate
+from harness.soak.claim import write_error_text
 from harness.soak.console import read_tail
 from harness.soak.eta import SoakPlan
 from harness.soak.launch import CONSOLE_LOG_NAME
@@ -210,12 +211,23 @@ def self_validate(artifact: dict[str, Any]) -> None:
         artifact["failure_classification"] = Classification.MONITOR_FAILURE
 
 
+def with_text_escaped(artifact: dict[str, Any]) -> dict[str, Any]:
+    """The artifact with every string UTF-8 can hold (a path or a summary string may carry
+    a byte that is not UTF-8); the escaped strings' paths are listed in ``non_utf8_escaped``."""
+    escaped, paths = escape_non_utf8(artifact)
+    if paths:
+        escaped["non_utf8_escaped"] = paths
+    return escaped
+
+
 def build_and_write_artifact(inputs: ArtifactInputs, output: Path) -> SoakResult:
     """Assemble, validate and atomically write the artifact; never raises on write errors."""
-    artifact = assemble_artifact(inputs)
+    artifact = with_text_escaped(assemble_artifact(inputs))
     self_validate(artifact)
     try:
         write_json_atomic(output, artifact)
-    except (OSError, ValueError, TypeError) as err:
+    except OSError as err:
+        return SoakResult(artifact, output, False, write_error_text(err, output))
+    except (ValueError, TypeError) as err:
         return SoakResult(artifact, output, False, f"{type(err).__name__}: {err}")
     return SoakResult(artifact, output, True, None)

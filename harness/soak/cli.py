@@ -22,6 +22,7 @@ from contracts.errors import UsageError
 from contracts.jsonio import dumps_strict
 from contracts.names import Backend
 from harness.soak import preflight
+from harness.soak.claim import claim_soak_paths
 from harness.soak.eta import SoakPlan
 from harness.soak.invocation import (
     build_g1_command,
@@ -29,7 +30,6 @@ from harness.soak.invocation import (
     check_overrides,
     check_paths,
     checked_timing,
-    make_parent,
     motion_selection,
     resolve_plan,
     trainer_extras,
@@ -394,9 +394,10 @@ def g1_soak(
     if check_only:
         raise typer.Exit(_checked(command, json_out))
     _load_schemas()
-    make_parent(output)
-    result = run_soak(command, log_dir=log_dir, output=output, cfg=cfg, motion_id=motion_id)
-    raise typer.Exit(_finish(result, json_out))
+    with claim_soak_paths(log_dir, output):  # held until the artifact is written
+        result = run_soak(command, log_dir=log_dir, output=output, cfg=cfg, motion_id=motion_id)
+        code = _finish(result, json_out)
+    raise typer.Exit(code)
 
 
 # -- soak-run -----------------------------------------------------------------------
@@ -454,9 +455,10 @@ def soak_run(
             "no trainer command given; pass it after --, e.g. soak-run ... -- python train.py {log_dir}"
         )
     _load_schemas()
-    make_parent(output)
-    result = run_soak(argv, log_dir=log_dir, output=output, cfg=cfg)
-    raise typer.Exit(_finish(result, json_out))
+    with claim_soak_paths(log_dir, output):  # held until the artifact is written
+        result = run_soak(argv, log_dir=log_dir, output=output, cfg=cfg)
+        code = _finish(result, json_out)
+    raise typer.Exit(code)
 
 
 # -- g1-soak rejudge ----------------------------------------------------------------

@@ -98,15 +98,6 @@ def check_paths(log_dir: Path, output: Path) -> tuple[Path, Path]:
     return log_dir, output
 
 
-def make_parent(output: Path) -> None:
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UsageError(
-            f"--output {output}: cannot create its directory ({err.strerror or err}); pick a writable path"
-        ) from err
-
-
 def override_key(text: str) -> str:
     """Key of ``K=V``: text before the first ``=``, stripped, one leading ``+``/``~`` dropped."""
     key = text.split("=", 1)[0].strip()

@@ -6,6 +6,7 @@ writes the run_summary that CASE asks for and exits. Cases are listed in ``CASES
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -136,6 +137,11 @@ def main() -> int:
     if case == "recorded_v1_2026_11_29":
         rundir.write_summary(log_dir, rundir.recorded("run_summary.v1.2026-11-29.json"))
         return 0
+    if case == "failed_non_utf8_error":
+        summary = rundir.failed("learner_failure")
+        summary["error"] = "CUDA error in /data/run\udcff: an illegal memory access"
+        rundir.write_raw_summary(log_dir, json.dumps(summary))  # ASCII: "\\udcff"
+        return 1
     if case == "empty_checkpoint":
         rundir.write_summary(log_dir, rundir.completed(log_dir))
         (log_dir / "model_20.pt").write_bytes(b"")
