@@ -9,6 +9,7 @@ Pure Python (typer/click only): the trainer's console commands use it too.
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
@@ -63,8 +64,9 @@ def run_app(
         printer: prints one failure message (default: one folded ``error:`` line).
 
     Returns:
-        The exit code: the command's ``typer.Exit`` code or return value when it is 0, 1 or 2
-        (any other integer, e.g. 130 after Ctrl-C, is a failed run: 1); 2 for usage errors
+        The exit code: the command's ``typer.Exit`` code or return value when it is 0, 1, 2
+        or a signal's conventional code (130 after Ctrl-C, 143 after SIGTERM; any other
+        integer is a failed run: 1); 2 for usage errors
         (click/typer usage errors, :class:`UsageError`); 1 for :class:`HarnessError`, the
         ``failures`` types, other click exceptions and aborts.
     """
@@ -106,8 +108,15 @@ def run_app(
     return code
 
 
+SIGNAL_EXIT_CODES = (128 + signal.SIGINT, 128 + signal.SIGTERM)
+"""A command a signal cancelled exits with the shell's code for it (130, 143)."""
+
+
 def _exit_code(result: object) -> int:
-    """A command's return value or Exit code → 0/1/2 (``None``/non-int → 0, others → 1)."""
+    """A command's return value or Exit code → 0/1/2 or a signal's code (``None``/non-int
+    → 0, others → 1)."""
     if isinstance(result, bool) or not isinstance(result, int):
         return EXIT_OK
-    return result if result in (EXIT_OK, EXIT_FAILED, EXIT_USAGE) else EXIT_FAILED
+    if result in (EXIT_OK, EXIT_FAILED, EXIT_USAGE, *SIGNAL_EXIT_CODES):
+        return result
+    return EXIT_FAILED

@@ -13,8 +13,9 @@ Then ``trainer.runtime.learner_loop.run_training`` runs the collector/learner ru
 its result decides the exit code (0 iff the summary says ``completed``); a completed run is
 then played unless ``training.no_play=true`` (``trainer.play.hook``: a failed play exits 1
 only when ``training.no_play=false`` was given explicitly). SIGINT/SIGTERM
-before training starts cancel the startup: exit 1, with an ``external_cancellation``
-summary once the run dir exists. This module is the trainer's only exit-code mapper;
+cancel the run: one line, no traceback, exit 128 + the signal (130 for Ctrl-C), a ``cancelled``
+summary with ``external_cancellation`` once the run dir exists and, once training has
+updated, the checkpoint of the iteration reached. This module is the trainer's only exit-code mapper;
 ``python -m trainer train ...`` (the soak's interpreter-pinned argv) lands here too.
 """
 
@@ -56,6 +57,7 @@ from trainer.preflight import (
     run_preflight,
 )
 from trainer.rundir.run_config import build_run_config, create_run_dir, write_run_config
+from trainer.runtime.signals import cancelled_exit_code
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +118,7 @@ def _record_failure(
     classification: ShutdownClassification,
     owner: Owner,
     exc: dict[str, str],
+    status: str = "failed",
 ) -> None:
     """Write the failed run_summary.json once the run dir exists (best effort, logged)."""
     if state.run_dir is None or state.loaded is None or state.seed is None:
@@ -139,6 +142,7 @@ def _record_failure(
             exception=exc,
             cuda_process_sharing=state.sharing,
             learner_device=state.learner_device,
+            status=status,
         )
     except (OSError, SchemaUnavailable) as err:  # nothing unvalidated is written
         typer.echo(f"warning: cannot write run_summary.json in {state.run_dir}: {err}", err=True)
@@ -299,8 +303,11 @@ def _run_context(
 
 
 def _exit_code(result: object) -> int:
-    """Exit code from ``run_training``'s result, the run's exit status (0 = completed)."""
+    """Exit code from ``run_training``'s result, the run's exit status (0 = completed, 128 +
+    the signal = cancelled)."""
     if isinstance(result, int) and not isinstance(result, bool):
+        if result > 128:
+            return result
         return EXIT_OK if result == 0 else EXIT_FAILED
     raise TypeError(f"run_training returned {result!r}; expected an int exit status")
 
@@ -360,9 +367,10 @@ def run_train(
             classification=ShutdownClassification.EXTERNAL_CANCELLATION,
             owner=Owner.EXTERNAL,
             exc={"type": "ExternalCancellation", "message": message},
+            status="cancelled",
         )
         error(f"cancelled: {message}")
-        return EXIT_FAILED
+        return cancelled_exit_code(cancel.signum)
     except (OSError, SchemaUnavailable) as err:  # step 6: the run dir or run_config.json
         _record_failure(
             state,
@@ -478,7 +486,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: arguments after the command name (default: ``sys.argv[1:]``).
 
     Returns:
-        The exit code: 0 completed, 1 failed or cancelled, 2 usage/config error.
+        The exit code: 0 completed, 1 failed, 2 usage/config error, 128 + the signal when
+        SIGINT/SIGTERM cancelled the run (130 for Ctrl-C).
     """
     from trainer.play.hook import headless_training
 

@@ -27,7 +27,9 @@ from harness.soak.proctree import MARKER_ENV, read_children
 LOG = logging.getLogger(__name__)
 
 PR_SET_CHILD_SUBREAPER = 36
-TERMINATION_TIMEOUT_S = 5.0
+DEFAULT_STOP_GRACE_S = 60.0
+"""SIGTERM to SIGKILL: a cancelled trainer stops its collector, saves its checkpoint and writes
+its run summary in this time (the CPU trainer needs ~5 s on two busy cores)."""
 TERMINATION_POLL_S = 0.05
 CONSOLE_LOG_NAME = "soak-console.log"
 
@@ -169,7 +171,7 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 
 
 def terminate_group(
-    trainer: LaunchedTrainer, *, timeout_s: float = TERMINATION_TIMEOUT_S
+    trainer: LaunchedTrainer, *, timeout_s: float = DEFAULT_STOP_GRACE_S
 ) -> list[str]:
     """SIGTERM the trainer's group, wait up to ``timeout_s`` polling every 50 ms, then
     SIGKILL. Returns the steps taken (``["SIGTERM"]`` or ``["SIGTERM", "SIGKILL"]``)."""
@@ -188,7 +190,7 @@ def terminate_group(
 
 
 def terminate_process(
-    pid: int, start_ticks: int, *, timeout_s: float = TERMINATION_TIMEOUT_S
+    pid: int, start_ticks: int, *, timeout_s: float = DEFAULT_STOP_GRACE_S
 ) -> list[str]:
     """The same SIGTERM → wait → SIGKILL sequence for one escaped process, only while its
     identity still matches (a recycled PID is never signalled)."""
@@ -211,7 +213,7 @@ def terminate_process(
 
 
 def wait_returncode(
-    trainer: LaunchedTrainer, *, timeout_s: float = TERMINATION_TIMEOUT_S
+    trainer: LaunchedTrainer, *, timeout_s: float = DEFAULT_STOP_GRACE_S
 ) -> int | None:
     """``wait()`` for the trainer's status (negative = killed by that signal)."""
     try:

@@ -55,7 +55,10 @@ def utc_now() -> str:
 
 
 class _Cancellation:
-    """SIGINT/SIGTERM handler: remember the first signal and wake the sampling loop."""
+    """SIGINT/SIGTERM/SIGHUP handler: remember the first signal and wake the sampling loop.
+
+    SIGHUP (a closed SSH session) ends the soak like SIGTERM, so the trainer is stopped
+    through the normal path and the artifact is written instead of the soak dying alone."""
 
     def __init__(self) -> None:
         self.signame: str | None = None
@@ -75,7 +78,7 @@ class _Cancellation:
             pass
 
     def install(self) -> None:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             self._previous[sig] = signal.signal(sig, self._handle)
 
     def restore(self) -> None:
@@ -145,7 +148,6 @@ class SoakMonitor:
         cfg: MonitorCfg,
         motion_id: str | None = None,
         status_stream: TextIO | None = sys.stderr,
-        termination_timeout_s: float = launch_mod.TERMINATION_TIMEOUT_S,
     ) -> None:
         self.command = list(command)
         self.log_dir = log_dir
@@ -153,7 +155,7 @@ class SoakMonitor:
         self.cfg = cfg
         self.motion_id = motion_id
         self.printer = StatusPrinter(status_stream)
-        self.termination_timeout_s = termination_timeout_s
+        self.termination_timeout_s = cfg.stop_grace_s
         self.reasons: list[str] = []
         self.classification: str | None = None
         self.findings: list[dict[str, Any]] = []

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.soak.eta import SoakPlan
+from harness.soak.launch import DEFAULT_STOP_GRACE_S
 from harness.soak.learning import LearningCfg
 from harness.soak.trend import DEFAULT_THRESHOLDS, Threshold
 
@@ -27,6 +28,8 @@ class MonitorCfg:
     """Fail if the run dir's byte total stops changing this long."""
     post_shutdown_grace_s: float = 10.0
     """Sleep after the trainer ends before looking for residual processes."""
+    stop_grace_s: float = DEFAULT_STOP_GRACE_S
+    """How long a trainer told to stop (SIGTERM) may take to finish before SIGKILL."""
     min_duration_s: float = 1800.0
     """A trainer that ends sooner fails the soak."""
     trend_mode: str = "enforce"

@@ -61,25 +61,29 @@ class StatusPrinter:
         self.tty = bool(stream is not None and hasattr(stream, "isatty") and stream.isatty())
         self._drawn = False
 
+    def _write(self, text: str) -> None:
+        # A terminal gone with its SSH session (EIO) must not cost the soak its artifact.
+        if self.stream is None:
+            return
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):
+            self.stream = None
+
     def warn(self, line: str) -> None:
         """A line that stays on screen (after the redrawn status line, on a TTY)."""
-        if self.stream is None:
-            return
         if self.tty and self._drawn:
-            self.stream.write("\n")
             self._drawn = False
-        self.stream.write(line + "\n")
-        self.stream.flush()
+            self._write("\n")
+        self._write(line + "\n")
 
     def show(self, line: str) -> None:
-        if self.stream is None:
-            return
         if self.tty:
-            self.stream.write("\r\x1b[2K" + line[: self._width()])
+            self._write("\r\x1b[2K" + line[: self._width()])
             self._drawn = True
         else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
+            self._write(line + "\n")
 
     def _width(self) -> int:
         try:
@@ -88,6 +92,5 @@ class StatusPrinter:
             return 200
 
     def finish(self) -> None:
-        if self.stream is not None and self.tty and self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()
+        if self.tty and self._drawn:
+            self._write("\n")

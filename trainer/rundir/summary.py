@@ -194,6 +194,7 @@ def write_failed_summary(
     shutdown_extra: dict[str, Any] | None = None,
     learner_device: str = "cpu",
     evaluation: dict[str, Any] | None = None,
+    last_checkpoint: str | None = None,
 ) -> dict[str, Any]:
     """Write the summary of a failed run (preflight or runtime) and return it.
 
@@ -204,6 +205,8 @@ def write_failed_summary(
         manifest_extra: more runtime-manifest keys (snapshots, diagnostics).
         shutdown_extra: more shutdown keys (iteration, collector, snapshots, cleanup).
         evaluation: ``run_summary.evaluation``; default: skipped, the run failed before it.
+        last_checkpoint: the newest checkpoint this run wrote (a cancelled run saves the
+            iteration it reached); omitted when None.
     """
     exc = _exception_entry(exception)
     shutdown = _failed_shutdown(classification, owner, phase, exc)
@@ -233,6 +236,8 @@ def write_failed_summary(
         error=(exc or {}).get("message") or f"{classification} in {phase}",
     )
     doc["evaluation"] = evaluation or _skipped_evaluation(classification, phase)
+    if last_checkpoint is not None:
+        doc["last_checkpoint"] = last_checkpoint
     return write_summary(run_dir, doc)
 
 

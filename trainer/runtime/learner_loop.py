@@ -29,6 +29,7 @@ commits, updates), ``metrics_pump`` (TensorBoard rows), ``run_checkpoints`` (sav
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 import time
 import traceback
@@ -54,10 +55,8 @@ from trainer.runtime.protocols import Learner
 from trainer.runtime.run_checkpoints import RunCheckpoints
 from trainer.runtime.run_report import RunReport
 from trainer.runtime.run_state import LearnerResources, RunPlan, RunState, warmup_ticks
-from trainer.runtime.shutdown import (
-    ShutdownTracker,
-)
-from trainer.runtime.signals import SignalGuard
+from trainer.runtime.shutdown import ExternalCancellation, ShutdownTracker
+from trainer.runtime.signals import SignalGuard, cancelled_exit_code
 from trainer.runtime.tick_loop import TickLoop
 
 __all__ = ["LearnerRuntime", "run_training", "warmup_ticks"]
@@ -225,7 +224,34 @@ class LearnerRuntime:
         return 0
 
     def _fail(self, err: BaseException) -> int:
+        if isinstance(err, ExternalCancellation):
+            return self._cancel(err)
         logger.exception("run failed in %s (%s)", self.tracker.phase, type(err).__name__)
+        self._write_failure(err)
+        # A logged record keeps the exception; its frames' locals (the tick loop's
+        # views of the ring) must not outlive the release in the finally below.
+        traceback.clear_frames(err.__traceback__)
+        return 1
+
+    def _cancel(self, err: ExternalCancellation) -> int:
+        """A signal stopped the run: keep the iteration reached as a checkpoint, write a
+        ``cancelled`` summary, say so in one line (no traceback); exit 128 + the signal."""
+        self.tracker.best_effort(
+            "checkpoint of the iteration reached",
+            lambda: self.checkpoints.save_reached(self.resources.learner),
+        )
+        self._write_failure(err)
+        traceback.clear_frames(err.__traceback__)
+        logger.warning(
+            "run cancelled by %s in %s at iteration %d; last checkpoint: %s",
+            signal.Signals(err.signum).name,
+            self.tracker.phase,
+            self.state.iteration,
+            self.state.last_checkpoint or "none",
+        )
+        return cancelled_exit_code(err.signum)
+
+    def _write_failure(self, err: BaseException) -> None:
         try:
             self.shutdown.write_failure(err)
         except Exception as write_err:  # noqa: BLE001 - last resort: say so on stderr
@@ -234,10 +260,6 @@ class LearnerRuntime:
                 type(write_err).__name__,
                 write_err,
             )
-        # A logged record keeps the exception; its frames' locals (the tick loop's
-        # views of the ring) must not outlive the release in the finally below.
-        traceback.clear_frames(err.__traceback__)
-        return 1
 
     def _close(self, progress: ProgressWriter) -> None:
         if self.collector.is_alive():
@@ -269,6 +291,7 @@ def run_training(
             ``budget_clock`` (the time budget's monotonic clock).
 
     Returns:
-        0 iff ``run_summary.status == "completed"``, else 1. A summary is always written.
+        0 iff ``run_summary.status == "completed"``; 128 + the signal for a run a signal
+        cancelled (``status`` ``cancelled``); else 1. A summary is always written.
     """
     return LearnerRuntime(ctx, StartupHooks(**hooks), budget_clock=budget_clock).run()

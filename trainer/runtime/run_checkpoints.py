@@ -57,14 +57,31 @@ class RunCheckpoints:
         """After the update of ``tick``: save when the schedule (or the run's end) says so."""
         state = self.state
         if is_checkpoint_iteration(state.iteration, save_interval=self.save_interval, final=last):
-            path = save_checkpoint(
-                self.ctx.run_dir,
-                iteration=state.iteration,
-                total_env_steps=state.lineage_env_steps + (tick + 1) * self.plan.num_envs,
-                learner_state=learner.state_dict(),
-                meta=self.meta(),
-            )
-            state.last_checkpoint = str(path)
+            self._save(learner, tick)
+
+    def save_reached(self, learner: Learner | None) -> None:
+        """A cancelled run keeps what it trained: save the iteration reached, unless no update
+        ran or its checkpoint exists already. Only between two updates (the learner is whole)."""
+        state = self.state
+        done = state.iteration - state.start_iteration
+        if learner is None or done <= 0:
+            return
+        if state.last_checkpoint is not None and Path(state.last_checkpoint).name == (
+            f"model_{state.iteration}.pt"
+        ):
+            return
+        self._save(learner, self.plan.warmup + done - 1)
+
+    def _save(self, learner: Learner, tick: int) -> None:
+        state = self.state
+        path = save_checkpoint(
+            self.ctx.run_dir,
+            iteration=state.iteration,
+            total_env_steps=state.lineage_env_steps + (tick + 1) * self.plan.num_envs,
+            learner_state=learner.state_dict(),
+            meta=self.meta(),
+        )
+        state.last_checkpoint = str(path)
 
     def resume(self, path: Path, learner: Learner, tracker: ShutdownTracker) -> None:
         """Restore ``learner`` from ``path`` before the first update, or fail closed.

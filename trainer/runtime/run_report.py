@@ -37,8 +37,10 @@ def failure_owner(err: BaseException, classification: ShutdownClassification) ->
 
 
 def failure_status(err: BaseException) -> str:
-    """``collector_died`` when the collector ended without reporting an exception (crash,
-    signal), else ``failed``."""
+    """``cancelled`` when a signal stopped the run, ``collector_died`` when the collector
+    ended without reporting an exception (crash, signal), else ``failed``."""
+    if isinstance(err, ExternalCancellation):
+        return "cancelled"
     if isinstance(err, CollectorFailure) and err.error_type == "CollectorDied":
         return "collector_died"
     return "failed"
@@ -162,4 +164,5 @@ class RunReport:
             shutdown_extra=shutdown_extra,
             learner_device=str(self.plan.device),
             evaluation=evaluation,
+            last_checkpoint=self.state.last_checkpoint,
         )

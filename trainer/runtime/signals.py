@@ -12,6 +12,11 @@ from trainer.runtime.shutdown import ExternalCancellation
 logger = logging.getLogger(__name__)
 
 
+def cancelled_exit_code(signum: int) -> int:
+    """The shell's convention for a process a signal stopped: 130 for SIGINT, 143 for SIGTERM."""
+    return 128 + signum
+
+
 class SignalGuard:
     """SIGINT/SIGTERM set a flag (docs/contracts.md §train: graceful ``external_cancellation``)."""
 
