@@ -52,6 +52,10 @@ class Classification(StrEnum):
     ACCELERATION_FALLBACK = "acceleration_fallback"
     LEARNING_REGRESSION = "learning_regression"
     LEARNING_UNVERIFIED = "learning_unverified"
+    TOO_SHORT = "too_short"
+    """The run was sound but ended before ``--min-duration-seconds``."""
+    LAUNCH_FAILURE = "launch_failure"
+    """The trainer command could not be started (not found, not executable)."""
 
 
 class Owner(StrEnum):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contracts.names import PhaseGroup
+from harness.soak.headline import MIN_DURATION_HEAD
 
 EARLY_WARNING_FRACTION = 0.10
 ITERATION_ROUNDING = 1000
@@ -180,16 +181,19 @@ def last_iteration(samples: Sequence[Mapping[str, Any]]) -> int | None:
 def min_duration_reason(
     plan: SoakPlan, duration_s: float, samples: Sequence[Mapping[str, Any]]
 ) -> str:
-    """The reason for a soak that ended before its minimum, with the iterations that would
-    have filled it at the measured rate and the time-budgeted alternative."""
-    head = f"soak completed before min_duration_seconds={_num(plan.min_duration_s)}"
+    """The reason for a soak that ended before its minimum: what it reached, then one fix.
+
+    A soak sized in iterations is told to size itself in time; one already sized in time
+    ended before its budget, so its iteration cap (if any) is the fix, never the flag it had.
+    """
+    head = f"{MIN_DURATION_HEAD}{_num(plan.min_duration_s)} (ran {duration_s:.1f} s"
     ips = measured_iteration_rate(samples)
     reached = last_iteration(samples)
-    fix = f"size the soak in time with --duration-seconds {_num(plan.min_duration_s)}"
-    if ips is None or reached is None:
-        return f"{head} (ran {duration_s:.1f} s; {fix})"
-    needed = iterations_to_fill(reached, ips, plan.min_duration_s - duration_s)
-    return (
-        f"{head} (ran {duration_s:.1f} s, {reached} iterations at a measured {ips:,.1f} "
-        f"iterations/s: about --iterations {needed} would fill it; or {fix})"
-    )
+    if ips is not None and reached is not None:
+        head += f", {reached} iterations at {ips:,.1f} it/s"
+    if plan.duration_s is None:
+        return f"{head}); size it in time with --duration-seconds {_num(plan.min_duration_s)}"
+    budget = f"training ended before its --duration-seconds {_num(plan.duration_s)} budget"
+    if plan.iterations is not None:
+        return f"{head}); {budget}: its --iterations {plan.iterations} cap came first; raise it"
+    return f"{head}); {budget}"

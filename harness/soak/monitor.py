@@ -29,6 +29,7 @@ from harness.soak.console import exit_reason
 from harness.soak.context import build_context
 from harness.soak.eta import SoakPlan, early_warning, forecast, min_duration_reason
 from harness.soak.gpu import GpuSample, GpuSampler
+from harness.soak.headline import launch_reason
 from harness.soak.monitor_types import MonitorCfg, SoakResult
 from harness.soak.proctree import ProcessTreeSampler, descendants, snapshot_process
 from harness.soak.progress import (
@@ -387,10 +388,7 @@ class SoakMonitor:
             try:
                 trainer = launch_mod.launch_trainer(self.command, self.log_dir)
             except OSError as err:
-                self._fail(
-                    f"soak monitor failed: could not start the trainer: {type(err).__name__}: {err}",
-                    Classification.MONITOR_FAILURE,
-                )
+                self._fail(launch_reason(err), Classification.LAUNCH_FAILURE)
             if trainer is not None:
                 subreaper, soak_id = trainer.subreaper, trainer.soak_id
                 tree = ProcessTreeSampler(trainer.soak_id, trainer_pgid=trainer.pgid)

@@ -21,9 +21,10 @@ from typing import Any
 
 from contracts.errors import StrictJsonError, UsageError
 from contracts.jsonio import loads_strict, write_json_atomic
-from contracts.names import Classification
 from contracts.schemas import validate
 from harness.soak.artifact import SCHEMA_FILE
+from harness.soak.headline import failure_reason, unclassified
+from harness.soak.integrity import examine, seal
 from harness.soak.trend import (
     TREND_CHECK,
     TREND_CLASSIFICATION,
@@ -33,7 +34,6 @@ from harness.soak.trend import (
     trend_failure,
 )
 
-UNKNOWN = Classification.UNKNOWN_FAILURE
 # Where the trend finding sits among the monitor's checks (monitor.py `_judge_exit`).
 _AFTER_TRENDS = ("residuals",)
 
@@ -53,7 +53,7 @@ def replay(
 ) -> Judgement:
     """The verdict of these findings: reasons in order, the first classification set wins,
     the trainer's shutdown classification replaces it (failed runs), a reason without any
-    classification is ``unknown_failure`` (harness.soak.verdict)."""
+    classification is ``too_short`` or ``unknown_failure`` (harness.soak.headline)."""
     reasons: list[str] = []
     classification: str | None = None
     for finding in [*monitor_findings, *run_dir_findings]:
@@ -64,7 +64,9 @@ def replay(
         replaced, classification = classification, trainer_classification
     if not reasons:
         return Judgement("passed", None, None, None)
-    return Judgement("failed", "; ".join(reasons), classification or UNKNOWN, replaced)
+    return Judgement(
+        "failed", failure_reason(reasons), classification or unclassified(reasons), replaced
+    )
 
 
 def swap_trend_finding(
@@ -156,10 +158,16 @@ def rejudge(
         min_window_s=min_window_s,
         planned_length_s=budget.get("duration_s"),
     )
+    evidence = examine(artifact)  # never the artifact's word alone: its seal, its run dir
     judgement = copy.deepcopy(artifact["judgement"])
     judgement["monitor_findings"] = swap_trend_finding(
         judgement["monitor_findings"], trend_failure(report)
     )
+    judgement["run_dir_findings"] = [
+        *evidence.run_dir_findings,
+        *({"reason": problem, "classification": None} for problem in evidence.problems),
+    ]
+    judgement["trainer_classification"] = evidence.trainer_classification
     verdict = replay(
         judgement["monitor_findings"],
         judgement["run_dir_findings"],
@@ -187,8 +195,8 @@ def rejudge(
 
 
 def write_rejudged(doc: dict[str, Any], output: Path) -> None:
-    """Validate and write atomically (nothing is written when it does not validate)."""
-    violations = validate(doc, SCHEMA_FILE)
+    """Seal, validate and write atomically (nothing is written when it does not validate)."""
+    violations = validate(seal(doc), SCHEMA_FILE)
     if violations:
         raise RuntimeError(f"the re-judged artifact does not validate: {violations[0]}")
     output.parent.mkdir(parents=True, exist_ok=True)

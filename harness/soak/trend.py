@@ -542,7 +542,8 @@ def analyse_trends(
     overall: Verdict
     if "growing" in verdicts:
         overall = "growing"
-    elif "insufficient_data" in verdicts:
+    elif "insufficient_data" in verdicts or "bounded" not in verdicts:
+        # Nothing observed at all (a trainer that never started) is no evidence of bounds.
         overall = "insufficient_data"
     else:
         overall = "bounded"

@@ -31,6 +31,7 @@ from contracts.run_summary import (
 )
 from contracts.schemas import SchemaViolation
 from harness.soak.completion_check import completion_problems
+from harness.soak.headline import failure_reason, unclassified
 from harness.soak.ingress_check import RI_PATH, replay_ingress_problems
 from harness.soak.learning import LearningCfg, judge_learning, not_judged
 
@@ -53,7 +54,8 @@ class Verdict:
 
     Attributes:
         status: ``"passed"`` iff no reason was recorded.
-        failure_reason: the reasons joined with ``"; "``, or None when passed.
+        failure_reason: the reasons that are causes joined with ``"; "`` (harness.soak.headline),
+            or None when passed.
         failure_classification: the final classification (None iff passed).
         monitor_failure_classification: the classification the producer's shutdown
             classification replaced (failed runs only), else None.
@@ -411,13 +413,13 @@ def _finish(
 ) -> Verdict:
     if findings.reasons and findings.classification is None:
         # docs/contracts.md §verdict step 5
-        findings.classification = Classification.UNKNOWN_FAILURE
+        findings.classification = unclassified(findings.reasons)
     manifest = summary.get("runtime_manifest") if summary is not None else None
     shutdown = manifest.get("shutdown") if isinstance(manifest, dict) else None
     passed = not findings.reasons
     return Verdict(
         status="passed" if passed else "failed",
-        failure_reason=None if passed else "; ".join(findings.reasons),
+        failure_reason=failure_reason(findings.reasons),
         failure_classification=None if passed else findings.classification,
         monitor_failure_classification=findings.replaced,
         run_summary=summary,

@@ -382,7 +382,7 @@ def test_trainer_ignoring_sigterm_is_killed(tmp_path: Path) -> None:
 
 def test_run_shorter_than_min_duration_fails(tmp_path: Path) -> None:
     soak = run_soak(tmp_path, "fake_trainer.py", "ok", extra=("--min-duration-seconds", "30"))
-    assert_failed(soak, "unknown_failure", "soak completed before min_duration_seconds=30")
+    assert_failed(soak, "too_short", "soak completed before min_duration_seconds=30")
 
 
 def test_sigint_to_the_soak_is_external_cancellation(tmp_path: Path) -> None:

@@ -74,16 +74,15 @@ def _sample(elapsed: float, line: dict | None) -> dict:
     return {"elapsed_s": elapsed, "progress": {"bytes_total": 1, "last": line}}
 
 
-def test_the_min_duration_reason_names_the_iterations_that_would_fill_it() -> None:
+def test_the_min_duration_reason_names_what_ran_and_the_time_budget_to_use() -> None:
     samples = [_sample(10.0, {"phase": "startup/logger", "iteration": 0})]
     samples += [_sample(30.0 + k * 10.0, _line(k * 1190)) for k in range(52)]
     samples.append(_sample(546.0, {"phase": "finalize/logger_finish", "iteration": 65000}))
     assert measured_iteration_rate(samples) == pytest.approx(119.0)
     reason = min_duration_reason(SEED, 546.2, samples)
     assert reason == (
-        "soak completed before min_duration_seconds=1800 (ran 546.2 s, 65000 iterations at a "
-        "measured 119.0 iterations/s: about --iterations 215000 would fill it; or size the "
-        "soak in time with --duration-seconds 1800)"
+        "soak completed before min_duration_seconds=1800 (ran 546.2 s, 65000 iterations at "
+        "119.0 it/s); size it in time with --duration-seconds 1800"
     )
     assert iterations_to_fill(65000, 119.0, 1800 - 546.2) == 215000
 
@@ -91,6 +90,6 @@ def test_the_min_duration_reason_names_the_iterations_that_would_fill_it() -> No
 def test_the_min_duration_reason_without_a_rate_still_names_duration_seconds() -> None:
     reason = min_duration_reason(SEED, 3.0, [_sample(1.0, None)])
     assert reason == (
-        "soak completed before min_duration_seconds=1800 (ran 3.0 s; size the soak in time "
-        "with --duration-seconds 1800)"
+        "soak completed before min_duration_seconds=1800 (ran 3.0 s); size it in time "
+        "with --duration-seconds 1800"
     )
