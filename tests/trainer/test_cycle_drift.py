@@ -29,6 +29,7 @@ combo-kernel BatchNorm reduction on the H200, and the fusions fell back (docs/be
 nineteenth session)."""
 
 
+@pytest.mark.slow  # builds and trains several learners
 def test_on_the_cpu_every_build_is_bit_equal_and_the_document_is_what_it_prints(
     tmp_path: Path, capsys
 ) -> None:
@@ -58,6 +59,7 @@ def test_on_the_cpu_every_build_is_bit_equal_and_the_document_is_what_it_prints(
     assert printed["passed"] is True
 
 
+@pytest.mark.slow  # builds and trains several learners
 def test_the_table_names_the_rerun_and_each_variant(capsys) -> None:
     assert cli([*TINY, "--variants", "legacy"]) == 0
     text = capsys.readouterr().out
@@ -98,6 +100,7 @@ def test_a_variant_is_judged_against_the_rerun(moved: float, rerun: float, expec
     assert verdict(d(moved), d(rerun), factor=2.0) == expected
 
 
+@pytest.mark.slow  # builds and trains several learners
 def test_a_variant_beyond_the_rerun_exits_1_naming_it_and_keeps_the_document(
     tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -21,6 +21,7 @@ TINY = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow  # builds, compiles and profiles learners
 def test_a_cpu_profile_writes_the_document_it_prints(tmp_path: Path, capsys) -> None:
     out = tmp_path / "profile.json"
     assert cli([*TINY, "--json", "--output", str(out)]) == 0
@@ -46,6 +47,7 @@ def test_a_cpu_profile_writes_the_document_it_prints(tmp_path: Path, capsys) -> 
     assert 0 < len(times) <= 20 and times == sorted(times, reverse=True)
 
 
+@pytest.mark.slow  # builds and compiles the owner's learner
 def test_the_owner_variant_asks_for_the_fusions_its_config_switches_on(capsys) -> None:
     """``owner`` profiles what ``train`` would build, overrides included (the scaling sweep
     passes its overrides to both)."""
@@ -58,6 +60,7 @@ def test_the_owner_variant_asks_for_the_fusions_its_config_switches_on(capsys) -
     assert requested["multi_kernel"] is False  # off in the g1 owner
 
 
+@pytest.mark.slow  # builds a learner
 def test_a_variant_whose_learner_fell_back_exits_1_and_writes_nothing(
     tmp_path: Path, capsys, learner_fell_back: str
 ) -> None:
@@ -73,6 +76,7 @@ def test_a_variant_whose_learner_fell_back_exits_1_and_writes_nothing(
     assert not out.exists()
 
 
+@pytest.mark.slow  # profiles every variant
 def test_the_table_names_each_variant_and_category(capsys) -> None:
     assert cli([*TINY, "--variants", "legacy"]) == 0
     text = capsys.readouterr().out

@@ -470,6 +470,7 @@ def test_missing_control_binary_is_a_check_failure(sandbox, run):
     assert code == 1 and "nvidia-cuda-mps-control is not on PATH" in err
 
 
+@pytest.mark.slow  # starts the console script in a subprocess
 def test_cumps_console_entry_in_a_subprocess_stays_torch_free(sandbox):
     code = (
         "import sys\nfrom harness.mps.cli import main\nrc = main(sys.argv[1:])\n"

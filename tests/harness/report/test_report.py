@@ -215,6 +215,7 @@ def test_a_failed_run_summary_shows_the_trainers_exception(tmp_path: Path, capsy
     assert "learner_failure (owner learner, phase training/learner_update)" in failure
 
 
+@pytest.mark.slow  # renders a whole report
 def test_gpu_curve_or_the_reason_there_is_none(leak: Path, tmp_path: Path, capsys) -> None:
     doc = json.loads(leak.read_text())
     device = {"index": "0", "uuid": "GPU-1", "name": "NVIDIA H200", "driver_version": "550"}
@@ -232,6 +233,7 @@ def test_gpu_curve_or_the_reason_there_is_none(leak: Path, tmp_path: Path, capsy
     assert "gpu_memory.png" in _pngs(tmp_path / "gpu")
 
 
+@pytest.mark.slow  # renders a whole report
 def test_a_vanished_run_dir_is_stated(declining: Path, tmp_path: Path, capsys) -> None:
     doc = json.loads(declining.read_text())
     doc["console_log"] = str(tmp_path / "gone" / "soak-console.log")
@@ -243,6 +245,7 @@ def test_a_vanished_run_dir_is_stated(declining: Path, tmp_path: Path, capsys) -
     assert "final_behind_best" in _section(page, "verdicts")
 
 
+@pytest.mark.slow  # renders a whole report
 def test_default_out_dir_is_beside_the_artifact(leak: Path, tmp_path: Path) -> None:
     copy = tmp_path / "a.json"
     shutil.copy(leak, copy)

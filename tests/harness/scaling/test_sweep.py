@@ -356,6 +356,8 @@ def test_table_refuses_a_file_that_is_not_a_sweep(tmp_path: Path, capsys) -> Non
     assert f"is not a {SCHEMA} document" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # runs the real tools: compiles, trains, soaks
+@pytest.mark.timeout(1200)  # 398 s in CI with cold compile caches
 def test_a_tiny_cpu_sweep_runs_the_real_tools(tmp_path: Path, capsys) -> None:
     """One size, time-sliced, the mujoco env: every tool runs for real and its figures land."""
     out = tmp_path / "sweep"

@@ -69,6 +69,7 @@ def _losses_and_grads(fns: LossFns, seed: int) -> list[torch.Tensor]:
     ],
     ids=["aot_eager", "inductor", "inductor-combo", "inductor-combo-multi-kernel"],
 )
+@pytest.mark.slow  # compiles the losses with their backward
 def test_compiled_losses_equal_the_eager_maths_with_their_gradients(
     backend: str, options: dict | None
 ) -> None:
@@ -119,6 +120,7 @@ def test_compiled_renorm_rescales_the_same_tensors_in_place(backend: str) -> Non
     [CycleFusion(), CycleFusion(renorm=False, losses=False, networks=True)],
     ids=["all", "networks"],
 )
+@pytest.mark.slow  # compiles a learner's fusions
 def test_a_fused_learner_trains_exactly_like_the_eager_one(fusion: CycleFusion) -> None:
     """Same seed, same replay, same cycles: losses, actions and every parameter agree."""
     learners = []

@@ -83,6 +83,7 @@ def test_eager_and_graph_configs_give_equal_losses_on_cpu() -> None:
     assert results[0] == results[1]
 
 
+@pytest.mark.slow  # trains, saves and restores a learner
 def test_state_dict_round_trip_reproduces_the_next_update_exactly() -> None:
     a = make_learner()
     fill(a, 3)

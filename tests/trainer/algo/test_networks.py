@@ -10,6 +10,7 @@ import torch
 from trainer.algo.networks import Actor, Critic, EnsembleBatchNorm, count_parameters
 
 
+@pytest.mark.slow  # builds the owner-sized networks
 def test_parameter_counts_match_the_spec_table() -> None:
     actor, critic = Actor(160, 29), Critic(289, 29)
     assert count_parameters(actor) == 293_114

@@ -62,6 +62,7 @@ def test_a_constant_root_offset_scores_that_offset(make_replay_env):
     assert m["success_rate"] == 1.0  # terminations test heights only
 
 
+@pytest.mark.slow  # two full evaluations
 def test_two_evaluations_give_identical_numbers(make_g1_env):
     env = make_g1_env(num_envs=6, num_threads=1, compile_backend=None)
     torch.manual_seed(3)

@@ -122,6 +122,7 @@ def test_eval_scalars_are_backfilled_at_their_checkpoints_steps(tmp_path, make_r
     assert all(math.isfinite(e.value) for e in scalars["Eval/uniform_r_mpkpe_mm"])
 
 
+@pytest.mark.slow  # evaluates two runs' checkpoints
 def test_a_resumed_run_writes_only_its_own_points_on_its_own_axis(tmp_path, make_replay_env):
     for k in (2, 4, 6):  # model_2 was carried over from the earlier run (lineage: 16 steps)
         _save(tmp_path, k)

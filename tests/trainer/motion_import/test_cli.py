@@ -32,6 +32,7 @@ def test_inspect_prints_the_convention_and_the_check_table(
     assert "FAIL" not in out
 
 
+@pytest.mark.slow  # draws the PNG with matplotlib
 def test_inspect_json_follows_its_schema_and_the_png_is_drawn(
     synthetic: dict[str, np.ndarray], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

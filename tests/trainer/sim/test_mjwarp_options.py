@@ -50,6 +50,7 @@ def test_a_non_bool_qacc_smooth_is_a_type_error() -> None:
         MjWarpOptions(qacc_smooth=1)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # imports mujoco_warp (warp initialises)
 def test_apply_sets_mjwarps_broadphase_enum_and_qacc_smooth_flag() -> None:
     mjw = pytest.importorskip("mujoco_warp")
     opt = SimpleNamespace(broadphase=None, run_qacc_smooth=None)

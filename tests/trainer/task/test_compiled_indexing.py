@@ -11,6 +11,7 @@ that no gather over a size-3 axis is left in any of them.
 
 from __future__ import annotations
 
+import pytest
 import torch
 from functorch.compile import make_boxed_func
 from torch._functorch.aot_autograd import aot_module_simplified
@@ -76,6 +77,7 @@ def test_rotations_lower_without_gathers():
         assert [g for gm in graphs for g in _gathers_over_size3(gm)] == [], fn.__name__
 
 
+@pytest.mark.slow  # compiles every phase of the env step
 def test_no_compiled_phase_gathers_over_a_3_vector_axis(make_g1_env):
     env = make_g1_env(num_envs=3, num_threads=1, compile_backend=None)
     graphs: dict[str, list[torch.fx.GraphModule]] = {}
