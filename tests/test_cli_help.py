@@ -27,6 +27,7 @@ class Command:
 
 
 def _commands() -> list[Command]:
+    from harness.campaign import cli as campaign
     from harness.metrics import cli as metrics
     from harness.mps import cli as mps
     from harness.probe import cli as probe
@@ -51,6 +52,10 @@ def _commands() -> list[Command]:
     ]
     group = typer.main.get_command(mps.app)
     found += [Command(f"cumps {name}", mps.main, mps.app, (name,)) for name in group.commands]
+    found += [
+        Command(f"soak-campaign {name}", campaign.main, campaign.app, (name,))
+        for name in typer.main.get_command(campaign.app).commands
+    ]
     found.append(Command("python -m harness.scaling", scaling.main, scaling.app))
     found += [
         Command(f"python -m harness.scaling {name}", scaling.main, scaling.app, (name,))

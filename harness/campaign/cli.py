@@ -30,15 +30,26 @@ from contracts.jsonio import dumps_strict
 from harness.campaign.spec import DEFAULT_LIBRARY_ROOT, CampaignSpec
 
 _RUN_EXAMPLE = (
-    "Example: soak-campaign run nightly.yaml   |   "
-    "soak-campaign run nightly.yaml --address head-node:6379   |   "
-    "soak-campaign run nightly.yaml --resume"
+    "\b\nExamples:\n"
+    "  soak-campaign run nightly.yaml\n"
+    "  soak-campaign run nightly.yaml --dry-run\n"
+    "  soak-campaign run nightly.yaml --address head-node:6379\n"
+    "  soak-campaign run nightly.yaml --resume\n\n"
+    "The campaign file and every cell's g1-soak flags are checked before Ray starts "
+    "(exit 2). Campaign files, tables and faults: docs/campaign.md."
 )
-_STATUS_EXAMPLE = "Example: soak-campaign status artifacts/campaigns/nightly --json"
+_STATUS_EXAMPLE = (
+    "\b\nExamples:\n"
+    "  soak-campaign status artifacts/campaigns/nightly\n"
+    "  soak-campaign status artifacts/campaigns/nightly --watch --wide\n"
+    "  soak-campaign status artifacts/campaigns/nightly --json"
+)
 _REGRESSION_EXAMPLE = (
-    "Example: soak-campaign regression   |   "
-    "soak-campaign regression --dry-run --library-root /data/g1-moves   |   "
-    "soak-campaign regression --directory artifacts/campaigns/regression-1 --resume"
+    "\b\nExamples:\n"
+    "  soak-campaign regression\n"
+    "  soak-campaign regression --dry-run --library-root /data/g1-moves\n"
+    "  soak-campaign regression --directory artifacts/campaigns/reg-1 --resume\n\n"
+    "2 library clips x 3 seeds, about 25 minutes of one GPU: docs/campaign.md."
 )
 REGRESSION_SPEC = Path(__file__).parent / "specs" / "regression.yaml"
 REGRESSION_DIR = Path("artifacts/campaigns")
@@ -52,7 +63,10 @@ app = typer.Typer(
 )
 
 JsonOpt = Annotated[
-    bool, typer.Option("--json", help="Print campaign.json (strict JSON) instead of the table.")
+    bool,
+    typer.Option(
+        "--json", help="Print campaign.json (the plan with --dry-run) instead of the table."
+    ),
 ]
 WideOpt = Annotated[
     bool, typer.Option("--wide", help="Every column (host, GPU, residuals); wider than 80.")
@@ -170,7 +184,11 @@ def run(
 def regression(
     spec_file: Annotated[
         Path,
-        typer.Option("--spec", help="The check's campaign file (default: the project's own)."),
+        typer.Option(
+            "--spec",
+            help="The check's campaign file (default: harness/campaign/specs/regression.yaml).",
+            show_default=False,
+        ),
     ] = REGRESSION_SPEC,
     directory: Annotated[
         Path | None,
