@@ -171,6 +171,7 @@ def assemble_artifact(inputs: ArtifactInputs) -> dict[str, Any]:
             "startup_timeout_s": cfg.startup_timeout_s,
             "stale_progress_s": cfg.stale_progress_s,
             "post_shutdown_grace_s": cfg.post_shutdown_grace_s,
+            "stop_grace_s": cfg.stop_grace_s,
             "min_duration_s": cfg.min_duration_s,
             "sample_count": len(inputs.samples),
             "soak_id": inputs.soak_id,

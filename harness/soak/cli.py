@@ -34,6 +34,7 @@ from harness.soak.invocation import (
     resolve_plan,
     trainer_extras,
 )
+from harness.soak.launch import DEFAULT_STOP_GRACE_S
 from harness.soak.learning import DEFAULT_MARGIN, DEFAULT_TOLERANCE_MM, LearningCfg, learning_cfg
 from harness.soak.trend import SERIES, TrendThresholdError, parse_threshold_overrides
 from harness.soak.verdict_table import render_summary
@@ -103,6 +104,15 @@ GraceOpt = Annotated[
     typer.Option(
         "--post-shutdown-grace-seconds",
         help="Wait before the residual-process check (>= 0).",
+        rich_help_panel=_MON,
+    ),
+]
+StopGraceOpt = Annotated[
+    float,
+    typer.Option(
+        "--stop-grace-seconds",
+        help="After SIGTERM, wait this long for the trainer to finish (summary, checkpoint) "
+        "before SIGKILL (> 0).",
         rich_help_panel=_MON,
     ),
 ]
@@ -247,6 +257,7 @@ def _monitor_cfg(
     thresholds: list[str] | None,
     warmup: float | None,
     window: float | None,
+    stop_grace: float,
     learning: LearningCfg,
     plan: SoakPlan | None = None,
 ):
@@ -261,6 +272,7 @@ def _monitor_cfg(
         startup_timeout_s=startup,
         stale_progress_s=stale,
         post_shutdown_grace_s=grace,
+        stop_grace_s=stop_grace,
         min_duration_s=min_duration,
         trend_mode=mode.value,
         trend_thresholds=parsed,
@@ -343,6 +355,7 @@ def g1_soak(
     startup_timeout_seconds: StartupOpt = 900.0,
     stale_progress_seconds: StaleOpt = 300.0,
     post_shutdown_grace_seconds: GraceOpt = 10.0,
+    stop_grace_seconds: StopGraceOpt = DEFAULT_STOP_GRACE_S,
     sim: SimOpt = Backend.MJWARP,
     motion: MotionOpt = None,
     extra_override: ExtraOverrideOpt = None,
@@ -370,7 +383,7 @@ def g1_soak(
     timing = checked_timing(
         sample_interval_seconds, startup_timeout_seconds, stale_progress_seconds,
         post_shutdown_grace_seconds, plan.min_duration_s, trend_warmup_seconds,
-        trend_min_window_seconds,
+        trend_min_window_seconds, stop_grace_seconds,
     )  # fmt: skip
     learning = learning_cfg(
         learning_mode.value, learning_margin, min_success_rate, learning_tolerance_mm
@@ -426,6 +439,7 @@ def soak_run(
     startup_timeout_seconds: StartupOpt = 900.0,
     stale_progress_seconds: StaleOpt = 300.0,
     post_shutdown_grace_seconds: GraceOpt = 10.0,
+    stop_grace_seconds: StopGraceOpt = DEFAULT_STOP_GRACE_S,
     trend_mode: TrendModeOpt = TrendMode.enforce,
     trend_threshold: TrendThresholdOpt = None,
     trend_warmup_seconds: TrendWarmupOpt = None,
@@ -442,7 +456,7 @@ def soak_run(
     timing = checked_timing(
         sample_interval_seconds, startup_timeout_seconds, stale_progress_seconds,
         post_shutdown_grace_seconds, min_duration_seconds, trend_warmup_seconds,
-        trend_min_window_seconds,
+        trend_min_window_seconds, stop_grace_seconds,
     )  # fmt: skip
     learning = learning_cfg(
         learning_mode.value, learning_margin, min_success_rate, learning_tolerance_mm

@@ -58,6 +58,7 @@ def checked_timing(
     min_duration: float,
     warmup: float | None,
     window: float | None,
+    stop_grace: float,
 ) -> dict[str, float | None]:
     """The monitor's timing flags (shared by g1-soak and soak-run), bounds-checked."""
     check_non_negative("--min-duration-seconds", min_duration)
@@ -67,6 +68,7 @@ def checked_timing(
     check_non_negative("--post-shutdown-grace-seconds", grace)
     check_non_negative("--trend-warmup-seconds", warmup)
     check_non_negative("--trend-min-window-seconds", window)
+    _check_positive("--stop-grace-seconds", stop_grace)
     return {
         "sample": sample,
         "startup": startup,
@@ -75,6 +77,7 @@ def checked_timing(
         "min_duration": min_duration,
         "warmup": warmup,
         "window": window,
+        "stop_grace": stop_grace,
     }
 
 
