@@ -20,6 +20,7 @@ from contracts.schemas import validate
 from harness.soak.claim import write_error_text
 from harness.soak.console import read_tail
 from harness.soak.eta import SoakPlan
+from harness.soak.integrity import seal
 from harness.soak.launch import CONSOLE_LOG_NAME
 from harness.soak.monitor_types import MonitorCfg, SoakResult
 from harness.soak.trend import TrendReport
@@ -225,6 +226,7 @@ def build_and_write_artifact(inputs: ArtifactInputs, output: Path) -> SoakResult
     """Assemble, validate and atomically write the artifact; never raises on write errors."""
     artifact = with_text_escaped(assemble_artifact(inputs))
     self_validate(artifact)
+    seal(artifact)
     try:
         write_json_atomic(output, artifact)
     except OSError as err:
