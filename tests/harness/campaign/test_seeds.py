@@ -190,3 +190,32 @@ def test_configurations_group_by_override_motion_and_sim_in_campaign_order() -> 
         ("a", 3, "passed"),
     ]
     assert seeds.campaign_passed(found)
+
+
+def test_an_attempt_keeps_the_soaks_learning_verdict_and_every_point() -> None:
+    from harness.campaign.cell import learning_summary
+
+    def headline(iteration: int, r_mpkpe: float | None) -> dict[str, Any]:
+        figures = {"success_rate": 1.0, "mpkpe_mm": 30.0, "r_mpkpe_mm": r_mpkpe}
+        return {"iteration": iteration, "env_steps": 4 * iteration, "source": "checkpoint",
+                "uniform": figures, "frame0": figures}  # fmt: skip
+
+    artifact = {
+        "learning": {
+            "mode": "enforce", "verdict": "regression", "reason": None, "thresholds": {},
+            "evaluation": {"points": [headline(2000, 12.9), headline(4000, None)]},
+            "losses": None,
+            "findings": [{"check": "final_behind_best", "classification": "learning_regression",
+                          "message": "final uniform-start R-MPKPE ..."}],
+        }
+    }  # fmt: skip
+    assert learning_summary(artifact) == {
+        "verdict": "regression",
+        "reason": None,
+        "findings": ["final_behind_best"],
+        "points": [
+            {"iteration": 2000, "success_rate": 1.0, "r_mpkpe_mm": 12.9},
+            {"iteration": 4000, "success_rate": 1.0, "r_mpkpe_mm": None},
+        ],
+    }
+    assert learning_summary({"learning": None}) is None
