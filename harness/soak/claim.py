@@ -24,7 +24,13 @@ from pathlib import Path
 
 from contracts.errors import UsageError
 
-__all__ = ["MIN_FREE_BYTES", "claim_soak_paths", "lock_path", "write_error_text"]
+__all__ = [
+    "MIN_FREE_BYTES",
+    "check_replaceable",
+    "claim_soak_paths",
+    "lock_path",
+    "write_error_text",
+]
 
 MIN_FREE_BYTES = 16 << 20
 """Room the artifact needs: a 30-minute soak's samples take a few MiB."""
@@ -45,19 +51,34 @@ def write_error_text(err: OSError, output: Path) -> str:
     return f"{type(err).__name__}: {err}"
 
 
+def check_replaceable(output: Path, overwrite: bool) -> None:
+    """An existing artifact is replaced only when ``--overwrite`` says so."""
+    if not output.exists():
+        return
+    if not overwrite:
+        raise UsageError(
+            f"--output {output} already exists; pass a new artifact path, or --overwrite to "
+            "replace it"
+        )
+    if not output.is_file():
+        raise UsageError(
+            f"--output {output} exists and is not a file; --overwrite replaces only an artifact"
+        )
+
+
 @contextmanager
-def claim_soak_paths(log_dir: Path, output: Path) -> Iterator[None]:
+def claim_soak_paths(log_dir: Path, output: Path, *, overwrite: bool = False) -> Iterator[None]:
     """Hold the soak's claim on ``output`` and ``log_dir`` for the ``with`` block.
 
     Raises:
         UsageError: the artifact's directory cannot be written or is full, another soak
-            holds either path, the artifact exists, or the run directory is not empty.
+            holds either path, the artifact exists (without ``overwrite``), or the run
+            directory is not empty.
     """
     _check_writable_dir(output)
     fds = [_lock(lock_path(output), f"--output {output}")]
     try:
-        if output.exists():
-            raise UsageError(f"--output {output} already exists; pass a new artifact path")
+        check_replaceable(output, overwrite)
         fds.append(_lock(_made_dir(log_dir), f"--log-dir {log_dir}"))
         if any(log_dir.iterdir()):
             raise UsageError(f"--log-dir {log_dir} is not empty; pass a missing or empty directory")

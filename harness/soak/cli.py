@@ -186,6 +186,10 @@ MinSuccessOpt = Annotated[
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print one strict-JSON object instead of the table.")
 ]
+OverwriteOpt = Annotated[
+    bool,
+    typer.Option("--overwrite", help="Replace an existing --output artifact (default: refuse)."),
+]
 CheckOnlyOpt = Annotated[
     bool,
     typer.Option(
@@ -368,6 +372,7 @@ def g1_soak(
     min_success_rate: MinSuccessOpt = None,
     learning_tolerance_mm: ToleranceOpt = DEFAULT_TOLERANCE_MM,
     json_out: JsonOpt = False,
+    overwrite: OverwriteOpt = False,
     check_only: CheckOnlyOpt = False,
 ) -> None:
     """Soak the canonical FlashSAC / G1 motion-tracking run and judge it (docs/soak.md)."""
@@ -388,7 +393,7 @@ def g1_soak(
     learning = learning_cfg(
         learning_mode.value, learning_margin, min_success_rate, learning_tolerance_mm
     )
-    log_dir, output = check_paths(log_dir, output)
+    log_dir, output = check_paths(log_dir, output, overwrite=overwrite)
     user = list(extra_override or [])
     check_overrides(user)
     motion_extra, motion_id = motion_selection(motion, user)
@@ -407,7 +412,8 @@ def g1_soak(
     if check_only:
         raise typer.Exit(_checked(command, json_out))
     _load_schemas()
-    with claim_soak_paths(log_dir, output):  # held until the artifact is written
+    # the claim is held until the artifact is written
+    with claim_soak_paths(log_dir, output, overwrite=overwrite):
         result = run_soak(command, log_dir=log_dir, output=output, cfg=cfg, motion_id=motion_id)
         code = _finish(result, json_out)
     raise typer.Exit(code)
@@ -449,6 +455,7 @@ def soak_run(
     min_success_rate: MinSuccessOpt = None,
     learning_tolerance_mm: ToleranceOpt = DEFAULT_TOLERANCE_MM,
     json_out: JsonOpt = False,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Soak any trainer command that honours the run-directory contract (docs/soak.md)."""
     from harness.soak.monitor import run_soak
@@ -461,7 +468,7 @@ def soak_run(
     learning = learning_cfg(
         learning_mode.value, learning_margin, min_success_rate, learning_tolerance_mm
     )
-    log_dir, output = check_paths(log_dir, output)
+    log_dir, output = check_paths(log_dir, output, overwrite=overwrite)
     cfg = _monitor_cfg(mode=trend_mode, thresholds=trend_threshold, learning=learning, **timing)
     argv = [str(log_dir) if arg == "{log_dir}" else arg for arg in command]
     if not argv:
@@ -469,7 +476,8 @@ def soak_run(
             "no trainer command given; pass it after --, e.g. soak-run ... -- python train.py {log_dir}"
         )
     _load_schemas()
-    with claim_soak_paths(log_dir, output):  # held until the artifact is written
+    # the claim is held until the artifact is written
+    with claim_soak_paths(log_dir, output, overwrite=overwrite):
         result = run_soak(argv, log_dir=log_dir, output=output, cfg=cfg)
         code = _finish(result, json_out)
     raise typer.Exit(code)

@@ -18,6 +18,7 @@ from contracts.config_keys import removed_key_message
 from contracts.errors import UsageError
 from contracts.motions import MOTION_IDS, MOTION_KEY
 from contracts.paths import absolute
+from harness.soak.claim import check_replaceable
 from harness.soak.eta import SoakPlan
 from harness.soak.preflight import motion_arg
 
@@ -81,9 +82,9 @@ def checked_timing(
     }
 
 
-def check_paths(log_dir: Path, output: Path) -> tuple[Path, Path]:
+def check_paths(log_dir: Path, output: Path, *, overwrite: bool = False) -> tuple[Path, Path]:
     """Both made absolute (contracts.paths: relative to the CWD); log dir missing or empty;
-    output new and outside it."""
+    output new (or replaced: ``overwrite``) and outside it."""
     log_dir, output = absolute(log_dir), absolute(output)
     if log_dir.exists():
         if not log_dir.is_dir():
@@ -92,8 +93,7 @@ def check_paths(log_dir: Path, output: Path) -> tuple[Path, Path]:
             )
         if any(log_dir.iterdir()):
             raise UsageError(f"--log-dir {log_dir} is not empty; pass a missing or empty directory")
-    if output.exists():
-        raise UsageError(f"--output {output} already exists; pass a new artifact path")
+    check_replaceable(output, overwrite)
     if output == log_dir or log_dir in output.parents:
         raise UsageError(
             f"--output {output} lies inside --log-dir {log_dir}; write the artifact outside the run dir"

@@ -239,3 +239,26 @@ def test_a_summary_string_that_is_not_utf8_is_escaped_and_judged(tmp_path: Path)
     assert "shutdown classification=learner_failure" in doc["failure_reason"]
     assert doc["run_summary"]["error"] == "CUDA error in /data/run\\xff: an illegal memory access"
     assert doc["non_utf8_escaped"] == ["$.run_summary.error"]
+
+
+# -- an existing artifact --------------------------------------------------------------
+def test_an_existing_artifact_is_kept_unless_overwrite_says_replace(tmp_path: Path) -> None:
+    output = tmp_path / "soak.json"
+    output.write_text('{"kept": true}\n', encoding="utf-8")
+    marker = tmp_path / "launched"
+    proc = subprocess.run(
+        _soak_argv(tmp_path / "a", output, *_marker_child(marker)),
+        capture_output=True, text=True, timeout=WAIT_S, check=False,
+    )  # fmt: skip
+    assert _refused(proc, marker) == (
+        f"error: --output {output} already exists; pass a new artifact path, or --overwrite to "
+        "replace it"
+    )
+    assert load_strict(output) == {"kept": True}
+    argv = _soak_argv(tmp_path / "b", output, str(CHILDREN / "fake_trainer.py"), "{log_dir}", "ok")
+    proc = subprocess.run(
+        [*argv[:3], "--overwrite", *argv[3:]],
+        capture_output=True, text=True, timeout=WAIT_S, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    _assert_passed(output)
