@@ -24,7 +24,7 @@ BIN = Path(sys.executable).parent
 LIBRARY = Path(__file__).parents[3] / ".." / "shared" / "motions" / "g1-moves"
 CLIP = "dance/J_Dance18_TikTok.csv"
 # g1-soak options a campaign sets itself (per cell or per attempt), or that only shape output.
-CAMPAIGN_OWNED = {"log_dir", "output", "sim", "motion", "json_out", "check_only"}
+CAMPAIGN_OWNED = {"log_dir", "output", "overwrite", "sim", "motion", "json_out", "check_only"}
 needs_library = pytest.mark.skipif(
     not (LIBRARY / CLIP).is_file(), reason=f"the motion library is not at {LIBRARY}"
 )
@@ -252,3 +252,16 @@ def test_the_cell_table_fits_80_columns_with_long_cell_names(write_campaign, cam
     assert proc.returncode == 0, proc.stderr
     assert max(len(line) for line in proc.stdout.splitlines()) <= 80
     assert "passed" in proc.stdout and "R-MPKPE" in proc.stdout
+
+
+def test_a_used_directory_is_refused_before_the_preflight(write_campaign, campaign_doc, tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "campaign.json").write_text("{}", encoding="utf-8")
+    doc = campaign_doc(overrides={"typo": ["algo.batch_sise=3"]})  # the preflight would refuse
+    proc = _soak_campaign("run", str(write_campaign(doc)))
+    assert proc.returncode == 2
+    (line,) = proc.stderr.splitlines()
+    assert (
+        line
+        == f"error: campaign directory {tmp_path / 'out'} is not empty; pass --resume to continue it"
+    )
