@@ -135,7 +135,10 @@ def _run_spec(
 ) -> None:
     """Preflight every cell, then (unless ``dry_run``) run the campaign and print its table."""
     from harness.campaign.preflight import preflight_cells
+    from harness.campaign.state import check_new_directory
 
+    if not (resume or dry_run):
+        check_new_directory(spec.directory)  # cheap checks before the preflight's seconds
     checked = preflight_cells(spec.cells, spec.path, _progress)
     if dry_run:
         from harness.campaign.plan import plan_document, print_plan

@@ -97,6 +97,21 @@ def driver_running(directory: Path) -> bool:
     return False
 
 
+def check_new_directory(folder: Path) -> None:
+    """A new campaign needs a missing or empty directory.
+
+    Raises:
+        UsageError: it exists and is not empty, or is not a directory.
+    """
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        hint = (
+            "pass --resume to continue it"
+            if (folder / STATE_FILE).exists()
+            else "pick an empty or new directory"
+        )
+        raise UsageError(f"campaign directory {folder} is not empty; {hint}")
+
+
 def _new_cell(cell: Any) -> dict[str, Any]:
     return {
         "id": cell.id,
@@ -132,13 +147,7 @@ class CampaignState:
             UsageError: the directory exists and is not empty, or is not a directory.
         """
         folder = spec.directory
-        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-            hint = (
-                "pass --resume to continue it"
-                if (folder / STATE_FILE).exists()
-                else "pick an empty or new directory"
-            )
-            raise UsageError(f"campaign directory {folder} is not empty; {hint}")
+        check_new_directory(folder)
         now = utc_now()
         doc = {
             "schema_version": 1,

@@ -253,3 +253,15 @@ def test_the_cell_table_fits_80_columns_with_long_cell_names(write_campaign, cam
     assert max(len(line) for line in proc.stdout.splitlines()) <= 80
     assert "passed" in proc.stdout and "R-MPKPE" in proc.stdout
 
+
+def test_a_used_directory_is_refused_before_the_preflight(write_campaign, campaign_doc, tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "campaign.json").write_text("{}", encoding="utf-8")
+    doc = campaign_doc(overrides={"typo": ["algo.batch_sise=3"]})  # the preflight would refuse
+    proc = _soak_campaign("run", str(write_campaign(doc)))
+    assert proc.returncode == 2
+    (line,) = proc.stderr.splitlines()
+    assert (
+        line
+        == f"error: campaign directory {tmp_path / 'out'} is not empty; pass --resume to continue it"
+    )
