@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contracts.jsonio import escape_non_utf8, sanitize
 from harness.soak.learning import LearningCfg
 from harness.soak.verdict import judge_run_dir
 
@@ -31,8 +32,10 @@ DIGEST_KEY = "content_sha256"
 
 
 def content_digest(doc: Mapping[str, Any]) -> str:
-    """sha256 of ``doc``'s canonical JSON without :data:`DIGEST_KEY`."""
-    body = {key: value for key, value in doc.items() if key != DIGEST_KEY}
+    """sha256 of ``doc``'s canonical JSON without :data:`DIGEST_KEY`, as it is written
+    (non-finite numbers as null, strings UTF-8 can hold: contracts.jsonio), so the digest
+    of the document in memory is the digest of the file read back."""
+    body, _ = escape_non_utf8(sanitize({k: v for k, v in doc.items() if k != DIGEST_KEY}))
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
