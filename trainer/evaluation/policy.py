@@ -18,7 +18,12 @@ import torch
 from torch import Tensor
 
 from trainer.algo.networks import Actor
-from trainer.rundir.checkpoint import checkpoint_files, file_sha256, load_checkpoint
+from trainer.rundir.checkpoint import (
+    checkpoint_files,
+    file_sha256,
+    load_checkpoint,
+    load_error_detail,
+)
 
 __all__ = [
     "CheckpointError",
@@ -92,8 +97,10 @@ def load_policy_point(
     try:
         payload = load_checkpoint(path, map_location="cpu")
     except (OSError, EOFError, RuntimeError, ValueError, pickle.UnpicklingError) as err:
-        detail = " ".join(str(err).split())[:300]
-        raise CheckpointError(f"{path} cannot be loaded ({type(err).__name__}: {detail})") from err
+        raise CheckpointError(
+            f"{path} cannot be loaded ({load_error_detail(err)}); pass a model_<iter>.pt "
+            "written by train"
+        ) from err
     actor_state = payload["learner"].get("actor")
     if not isinstance(actor_state, dict):
         raise CheckpointError(f"{path} holds no actor state (learner['actor'])")

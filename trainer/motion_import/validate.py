@@ -45,7 +45,16 @@ def fail(path: Path, what: str) -> MotionError:
 
 
 def read_arrays(path: Path) -> dict[str, np.ndarray]:
-    """Every array of an ``.npz``; an unreadable key is named (pickled object arrays)."""
+    """Every array of an ``.npz``; an unreadable key is named (pickled object arrays).
+
+    A file that is not a zip archive is refused before numpy sees it: numpy would try it as
+    a pickle and suggest loading it unsafely.
+    """
+    if path.is_file() and not zipfile.is_zipfile(path):
+        if path.suffix.lower() != ".npz":
+            what = f"is a '{path.suffix}' file" if path.suffix else "has no .npz or .csv suffix"
+            raise fail(path, f"{what}; g1-motion reads .npz and .csv clips, pass one of them")
+        raise fail(path, "is not an .npz archive; re-export it with numpy.savez")
     try:
         npz = np.load(path, allow_pickle=False)
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
@@ -61,7 +70,8 @@ def read_arrays(path: Path) -> dict[str, np.ndarray]:
             except ValueError as err:
                 raise fail(
                     path,
-                    f"key '{key}' cannot be read without pickle ({err}); store names as a string array, e.g. np.asarray(names, dtype=str)",
+                    f"key '{key}' holds Python objects, which are never unpickled; store names "
+                    "as a string array, e.g. np.asarray(names, dtype=str)",
                 ) from err
     return out
 

@@ -5,7 +5,8 @@ MuJoCo, rendered offscreen into a 50 fps H.264 MP4 with the reference as a trans
 and a filmstrip PNG beside it, and the actor exported to ONNX with its deployment metadata,
 verified in onnxruntime. Outputs default to the run directory (``play.mp4``,
 ``play_filmstrip.png``, ``policy.onnx``) and the result is recorded as the ``play`` section
-of the run's ``run_summary.json`` when it has one. ``train`` runs this after a completed run
+of the run's ``run_summary.json`` when it has one and the outputs are the run directory's own
+(``--video``/``--onnx`` elsewhere leave it untouched). ``train`` runs this after a completed run
 (:mod:`trainer.play.hook`).
 
 Exit codes: 0 every output written; 1 a part failed (the summary and the ``error:`` line say
@@ -45,7 +46,7 @@ def _log(message: str) -> None:
     typer.echo(f"play: {message}", err=True)
 
 
-def _table(section: dict[str, Any], summary: Path | None) -> str:
+def _table(section: dict[str, Any], summary: str) -> str:
     from tabulate import tabulate
 
     timings = section.get("timings_s") or {}
@@ -62,9 +63,34 @@ def _table(section: dict[str, Any], summary: Path | None) -> str:
         ("onnx max |ort - torch|", _num(section.get("onnx_max_abs_error"), ".2e")),
         ("MUJOCO_GL", section.get("gl_backend") or "-"),
         ("time (s)", " ".join(f"{k} {v:.1f}" for k, v in timings.items()) or "-"),
-        ("run_summary.json", str(summary) if summary else "- (the run has no summary yet)"),
+        ("run_summary.json", summary),
     ]
     return tabulate(rows, tablefmt="simple", maxcolwidths=[None, 100])
+
+
+def _precheck(target: Path, motion: str | None) -> str | None:
+    """The path and clip checks that need no torch or mujoco; ``--motion`` as resolved."""
+    from trainer.play.precheck import PlayInputError, locate, motion_choice
+
+    try:
+        locate(target)
+        return motion_choice(motion)
+    except PlayInputError as err:
+        raise typer.Exit(error(str(err), EXIT_USAGE)) from None
+
+
+def _record(run_dir: Path, section: dict[str, Any], *, own: bool) -> str:
+    """Record the play in the run's summary when its outputs are the run's own files; the
+    table's note on what happened to ``run_summary.json``."""
+    from trainer.play.record import record_play
+
+    if not own:
+        return "not changed: --video or --onnx wrote outside the run directory's own files"
+    try:
+        summary = record_play(run_dir, section)
+    except (OSError, ValueError) as err:
+        raise typer.Exit(error(f"cannot record play in {run_dir}: {err}")) from None
+    return str(summary) if summary else "- (the run has no summary yet)"
 
 
 def _num(value: Any, spec: str) -> str:
@@ -94,7 +120,11 @@ def play(
     ],
     motion: Annotated[
         str | None,
-        typer.Option("--motion", help="Motion id or .npz path to play instead of the run's clip."),
+        typer.Option(
+            "--motion",
+            help="Clip to play instead of the run's: a short name (g1-motion list), an asset "
+            "id or an .npz/.csv path.",
+        ),
     ] = None,
     video: Annotated[
         Path | None,
@@ -116,10 +146,10 @@ def play(
         gl = choose_gl_backend()  # both before anything imports mujoco
     except ValueError as err:
         raise UsageError(str(err)) from None
+    motion = _precheck(target, motion)
     from trainer.play.export import preload_exporter
 
     preload_exporter()
-    from trainer.play.record import record_play
     from trainer.play.session import PlayOptions, default_outputs, run_play
     from trainer.play.source import PlayInputError, resolve_source
 
@@ -130,10 +160,7 @@ def play(
     except PlayInputError as err:
         raise typer.Exit(error(str(err), EXIT_USAGE)) from None
     section = record.section()
-    try:
-        summary = record_play(source.run_dir, section)
-    except (OSError, ValueError) as err:
-        raise typer.Exit(error(f"cannot record play in {source.run_dir}: {err}")) from None
+    summary = _record(source.run_dir, section, own=outputs == default_outputs(source.run_dir))
     typer.echo(
         dumps_strict(section) if json_output else _table(section, summary), nl=not json_output
     )

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from contracts.errors import StrictJsonError
 from contracts.jsonio import load_strict
 from trainer.config.errors import ConfigError
-from trainer.rundir.checkpoint import checkpoint_files, checkpoint_iteration
+from trainer.play.precheck import PlayInputError, locate
+from trainer.rundir.checkpoint_names import checkpoint_files
 from trainer.rundir.run_config import RUN_CONFIG_FILE
 
 if TYPE_CHECKING:
@@ -26,10 +27,6 @@ if TYPE_CHECKING:
     from trainer.task.config import G1TrackingCfg
 
 __all__ = ["PlayInputError", "PlaySource", "find_checkpoint", "load_actor", "resolve_source"]
-
-
-class PlayInputError(ValueError):
-    """The run directory or checkpoint cannot be played (``play`` exits 2)."""
 
 
 @dataclass(frozen=True)
@@ -92,17 +89,7 @@ def resolve_source(target: Path) -> PlaySource:
     """
     from trainer.config.loader import typed_sections
 
-    target = Path(target).expanduser()
-    if target.is_dir():
-        run_dir, checkpoint = target, find_checkpoint(target)
-    elif target.is_file():
-        if checkpoint_iteration(target.name) is None:
-            msg = f"{target} is not a model_<iter>.pt; pass a run directory or a checkpoint"
-            raise PlayInputError(msg)
-        run_dir, checkpoint = target.parent, target
-    else:
-        msg = f"{target} does not exist; pass a run directory written by train or a model_<iter>.pt in one"
-        raise PlayInputError(msg)
+    run_dir, checkpoint = locate(target)
     run_config = _read_run_config(run_dir)
     try:
         built, _ = typed_sections(
@@ -133,14 +120,14 @@ def load_actor(source: PlaySource) -> tuple[Actor, int]:
         PlayInputError: the checkpoint is unreadable or its actor does not fit.
     """
     from trainer.algo.networks import Actor
-    from trainer.rundir.checkpoint import LOAD_ERRORS, load_checkpoint
+    from trainer.rundir.checkpoint import LOAD_ERRORS, load_checkpoint, load_error_detail
     from trainer.task.spec import G1_TRACKING_SPEC
 
     try:
         payload = load_checkpoint(source.checkpoint, map_location="cpu")
     except LOAD_ERRORS as err:
-        detail = " ".join(str(err).split())[:300]
-        msg = f"{source.checkpoint} cannot be loaded ({type(err).__name__}: {detail}); pass a model_<iter>.pt written by train"
+        detail = load_error_detail(err)
+        msg = f"{source.checkpoint} cannot be loaded ({detail}); pass a model_<iter>.pt written by train"
         raise PlayInputError(msg) from err
     meta = payload.get("meta") or {}
     cfg = source.algo_cfg

@@ -19,6 +19,7 @@ import os
 import pickle
 import re
 import shutil
+import struct
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,10 +27,15 @@ from typing import Any
 
 import torch
 
+from trainer.rundir.checkpoint_names import (  # noqa: F401 - the names' home; re-exported here
+    CHECKPOINT_PREFIX,
+    checkpoint_files,
+    checkpoint_iteration,
+    checkpoint_name,
+)
+
 CHECKPOINT_FORMAT = 1
 """``payload["format"]``; ``meta`` was added without a bump (files without it still load)."""
-
-CHECKPOINT_PREFIX = "model_"
 
 MATCHED_META_KEYS: tuple[str, ...] = (
     "algo",
@@ -62,29 +68,6 @@ class ResumeError(Exception):
 
     Raised in ``startup/learner_prepare``: a ``learner_failure`` summary, exit 1.
     """
-
-
-def checkpoint_name(iteration: int) -> str:
-    return f"{CHECKPOINT_PREFIX}{iteration}.pt"
-
-
-_CHECKPOINT_NAME = re.compile(rf"^{CHECKPOINT_PREFIX}([0-9]+)\.pt$")
-
-
-def checkpoint_iteration(name: str) -> int | None:
-    """The iteration ``k`` of a file named ``model_<k>.pt``; None for any other name."""
-    match = _CHECKPOINT_NAME.match(name)
-    return int(match.group(1)) if match else None
-
-
-def checkpoint_files(run_dir: str | Path) -> list[tuple[int, Path]]:
-    """``(iteration, path)`` of every ``model_<k>.pt`` file in ``run_dir``, by iteration."""
-    found = []
-    for path in Path(run_dir).iterdir():
-        iteration = checkpoint_iteration(path.name)
-        if iteration is not None and path.is_file():
-            found.append((iteration, path))
-    return sorted(found)
 
 
 def is_checkpoint_iteration(iteration: int, *, save_interval: int, final: bool) -> bool:
@@ -135,6 +118,30 @@ LOAD_ERRORS = (OSError, EOFError, RuntimeError, ValueError, pickle.UnpicklingErr
 """What ``torch.load`` raises for a missing, truncated, foreign or unsafe file."""
 
 
+_WEIGHTS_UNPICKLER = re.compile(r"WeightsUnpickler error: (.*?)(?: Check the documentation|$)")
+_TORCH_ADVICE = re.compile(
+    r"weights_only|arbitrary code|trusted source|Please file an issue|Check the documentation|"
+    r"In PyTorch 2\.6|Could this error message be improved|enhancement request|Weights only load",
+    re.IGNORECASE,
+)
+
+
+def load_error_detail(err: BaseException) -> str:
+    """``<type>: <why>`` for a failed ``load_checkpoint``, on one line, never relaying
+    torch's advice to retry with ``weights_only=False`` (arbitrary code execution)."""
+    text = " ".join(str(err).split())
+    if "weights_only" not in text:
+        return f"{type(err).__name__}: {_without_advice(text) or text}"[:300]
+    match = _WEIGHTS_UNPICKLER.search(text)
+    why = match.group(1).strip() if match else _without_advice(text)
+    return f"{type(err).__name__}: not a checkpoint train wrote ({why or 'not tensors only'})"[:300]
+
+
+def _without_advice(text: str) -> str:
+    sentences = re.split(r"(?<=[.?!])\s+", text)
+    return " ".join(s for s in sentences if not _TORCH_ADVICE.search(s)).strip()
+
+
 def load_checkpoint(
     path: str | Path, *, map_location: str | torch.device = "cpu", mmap: bool = False
 ) -> dict[str, Any]:
@@ -146,7 +153,11 @@ def load_checkpoint(
         ValueError: not a g1soak checkpoint (wrong format, missing keys).
         OSError, EOFError, RuntimeError, pickle.UnpicklingError: unreadable or corrupt.
     """
-    payload = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+    try:
+        payload = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+    except (LookupError, TypeError, AttributeError, OverflowError, struct.error) as err:
+        # A damaged file can trip the unpickler anywhere; it is still just unreadable.
+        raise pickle.UnpicklingError(f"damaged file ({type(err).__name__}: {err})") from err
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{path} is not a g1soak checkpoint (format {CHECKPOINT_FORMAT})")
     iteration = payload.get("iteration")
@@ -174,9 +185,8 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     try:
         return load_checkpoint(path, map_location="cpu")
     except LOAD_ERRORS as err:
-        detail = " ".join(str(err).split())[:300]
         raise ResumeError(
-            f"training.resume_from={path} cannot be loaded ({type(err).__name__}: {detail}); "
+            f"training.resume_from={path} cannot be loaded ({load_error_detail(err)}); "
             "pass a model_<iter>.pt written by train"
         ) from err
 

@@ -157,7 +157,7 @@ CASES: dict[str, tuple[Callable[[Path, dict], Path], tuple[str, ...]]] = {
     "ragged_csv": (ragged_csv, ("line 3 has 35 columns", "every row needs 36")),
     "pickled_names": (
         pickled_names,
-        ("key 'joint_names' cannot be read without pickle", "dtype=str"),
+        ("key 'joint_names' holds Python objects, which are never unpickled", "dtype=str"),
     ),
 }
 

@@ -298,7 +298,7 @@ def test_malformed_npz_is_rejected_naming_the_key(
 def test_non_npz_file_is_rejected(model: mujoco.MjModel, tmp_path: Path) -> None:
     bad = tmp_path / "bad.npz"
     bad.write_text("not a zip")
-    with pytest.raises(MotionError, match="not a readable .npz"):
+    with pytest.raises(MotionError, match="is not an .npz archive; re-export it with numpy.savez"):
         load_motion(bad, model)
 
 

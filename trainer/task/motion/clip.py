@@ -139,6 +139,11 @@ def npz_sha256(path: str | Path) -> str:
 
 
 def read_npz(path: Path) -> dict[str, np.ndarray]:
+    if path.is_file() and not zipfile.is_zipfile(path):
+        # numpy would try it as a pickle and suggest loading it unsafely.
+        raise MotionError(
+            f"motion file '{path}' is not an .npz archive; re-export it with numpy.savez"
+        )
     try:
         with np.load(path, allow_pickle=False) as npz:
             return {key: npz[key] for key in npz.files}
