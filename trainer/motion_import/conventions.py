@@ -142,7 +142,8 @@ def detect_convention(path: Path, arrays: Mapping[str, np.ndarray]) -> tuple[Con
         if width != count:
             raise fail(
                 path,
-                f"key 'joint_names' has {count} names but 'joint_pos' has {width} columns; expected {width} (joints only) or {width - 7} (root pos + quat first)",
+                f"key 'joint_names' has {count} names but 'joint_pos' has {width} columns; "
+                f"expected {count} (joints only) or {count + 7} (root pos + quat first)",
             )
         return "named", False
     if "body_names" in arrays:
