@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from contracts.parent_death import die_with_parent_preexec
 from contracts.procfs import is_same_process, read_stat
 from harness.soak.proctree import MARKER_ENV, read_children
 
@@ -96,6 +97,9 @@ def launch_trainer(command: Sequence[str], log_dir: Path) -> LaunchedTrainer:
             env=trainer_environment(log_dir, soak_id),
             start_new_session=True,
             close_fds=True,
+            # A soak killed outright (SIGKILL) still stops its trainer the normal way: the
+            # trainer gets SIGTERM, writes its cancelled summary and checkpoint, and exits.
+            preexec_fn=die_with_parent_preexec(signal.SIGTERM),  # noqa: PLW1509 - a syscall only
         )
     stat = read_stat(popen.pid)
     return LaunchedTrainer(

@@ -41,6 +41,8 @@ FAST = [
     "1.5",
     "--post-shutdown-grace-seconds",
     "0.2",
+    "--stop-grace-seconds",  # a SIGTERM-deaf child is killed this long after SIGTERM
+    "2",
     "--min-duration-seconds",
     "0",
 ]

@@ -9,13 +9,14 @@ profile can time the learner's cycle while an env competes for the GPU and repor
 rate over the same interval.
 
 The child is stopped and joined when the context exits, killed if it does not stop within
-:data:`STOP_TIMEOUT_S`; a child that dies before it is ready raises :class:`EnvBesideError`
+:data:`STOP_TIMEOUT_S`, and killed by the kernel if its parent dies first; a child that dies before it is ready raises :class:`EnvBesideError`
 with its exit code and last error.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import queue
 import time
 import traceback
@@ -25,6 +26,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from contracts.motions import SYNTHETIC_MOTION_ID
+from contracts.parent_death import die_with_parent
 from trainer.config.schema import StreamPriority
 
 READY_TIMEOUT_S = 900.0
@@ -70,9 +72,11 @@ class Window:
 
 
 def _step_until_stopped(
-    spec: EnvBesideSpec, ready: Any, stop: Any, steps: Synchronized, error: Any
+    spec: EnvBesideSpec, ready: Any, stop: Any, steps: Synchronized, error: Any, parent: int
 ) -> None:
-    """The child: build, warm up, signal ready, then step until ``stop`` is set."""
+    """The child: build, warm up, signal ready, then step until ``stop`` is set (or its
+    parent ``parent`` dies: the kernel kills it then, so it never spins alone)."""
+    die_with_parent(parent)
     try:
         import torch
 
@@ -123,7 +127,7 @@ class EnvBeside:
         self._error = ctx.Queue()
         self._proc = ctx.Process(
             target=_step_until_stopped,
-            args=(spec, self._ready, self._stop, self._steps, self._error),
+            args=(spec, self._ready, self._stop, self._steps, self._error, os.getpid()),
             name="env-beside",
             daemon=True,
         )

@@ -24,6 +24,7 @@ from typing import Any
 from contracts.cli_app import EXIT_FAILED, EXIT_OK
 from contracts.errors import StrictJsonError
 from contracts.jsonio import load_strict
+from contracts.parent_death import die_with_parent_preexec
 from trainer.play.record import SUMMARY_FILE, PlayRecord, record_play, skipped
 
 __all__ = [
@@ -108,7 +109,12 @@ def run_play_child(run_dir: Path, argv: Sequence[str] | None = None) -> str:
     command = list(argv or [sys.executable, "-m", "trainer", "play", str(run_dir)])
     last_error: str | None = None
     with subprocess.Popen(
-        command, stderr=subprocess.PIPE, text=True, errors="replace", env=_child_env()
+        command,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        env=_child_env(),
+        preexec_fn=die_with_parent_preexec(signal.SIGTERM),  # noqa: PLW1509 - a syscall only
     ) as child:
         try:
             assert child.stderr is not None

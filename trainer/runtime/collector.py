@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 
 from contracts.env_spec import EnvSpec
+from contracts.parent_death import die_with_parent
 from trainer.evaluation.stage import EvalPlan, prepare_collector, serve_evaluation
 from trainer.runtime.collector_metrics import CollectorMetrics, EpisodeWindow
 from trainer.runtime.control import ControlBlock, FailureKind, State, Word
@@ -454,6 +455,9 @@ def collector_main(spec: CollectorSpec, conn: Connection, launched_at: float) ->
         launched_at: the learner's ``time.time()`` just before ``Process.start``.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
+    # A learner killed outright (SIGKILL, OOM) takes its collector with it at once, instead
+    # of leaving it to notice through the control block.
+    die_with_parent(spec.learner_pid)
     logging.basicConfig(
         level=spec.log_level,
         stream=sys.stderr,

@@ -1,0 +1,197 @@
+"""Orphans: a child the project starts dies with its parent (docs/soak.md, "Children die with
+their parent"), with real processes killed outright (SIGKILL, nothing caught):
+
+- a benchmark's env beside (``EnvBeside``) whose parent dies;
+- the real CPU trainer's collector whose learner dies;
+- the real CPU trainer whose ``g1-soak`` dies: it gets SIGTERM and still leaves a cancelled
+  summary with its checkpoint.
+
+Each scenario then waits for every process of the killed parent's session to be gone. The
+suite-wide check in tests/conftest.py fails any test that leaves a process behind.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+from contracts.jsonio import load_strict, loads_strict
+
+pytestmark = pytest.mark.slow
+
+BIN = Path(sys.executable).parent
+DEADLINE_S = 300.0
+REPEATS = 3
+TINY_OVERRIDES = ("algo.batch_size=8", "algo.learning_starts=2", "algo.save_interval=3")
+
+ENV_BESIDE_PARENT = textwrap.dedent(
+    """
+    import sys, threading
+    from trainer.bench.env_beside import EnvBeside, EnvBesideSpec
+
+    spec = EnvBesideSpec(sim="mujoco", num_envs=2, device="cpu", warmup=1)
+    with EnvBeside(spec) as env:
+        print(env.pid, flush=True)
+        threading.Event().wait()
+    """
+)
+
+
+def _session(sid: int) -> list[psutil.Process]:
+    """Live (non-zombie) processes of session ``sid``."""
+    found = []
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if os.getsid(proc.pid) == sid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (ProcessLookupError, PermissionError):
+            continue
+    return found
+
+
+def _alive(proc: psutil.Process) -> bool:
+    """Running and not a zombie (an orphan that died waits, a zombie, for pytest to reap it)."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _poll(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, f"not {what} within {DEADLINE_S:g} s"
+        time.sleep(0.1)
+
+
+def _kill_and_wait_for_session(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL ``proc`` (the leader of its own session) and wait until its session is empty."""
+    proc.kill()
+    proc.wait(timeout=DEADLINE_S)
+    _poll(lambda: not _session(proc.pid), f"every process of session {proc.pid} gone")
+
+
+def _progress_iteration(run_dir: Path) -> int:
+    try:
+        text = (run_dir / "progress.jsonl").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return -1
+    return max(
+        (loads_strict(line)["iteration"] for line in text.split("\n")[:-1] if line), default=-1
+    )
+
+
+@pytest.mark.parametrize("repeat", range(REPEATS))
+def test_the_env_beside_dies_with_its_parent(repeat: int) -> None:
+    parent = subprocess.Popen(
+        [sys.executable, "-c", ENV_BESIDE_PARENT],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert parent.stdout is not None
+        child = psutil.Process(int(parent.stdout.readline()))
+        assert child.ppid() == parent.pid and child.is_running()
+    finally:
+        _kill_and_wait_for_session(parent)
+    assert not _alive(child)
+
+
+def test_a_killed_learner_takes_its_collector_with_it(tmp_path: Path, isolated_cache) -> None:
+    run_dir = tmp_path / "run"
+    train = subprocess.Popen(
+        [
+            sys.executable, "-m", "trainer", "train", "--algo", "flashsac",
+            "--task", "g1_motion_tracking", "--sim", "mujoco", "algo.num_envs=4",
+            *TINY_OVERRIDES, "algo.max_iterations=100000", "training.no_play=true",
+            "env.commands.motion.motion_file=motions/g1/synthetic_dance.npz",
+            f"training.log_dir={run_dir}",
+        ],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _poll(lambda: _progress_iteration(run_dir) >= 1 or train.poll() is not None, "training")
+        assert train.poll() is None
+        collectors = [
+            p
+            for p in psutil.Process(train.pid).children()
+            if "resource_tracker" not in p.cmdline()[-1]
+        ]
+        assert collectors, "no collector process under the learner"
+    finally:
+        _kill_and_wait_for_session(train)
+    assert not any(_alive(p) for p in collectors)
+
+
+def test_a_killed_soak_stops_its_trainer_the_normal_way(tmp_path: Path, isolated_cache) -> None:
+    run_dir = tmp_path / "run"
+    soak = subprocess.Popen(
+        [
+            str(BIN / "g1-soak"), "--sim", "mujoco", "--motion", "synthetic", "--num-envs", "4",
+            "--iterations", "100000", "--min-duration-seconds", "0", "--learning-mode", "report",
+            *[arg for o in TINY_OVERRIDES for arg in ("--extra-override", o)],
+            "--log-dir", str(run_dir), "--output", str(tmp_path / "soak.json"),
+        ],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    _poll(lambda: _progress_iteration(run_dir) >= 4 or soak.poll() is not None, "iteration 4")
+    assert soak.poll() is None
+    (trainer,) = [p for p in psutil.Process(soak.pid).children() if "train" in p.cmdline()]
+    trainer_session = trainer.pid  # the soak starts it in a session of its own
+    soak.kill()
+    soak.wait(timeout=DEADLINE_S)
+    _poll(lambda: not _session(trainer_session), "the trainer and its collector gone")
+    # the kernel's SIGTERM reached the trainer, which ended its run as a cancellation
+    summary = load_strict(run_dir / "run_summary.json")
+    assert summary["status"] == "cancelled"
+    assert summary["error"] == "received SIGTERM"
+    reached = summary["completed_iterations"]
+    assert summary["last_checkpoint"] == str(run_dir / f"model_{reached}.pt")
+    assert (run_dir / f"model_{reached}.pt").stat().st_size > 0
+    assert not (tmp_path / "soak.json").exists()  # a SIGKILL'd soak writes nothing
+
+
+LEAKING_TEST = textwrap.dedent(
+    """
+    import subprocess, sys
+
+    def test_leaves_an_orphan(tmp_path):
+        # a child that starts a sleeping grandchild and exits: the grandchild is an orphan
+        code = (
+            "import subprocess as s; "
+            "print(s.Popen(['sleep', '600'], stdout=s.DEVNULL, stderr=s.DEVNULL).pid)"
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        open(PIDFILE, "w").write(out.stdout.strip())
+    """
+)
+
+
+@pytest.mark.parametrize("repeat", range(REPEATS))
+def test_the_suite_fails_a_test_that_leaves_an_orphan(tmp_path: Path, repeat: int) -> None:
+    pidfile = tmp_path / "orphan.pid"
+    (tmp_path / "conftest.py").write_text(
+        (Path(__file__).parents[1] / "conftest.py").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    (tmp_path / "test_leak.py").write_text(
+        f"PIDFILE = {str(pidfile)!r}\n{LEAKING_TEST}", encoding="utf-8"
+    )
+    inner = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir",
+         str(tmp_path), "-c", os.devnull, str(tmp_path / "test_leak.py")],
+        check=False, capture_output=True, text=True, timeout=DEADLINE_S, cwd=tmp_path,
+        env={**os.environ, "G1_TEST_ORPHAN_DEADLINE_S": "1"},
+    )  # fmt: skip
+    orphan = int(pidfile.read_text())
+    assert inner.returncode == 1, inner.stdout[-3000:]
+    assert f"the test left processes behind (killed now): {orphan} (sleep 600)" in inner.stdout
+    assert not psutil.pid_exists(orphan) or psutil.Process(orphan).status() == "zombie"
