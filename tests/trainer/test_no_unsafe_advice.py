@@ -71,3 +71,30 @@ def test_g1_motion_inspect_never_unpickles_an_object_array(tmp_path: Path) -> No
     assert code == 2, out[-2000:]
     assert "key 'joint_names' holds Python objects, which are never unpickled" in out
     assert not any(word in out for word in UNSAFE)
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ("objects", "is not a readable .npz (it holds Python objects, which are never unpickled)"),
+        ("pickle", "is not an .npz archive"),
+    ],
+)
+def test_train_refuses_a_clip_it_cannot_read_safely_without_unsafe_advice(
+    content: str, why: str, tmp_path: Path
+) -> None:
+    clip = tmp_path / "clip.npz"
+    if content == "objects":
+        np.savez(clip, joint_pos=np.array([{"a": 1}], dtype=object))
+    else:
+        clip.write_bytes(HOSTILE_PICKLE * 40)
+    override = f"env.commands.motion.motion_file={clip}"
+    code, out = _run(
+        sys.executable, "-m", "trainer", "check-config",
+        "--algo", "flashsac", "--task", "g1_motion_tracking", "--sim", "mujoco", override,
+    )  # fmt: skip
+    assert code == 2, out[-2000:]
+    assert out.strip().splitlines()[-1] == (
+        f"error: motion file '{clip}' {why}; re-export it with numpy.savez"
+    )
+    assert not any(word in out for word in UNSAFE)

@@ -148,7 +148,10 @@ def read_npz(path: Path) -> dict[str, np.ndarray]:
         with np.load(path, allow_pickle=False) as npz:
             return {key: npz[key] for key in npz.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
-        msg = f"motion file '{path}' is not a readable .npz ({type(err).__name__}: {err}); re-export it with numpy.savez"
+        why = f"{type(err).__name__}: {err}"
+        if "pickle" in why:  # numpy's message names the unsafe switch; never relay it
+            why = "it holds Python objects, which are never unpickled"
+        msg = f"motion file '{path}' is not a readable .npz ({why}); re-export it with numpy.savez"
         raise MotionError(msg) from err
 
 
