@@ -5,7 +5,7 @@ collector's torch pool and MuJoCo's physics pool (``mujoco.batch``). Left alone,
 sized to every CPU, and they run at the same time (the learner updates while the collector
 steps the env). torch's OpenMP workers spin while they wait and every parallel region waits
 for its slowest worker, so a pool that shares its cores with another pool, or with another
-program, stalls (docs/benchmarks.md, "CPU threads": on 2 CPUs the quick start used half the
+program, stalls (docs/journal/benchmarks-2026.md, "CPU threads": on 2 CPUs the quick start used half the
 CPU time once the pools stopped overlapping). So each pool gets its own share of the CPUs
 this process may run on (``os.sched_getaffinity``):
 

@@ -1,7 +1,7 @@
 """The spread of each configuration over its seeds: what a campaign of seeds is for.
 
 One configuration's 3,000-iteration soak, same clip and seed, reached 23 % to 98 % uniform
-success on three machines (docs/benchmarks.md, "Seventeenth H200 session"). So a learning
+success on three machines (docs/journal/benchmarks-2026.md, "Seventeenth H200 session"). So a learning
 comparison between override sets reads the range over seeds, never one run. Cells group by
 (override set, motion, sim) in the campaign's order. Each contributes the final evaluation
 (uniform starts) and the steady throughput of its last attempt, where it has them.

@@ -6,7 +6,7 @@ directory with a few files, then times the monitor's per-tick work exactly as
 :class:`harness.soak.monitor.SoakMonitor` does it (tree with marker scan, progress, GPU)
 in CPU seconds of this process. Between ticks the monitor blocks in ``select`` on a pidfd,
 which costs nothing, so ``cpu_s_per_sample / interval`` is its share of one core.
-The figures go to docs/benchmarks.md.
+The figures go to docs/benchmarks.md (current) and a dated record in docs/journal/.
 """
 
 from __future__ import annotations
