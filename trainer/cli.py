@@ -323,7 +323,8 @@ def run_train(
     environ: Mapping[str, str] | None = None,
     argv: Sequence[str] | None = None,
 ) -> int:
-    """The whole ``train`` command as a function; returns the exit code (0, 1 or 2).
+    """The whole ``train`` command as a function; returns the exit code (0, 1, 2, or 128 + the
+    signal that cancelled it: 130 for SIGINT, 143 for SIGTERM).
 
     Args:
         algo, task, sim: the owner selection (all three or none is a usage error).

@@ -191,6 +191,12 @@ def test_clean_run_passes_with_a_valid_artifact(tmp_path: Path) -> None:
             id="crash-mid-run",
         ),
         pytest.param(
+            ("cancelled",),
+            "external_cancellation",
+            "trainer exited with returncode 143",
+            id="cancelled-by-sigterm",
+        ),
+        pytest.param(
             ("signal",),
             "missing_run_summary",
             "trainer exited with returncode -9",

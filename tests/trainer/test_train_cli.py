@@ -316,7 +316,7 @@ def test_passing_preflight_hands_a_resolved_run_context_to_the_runtime(
     assert run_config["run"]["configured_seed_source"] == "override"
 
 
-def test_sigint_before_training_exits_1_with_an_external_cancellation_summary(
+def test_sigint_before_training_exits_130_with_an_external_cancellation_summary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     def interrupted_preflight(*args: object, **kwargs: object) -> None:
@@ -329,7 +329,7 @@ def test_sigint_before_training_exits_1_with_an_external_cancellation_summary(
     run = tmp_path / "run"
     code = cli.main([*OWNER, "--sim", "mujoco", *SMALL, f"training.log_dir={run}"])
     err = capsys.readouterr().err
-    assert code == 1
+    assert code == 128 + signal.SIGINT
     assert _error_lines(err) == ["error: cancelled: received SIGINT before training started"]
     summary = load_strict(run / "run_summary.json")
     assert validate(summary, "run_summary.v1.json") == []

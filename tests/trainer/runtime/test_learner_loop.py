@@ -64,9 +64,10 @@ def _shutdown(run_dir: Path) -> dict:
     return load_strict(run_dir / "run_summary.json")["runtime_manifest"]["shutdown"]
 
 
-def _run_failing(ctx, hooks) -> tuple[dict, dict]:
-    """Run a training that must fail; return its schema-valid summary and shutdown record."""
-    assert run_training(ctx, **hooks) == 1
+def _run_failing(ctx, hooks, *, exit_code: int = 1) -> tuple[dict, dict]:
+    """Run a training that must fail (exit 1, or 128 + the signal that cancelled it); return
+    its schema-valid summary and shutdown record."""
+    assert run_training(ctx, **hooks) == exit_code
     summary = load_strict(ctx.run_dir / "run_summary.json")
     assert validate(summary, "run_summary.v1.json") == []
     return summary, summary["runtime_manifest"]["shutdown"]
@@ -349,11 +350,12 @@ def test_signal_to_the_learner_is_external_cancellation(make_ctx, signum):
     thread = threading.Thread(target=interrupt_when_training)
     thread.start()
     try:
-        assert run_training(ctx, **hooks) == 1
+        assert run_training(ctx, **hooks) == 128 + signum
     finally:
         thread.join()
     summary = load_strict(ctx.run_dir / "run_summary.json")
     assert validate(summary, "run_summary.v1.json") == []
+    assert summary["status"] == "cancelled"
     shutdown = summary["runtime_manifest"]["shutdown"]
     assert (shutdown["classification"], shutdown["owner"]) == ("external_cancellation", "external")
     assert shutdown["phase"].startswith("training/")
@@ -524,9 +526,10 @@ def test_a_signal_cancels_a_collector_thread_run(make_ctx):
     thread = threading.Thread(target=interrupt_when_training)
     thread.start()
     try:
-        _, shutdown = _run_failing(ctx, hooks)
+        summary, shutdown = _run_failing(ctx, hooks, exit_code=128 + signal.SIGTERM)
     finally:
         thread.join()
+    assert summary["status"] == "cancelled"
     assert (shutdown["classification"], shutdown["owner"]) == ("external_cancellation", "external")
     assert shutdown["collector"]["alive"] is False
     assert _collector_threads() == []

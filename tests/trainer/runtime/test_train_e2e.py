@@ -96,10 +96,12 @@ def _finish(
     *,
     classification: str,
     owner: str,
+    returncode: int = 1,
 ) -> dict:
-    """Wait for the failed run; check it left nothing behind and was classified as expected."""
+    """Wait for the failed run; check its exit code (1, or 128 + the signal that cancelled
+    it), that it left nothing behind and was classified as expected."""
     out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 1, out[-4000:]
+    assert proc.returncode == returncode, out[-4000:]
     assert [p for p in psutil.process_iter(["ppid"]) if p.info["ppid"] == proc.pid] == []
     summary = load_strict(run_dir / "run_summary.json")
     assert validate(summary, "run_summary.v1.json") == []
@@ -127,6 +129,11 @@ def test_sigint_to_the_trainer_is_an_external_cancellation(tmp_path, isolated_ca
     proc, collector = _start_training(run_dir)
     proc.send_signal(signal.SIGINT)
     summary = _finish(
-        proc, collector, run_dir, classification="external_cancellation", owner="external"
+        proc,
+        collector,
+        run_dir,
+        classification="external_cancellation",
+        owner="external",
+        returncode=128 + signal.SIGINT,
     )
-    assert summary["status"] == "failed"
+    assert summary["status"] == "cancelled"
