@@ -132,12 +132,15 @@ def test_the_onnxruntime_example_in_docs_runs_on_the_export(
     assert f"'{JOINT_NAMES[0]}': " in proc.stdout
 
 
-def test_play_on_the_checkpoint_reproduces_the_onnx_bit_for_bit(
+def test_play_on_the_checkpoint_reproduces_the_onnx_bit_for_bit_and_leaves_the_summary(
     trained: tuple[Path, Path, str], tmp_path: Path
 ) -> None:
+    """Outputs written outside the run directory leave its run_summary.json untouched: the
+    recorded play section describes the run's own play.mp4 and policy.onnx (docs/play.md)."""
     run, _, _ = trained
     copy = tmp_path / "run"
     shutil.copytree(run, copy)
+    recorded = load_strict(copy / "run_summary.json")["play"]
     onnx_path, video = tmp_path / "again.onnx", tmp_path / "again.mp4"
     proc = _play(
         str(copy / "model_4.pt"), "--onnx", str(onnx_path), "--video", str(video), "--json",
@@ -146,8 +149,12 @@ def test_play_on_the_checkpoint_reproduces_the_onnx_bit_for_bit(
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert onnx_path.read_bytes() == (run / "policy.onnx").read_bytes()
     section = json.loads(proc.stdout)
-    assert load_strict(copy / "run_summary.json")["play"] == section
     assert (section["onnx"], section["video"]) == (str(onnx_path), str(video))
+    assert load_strict(copy / "run_summary.json")["play"] == recorded
+    assert (recorded["onnx"], recorded["video"]) == (
+        str(run / "policy.onnx"),
+        str(run / "play.mp4"),
+    )
     assert (tmp_path / "again_filmstrip.png").is_file()
 
 
