@@ -6,17 +6,20 @@ The orphan check: pytest makes itself a child subreaper, so a process whose pare
 test, every descendant that was not there before it must be gone (polled up to
 ``ORPHAN_DEADLINE_S``); one that is not is killed and the test errors, naming it. The
 interpreter's own long-lived helpers (multiprocessing's resource tracker and forkserver,
-torch's compile workers) are not the test's.
+torch's compile workers) are not the test's. Nor are the processes of a session that a
+fixture of wider scope started and registered with ``fixture_processes`` (a Ray head for a
+module): they outlive each test by design and are checked when that fixture ends instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -41,6 +44,17 @@ def _is_helper(proc: psutil.Process) -> bool:
     return any(mark in cmdline for mark in HELPER_MARKS)
 
 
+_FIXTURE_SESSIONS: dict[int, str] = {}
+"""Session id -> the wider-scoped fixture whose processes it holds (``fixture_processes``)."""
+
+
+def _session_of(proc: psutil.Process) -> int | None:
+    try:
+        return os.getsid(proc.pid)
+    except (ProcessLookupError, PermissionError):
+        return None
+
+
 def _live_descendants() -> dict[int, psutil.Process]:
     live = {}
     for proc in psutil.Process().children(recursive=True):
@@ -50,6 +64,29 @@ def _live_descendants() -> dict[int, psutil.Process]:
         except (psutil.NoSuchProcess, psutil.ZombieProcess):
             continue
     return live
+
+
+def _wait_until_gone(
+    candidates: Callable[[], list[psutil.Process]], keep: set[int] | None = None
+) -> list[psutil.Process]:
+    """Poll ``candidates()`` up to ``ORPHAN_DEADLINE_S`` (reaping adopted zombies not in
+    ``keep``, none when it is None); return what is still there (empty when all went)."""
+    deadline = time.monotonic() + ORPHAN_DEADLINE_S
+    while True:
+        if keep is not None:
+            _reap_adopted_zombies(keep)
+        left = candidates()
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+def _kill(procs: list[psutil.Process]) -> None:
+    for proc in procs:
+        try:
+            proc.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            continue
 
 
 def _reap_adopted_zombies(keep: set[int]) -> None:
@@ -80,22 +117,54 @@ def pytest_configure(config: pytest.Config) -> None:
 def _no_orphans() -> Iterator[None]:
     before = set(_live_descendants())
     yield
-    deadline = time.monotonic() + ORPHAN_DEADLINE_S
-    while True:
-        _reap_adopted_zombies(before)
-        left = [p for pid, p in _live_descendants().items() if pid not in before]
-        left = [p for p in left if not _is_helper(p)]
-        if not left or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
+
+    def left_by_the_test() -> list[psutil.Process]:
+        new = [p for pid, p in _live_descendants().items() if pid not in before]
+        return [p for p in new if not _is_helper(p) and _session_of(p) not in _FIXTURE_SESSIONS]
+
+    left = _wait_until_gone(left_by_the_test, before)
     if left:
         described = _describe(left)
-        for proc in left:
-            try:
-                proc.send_signal(signal.SIGKILL)
-            except psutil.NoSuchProcess:
-                continue
+        _kill(left)
         pytest.fail(f"the test left processes behind (killed now): {described}", pytrace=False)
+
+
+class FixtureProcesses:
+    """Lets a fixture of module or session scope own the processes of one session."""
+
+    @contextlib.contextmanager
+    def owned(self, sid: int, what: str) -> Iterator[None]:
+        """While the block runs, the processes of session ``sid`` (e.g. a child started with
+        ``start_new_session=True``: its pid) are ``what``'s, not left behind by the tests that
+        run meanwhile. The block must end them (the fixture's own teardown); any still alive
+        after ``ORPHAN_DEADLINE_S`` are killed and the fixture errors, naming them."""
+        if sid in _FIXTURE_SESSIONS:
+            raise ValueError(f"session {sid} is already owned by {_FIXTURE_SESSIONS[sid]}")
+        _FIXTURE_SESSIONS[sid] = what
+
+        def of_the_session() -> list[psutil.Process]:
+            return [p for p in _live_descendants().values() if _session_of(p) == sid]
+
+        try:
+            yield
+        except BaseException:
+            _kill(_wait_until_gone(of_the_session))  # the original error says why
+            raise
+        else:
+            left = _wait_until_gone(of_the_session)
+            if left:
+                described = _describe(left)
+                _kill(left)
+                message = f"{what} left processes behind (killed now): {described}"
+                pytest.fail(message, pytrace=False)
+        finally:
+            del _FIXTURE_SESSIONS[sid]
+
+
+@pytest.fixture(scope="session")
+def fixture_processes() -> FixtureProcesses:
+    """For fixtures of wider scope that keep processes across tests (``FixtureProcesses``)."""
+    return FixtureProcesses()
 
 
 @pytest.fixture(autouse=True)

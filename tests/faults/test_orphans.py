@@ -7,12 +7,15 @@ their parent"), with real processes killed outright (SIGKILL, nothing caught):
   summary with its checkpoint.
 
 Each scenario then waits for every process of the killed parent's session to be gone. The
-suite-wide check in tests/conftest.py fails any test that leaves a process behind.
+suite-wide check in tests/conftest.py fails any test that leaves a process behind, and a
+wider-scoped fixture that owns a session (``fixture_processes``) that its teardown leaves
+processes in; both checks are tested here on an inner pytest run.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -61,6 +64,13 @@ def _alive(proc: psutil.Process) -> bool:
     """Running and not a zombie (an orphan that died waits, a zombie, for pytest to reap it)."""
     try:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        return _alive(psutil.Process(pid))
     except psutil.NoSuchProcess:
         return False
 
@@ -195,3 +205,84 @@ def test_the_suite_fails_a_test_that_leaves_an_orphan(tmp_path: Path, repeat: in
     assert inner.returncode == 1, inner.stdout[-3000:]
     assert f"the test left processes behind (killed now): {orphan} (sleep 600)" in inner.stdout
     assert not psutil.pid_exists(orphan) or psutil.Process(orphan).status() == "zombie"
+
+
+# A module-scoped fixture owning a server's session, like the Ray head of the campaign tests:
+# the server starts more processes in that session while the tests run (one per line it reads).
+SERVER_TESTS = textwrap.dedent(
+    """
+    import os, signal, subprocess, sys
+    import pytest
+
+    SERVER = (
+        "import subprocess, sys\\n"
+        "for line in sys.stdin:\\n"
+        "    print(subprocess.Popen(['sleep', '600']).pid, flush=True)\\n"
+    )
+
+    @pytest.fixture(scope="module")
+    def server(fixture_processes):
+        leader = subprocess.Popen(
+            [sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True, start_new_session=True,
+        )
+        with fixture_processes.owned(leader.pid, "the server fixture"):
+            def spawn():
+                leader.stdin.write("\\n")
+                leader.stdin.flush()
+                pid = int(leader.stdout.readline())
+                open(PIDFILE, "a").write(f"{pid}\\n")
+                return pid
+            yield spawn
+            if STOPS_ITS_SESSION:
+                os.killpg(leader.pid, signal.SIGKILL)
+            leader.stdin.close()  # the server exits; unless killed, its sleeps stay behind
+            leader.wait()
+
+    def test_the_server_starts_a_process_that_outlives_the_test(server):
+        server()
+
+    def test_a_test_still_may_not_leave_its_own_orphan(server, tmp_path):
+        server()
+        code = (
+            "import subprocess as s; "
+            "print(s.Popen(['sleep', '600'], stdout=s.DEVNULL, stderr=s.DEVNULL).pid)"
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        open(ORPHAN, "w").write(out.stdout.strip())
+    """
+)
+
+
+@pytest.mark.parametrize("stops", [True, False], ids=["stops-its-session", "leaves-it"])
+def test_a_wider_fixtures_session_is_its_own_until_its_teardown(
+    tmp_path: Path, stops: bool
+) -> None:
+    pidfile, orphan_file = tmp_path / "server.pids", tmp_path / "orphan.pid"
+    (tmp_path / "conftest.py").write_text(
+        (Path(__file__).parents[1] / "conftest.py").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    (tmp_path / "test_server.py").write_text(
+        f"PIDFILE = {str(pidfile)!r}\nORPHAN = {str(orphan_file)!r}\n"
+        f"STOPS_ITS_SESSION = {stops!r}\n{SERVER_TESTS}",
+        encoding="utf-8",
+    )
+    inner = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir",
+         str(tmp_path), "-c", os.devnull, str(tmp_path / "test_server.py")],
+        check=False, capture_output=True, text=True, timeout=DEADLINE_S, cwd=tmp_path,
+        env={**os.environ, "G1_TEST_ORPHAN_DEADLINE_S": "1"},
+    )  # fmt: skip
+    spawned = [int(line) for line in pidfile.read_text().split()]
+    orphan = int(orphan_file.read_text())
+    out = inner.stdout
+    assert inner.returncode == 1, out[-3000:]
+    assert len(spawned) == 2
+    # the test's own orphan is caught while the fixture lives; the server's processes are not
+    caught = re.findall(r"the test left processes behind \(killed now\): (\d[^\n]*)", out)
+    assert caught and set(caught) == {f"{orphan} (sleep 600)"}, out[-3000:]
+    assert "2 passed" in out, out[-3000:]
+    described = "; ".join(f"{pid} (sleep 600)" for pid in spawned)
+    fixture_error = f"the server fixture left processes behind (killed now): {described}"
+    assert (fixture_error in out) is not stops, out[-3000:]
+    assert not any(_pid_alive(pid) for pid in [orphan, *spawned])

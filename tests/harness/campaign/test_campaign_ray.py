@@ -77,8 +77,12 @@ def _popen_with_default_sigint(argv: list[str], **kwargs: Any) -> subprocess.Pop
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    """A Ray head on 127.0.0.1 with 2 CPUs and no GPU; yields (address, env for drivers)."""
+def cluster(tmp_path_factory, fixture_processes):
+    """A Ray head on 127.0.0.1 with 2 CPUs and no GPU; yields (address, env for drivers).
+
+    The head and every Ray process it starts (raylet, log monitor, workers, some only after a
+    test asked for them) share the head's session, which this fixture owns for the module: the
+    suite's per-test orphan check leaves them alone, and they must all be gone at teardown."""
     temp = Path(tempfile.mkdtemp(dir="/tmp", prefix="rh"))  # short: Unix socket paths
     env = {
         **os.environ,
@@ -97,23 +101,27 @@ def cluster(tmp_path_factory):
         ],
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
-    try:
-        _wait_for(lambda: _port_open(port) or head.poll() is not None, HEAD_TIMEOUT_S, "ray")
-        assert head.poll() is None, (temp / "head.log").read_text(errors="replace")
-        yield f"127.0.0.1:{port}", env
-    finally:
-        os.killpg(head.pid, signal.SIGTERM)  # the head and every Ray process it started
+    with fixture_processes.owned(head.pid, "the Ray head of test_campaign_ray"):
         try:
-            head.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
+            _wait_for(lambda: _port_open(port) or head.poll() is not None, HEAD_TIMEOUT_S, "ray")
+            assert head.poll() is None, (temp / "head.log").read_text(errors="replace")
+            yield f"127.0.0.1:{port}", env
+        finally:
+            # The head and every Ray process it started share its process group. SIGKILL, not
+            # SIGTERM: the head's graceful stop takes ~33 s on 2 cores, and nothing of this
+            # throwaway cluster needs one (fixture_processes.owned checks that all are gone).
+            _signal_group(head.pid, signal.SIGKILL)
             head.wait()
-        try:
-            os.killpg(head.pid, signal.SIGKILL)  # stragglers of the group, if any
-        except ProcessLookupError:
-            pass
-        log.close()
-        shutil.rmtree(temp, ignore_errors=True)
+            log.close()
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+def _signal_group(pgid: int, signum: signal.Signals) -> None:
+    """Signal a process group that may be gone already (a head that died on its own)."""
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        pass
 
 
 def _campaign(tmp_path: Path, campaign_doc, write_campaign, **changes: Any) -> Path:
@@ -196,8 +204,11 @@ def test_an_interrupted_campaign_resumes_only_its_unfinished_cells(
         for line in driver.stderr:
             if "[1/2] base-s1-synthetic-mujoco passed" in line:
                 break
-        # Ctrl-C once the second cell's soak has launched its trainer.
-        _wait_for(lambda: (second / "run" / "soak-console.log").exists(), 600, "cell 2")
+        # Ctrl-C once the second cell's soak has launched its trainer (a driver that ended
+        # first fails here at once, not after the whole wait).
+        launched = second / "run" / "soak-console.log"
+        _wait_for(lambda: launched.exists() or driver.poll() is not None, 600, "cell 2")
+        assert driver.poll() is None, f"the driver exited {driver.returncode} before cell 2"
         driver.send_signal(signal.SIGINT)
         _, err = driver.communicate(timeout=600)
     finally:
