@@ -1,7 +1,8 @@
 """``evaluate RUN_DIR|CHECKPOINT``: re-evaluate checkpoints with the fixed protocol.
 
 Prints a table of the metrics by start mode for the final (highest-iteration) point, after an
-overview of every point when there are several; ``--json`` prints the ``evaluation.json``
+overview of every point when there are several, and on a clip set every clip's metrics and
+their mean, median, p90 and worst clip; ``--json`` prints the ``evaluation.json``
 document instead and ``--output`` writes it (schema-checked, atomic, rewritten after every
 point). Exit 0 evaluated; 1 the evaluation failed (physics overflow, say); 2 bad inputs, one
 ``error:`` line (docs/evaluation.md).
@@ -43,6 +44,8 @@ _LABELS = {
     "anchor_pos_error_mm": ("anchor position error (mm)", "{:.1f}"),
     "anchor_ori_error_rad": ("anchor orientation error (rad)", "{:.3f}"),
     "end_effector_pos_error_mm": ("end-effector error (mm)", "{:.1f}"),
+    "joint_vel_error_rad_s": ("joint velocity error (rad/s)", "{:.3f}"),
+    "end_effector_ori_error_rad": ("end-effector orientation error (rad)", "{:.3f}"),
     "mean_step_reward": ("mean step reward", "{:.4f}"),
     "mean_episode_steps": ("mean episode steps", "{:.1f}"),
 }
@@ -84,6 +87,57 @@ def _points_table(doc: dict[str, Any]) -> Table:
     return table
 
 
+_CLIP_COLUMNS = (
+    ("success", "success_rate"),
+    ("fraction", "completed_fraction"),
+    ("R-MPKPE mm", "r_mpkpe_mm"),
+    ("MPKPE mm", "mpkpe_mm"),
+    ("joint rad", "joint_pos_error_rad"),
+)
+
+
+def _clips_table(point: dict[str, Any]) -> Table:
+    """Every clip's uniform-start metrics, worst R-MPKPE (then MPKPE) first."""
+    table = Table(title="clips (uniform starts, worst R-MPKPE on top)", title_justify="left")
+    table.add_column("clip")
+    table.add_column("episodes", justify="right")
+    for label, _ in _CLIP_COLUMNS:
+        table.add_column(label, justify="right")
+
+    def badness(clip: dict[str, Any]) -> tuple[float, float]:
+        uniform = clip["modes"]["uniform"]
+        return tuple(
+            float("inf") if uniform[k] is None else uniform[k] for k in ("r_mpkpe_mm", "mpkpe_mm")
+        )
+
+    for clip in sorted(point["clips"], key=badness, reverse=True):
+        uniform = clip["modes"]["uniform"]
+        table.add_row(
+            clip["clip"],
+            str(uniform["episodes"]),
+            *(_fmt(name, uniform[name]) for _, name in _CLIP_COLUMNS),
+        )
+    return table
+
+
+def _clip_summary_table(summary: dict[str, Any]) -> Table:
+    """Mean, median, p90 and worst clip of each summarized metric."""
+    table = Table(
+        title=f"over {summary['clips']} clips ({summary['mode']} starts)", title_justify="left"
+    )
+    for column in ("metric", "mean", "median", "p90", "worst", "worst clip"):
+        table.add_column(column, justify="left" if column in ("metric", "worst clip") else "right")
+    for name, stats in summary.items():
+        if not isinstance(stats, dict):
+            continue
+        table.add_row(
+            _LABELS[name][0],
+            *(_fmt(name, stats[k]) for k in ("mean", "median", "p90", "worst")),
+            stats["worst_clip"],
+        )
+    return table
+
+
 def render(doc: dict[str, Any], console: Console) -> None:
     """The human view of an evaluation document."""
     protocol, motion = doc["protocol"], doc["motion"]
@@ -99,6 +153,9 @@ def render(doc: dict[str, Any], console: Console) -> None:
     console.print(
         _metrics_table(final, f"iteration {final['iteration']:,} ({final['checkpoint']})")
     )
+    if "clips" in final:
+        console.print(_clips_table(final))
+        console.print(_clip_summary_table(final["clip_summary"]))
     if best is None:
         console.print("no point has a finite uniform success rate and R-MPKPE: the policy diverged")
 

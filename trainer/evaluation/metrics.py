@@ -1,11 +1,14 @@
 """Tracking metrics of the fixed-protocol evaluation (formulas in docs/evaluation.md).
 
-Per step, :func:`step_errors` compares the robot with the reference of the scored frame (the
-very states the reward terms saw) over the 14 tracked bodies. :class:`RowTally` sums them per
-row on the device while the row is in its episode (no host sync); :func:`mode_metrics` turns
-the host copy of some rows into the ``metrics`` record of ``evaluation.json``. A row whose
-action or errors were ever non-finite (a diverged policy or physics) makes every metric of its
-mode null: a reader treats null as a failure, never as missing data.
+Per step, :func:`step_errors` compares the post-step robot with the reference of the scored
+frame and with that reference re-anchored on the pre-step robot (root position and yaw: the
+very states the reward terms saw) over the 14 tracked bodies, as mjlab 1.6.0's evaluation
+does. :class:`RowTally` sums them per row on the device while the row is in its episode (no
+host sync); :func:`mode_metrics` turns the host copy of some rows into the ``metrics`` record
+of ``evaluation.json``: each error is a mean over an episode's steps, then a mean over the
+episodes (mjlab's order). A row whose action or errors were ever non-finite (a diverged policy
+or physics) makes every metric of its mode null: a reader treats null as a failure, never as
+missing data.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from trainer.task.math import quat_apply_inverse, quat_error_angle, quat_from_yaw, yaw_from_quat
+from trainer.task.math import quat_error_angle
 from trainer.task.state import TrackedState
 
 if TYPE_CHECKING:
@@ -29,7 +32,6 @@ __all__ = [
     "METRIC_NAMES",
     "HostTally",
     "RowTally",
-    "anchor_frame_positions",
     "mode_metrics",
     "step_errors",
 ]
@@ -41,6 +43,8 @@ ERROR_NAMES: tuple[str, ...] = (
     "anchor_pos_error_mm",
     "anchor_ori_error_rad",
     "end_effector_pos_error_mm",
+    "joint_vel_error_rad_s",
+    "end_effector_ori_error_rad",
 )
 """Per-step errors, in :func:`step_errors` column order (means over all steps of a mode)."""
 METRIC_NAMES: tuple[str, ...] = (
@@ -54,40 +58,42 @@ METRIC_NAMES: tuple[str, ...] = (
 _MM = 1000.0
 
 
-def anchor_frame_positions(state: TrackedState, anchor: int) -> Tensor:
-    """Tracked-body positions relative to the anchor body, in its yaw frame. [N, B, 3]
-
-    ``p_b^a = R_z(ψ_a)ᵀ (p_b − p_a)``, ψ_a the anchor's yaw: the pose without where the body
-    stands and which way it faces, so a drift of the whole body does not count.
-    """
-    anchor_pos = state.body_pos_w[:, anchor : anchor + 1]  # [N, 1, 3]
-    yaw = quat_from_yaw(yaw_from_quat(state.body_quat_w[:, anchor]))  # [N, 4]
-    yaw = yaw.unsqueeze(1).expand(-1, state.body_pos_w.shape[1], -1)
-    return quat_apply_inverse(yaw, state.body_pos_w - anchor_pos)
-
-
 def step_errors(
-    robot: TrackedState, reference: TrackedState, *, anchor: int, ee_columns: Tensor
+    robot: TrackedState,
+    reference: TrackedState,
+    relative: tuple[Tensor, Tensor],
+    *,
+    anchor: int,
+    ee_columns: Tensor,
 ) -> Tensor:
-    """The :data:`ERROR_NAMES` of every row at one step. [N, 6] float32
+    """The :data:`ERROR_NAMES` of every row at one step. [N, 8] float32
 
     Args:
-        robot: the robot's tracked state (14 bodies, 29 joints).
+        robot: the robot's tracked state after the step (14 bodies, 29 joints).
         reference: the reference at the scored frame.
+        relative: ``(positions [N, 14, 3], orientations [N, 14, 4])`` of that reference
+            re-anchored on the robot before the step (the reward's relative reference).
         anchor: tracked-body column of the anchor (torso_link).
         ee_columns: tracked-body columns of the end effectors (ankles and wrists).
     """
+    rel_pos, rel_quat = relative
     world = torch.linalg.vector_norm(robot.body_pos_w - reference.body_pos_w, dim=-1)  # [N, B]
-    local = anchor_frame_positions(robot, anchor) - anchor_frame_positions(reference, anchor)
+    local = torch.linalg.vector_norm(rel_pos - robot.body_pos_w, dim=-1)  # [N, B]
     ori = quat_error_angle(robot.body_quat_w[:, anchor], reference.body_quat_w[:, anchor])
+    ee_ori = quat_error_angle(
+        rel_quat.index_select(1, ee_columns), robot.body_quat_w.index_select(1, ee_columns)
+    )
+    joint_vel = (reference.joint_vel - robot.joint_vel).square().mean(-1).sqrt()
     return torch.stack(
         (
             _MM * world.mean(-1),
-            _MM * torch.linalg.vector_norm(local, dim=-1).mean(-1),
+            _MM * local.mean(-1),
             (robot.joint_pos - reference.joint_pos).abs().mean(-1),
             _MM * world[:, anchor],
             ori,
-            _MM * world.index_select(1, ee_columns).mean(-1),
+            _MM * local.index_select(1, ee_columns).mean(-1),
+            joint_vel,
+            ee_ori.mean(-1),
         ),
         dim=-1,
     )
@@ -110,7 +116,7 @@ class RowTally:
 
         Args:
             step: the evaluation step (``active``, ``ended``, the env's per-row result).
-            errors: :func:`step_errors` of this step. [N, 6]
+            errors: :func:`step_errors` of this step. [N, 8]
             nonfinite_action: [N] bool, rows whose policy output was not finite (the
                 evaluator zeroed it before the env saw it).
         """
@@ -181,7 +187,7 @@ def mode_metrics(tally: HostTally, possible: np.ndarray) -> dict[str, Any]:
     steps = tally.steps.astype(np.float64)
     total = float(steps.sum())
     survived = np.where(tally.success, steps, steps - 1.0)
-    errors = tally.error_sum.sum(0) / total
+    errors = (tally.error_sum / np.maximum(steps, 1.0)[:, None]).mean(0)
     out["success_rate"] = _finite(tally.success.mean())
     out["completed_fraction"] = _finite(np.mean(survived / np.asarray(possible, np.float64)))
     out |= {name: _finite(v) for name, v in zip(ERROR_NAMES, errors, strict=True)}

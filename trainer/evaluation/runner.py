@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainer.evaluation.clips import clip_summary
 from trainer.evaluation.metrics import HostTally, RowTally, mode_metrics, step_errors
 from trainer.evaluation.policy import PolicyPoint
 from trainer.evaluation.protocol import START_MODES, Episode, Protocol
@@ -90,7 +91,11 @@ def _rollout(
         step = ev.step(torch.where(finite[:, None], raw, 0.0))
         result = step.result
         errors = step_errors(
-            result.robot, result.reference, anchor=ANCHOR_TRACKED_INDEX, ee_columns=ee
+            result.robot,
+            result.reference,
+            step.relative,
+            anchor=ANCHOR_TRACKED_INDEX,
+            ee_columns=ee,
         )
         tally.add(step, errors, ~finite)
         obs = result.obs
@@ -111,14 +116,25 @@ def _rollout(
     return host
 
 
-def _point_record(
-    point: PolicyPoint, episodes: list[Episode], tally: HostTally, seconds: float
-) -> dict[str, Any]:
+def _modes(episodes: list[Episode], tally: HostTally, keep: np.ndarray) -> dict[str, Any]:
+    """The ``metrics`` record of each start mode over the episodes ``keep`` marks."""
     modes = {}
     for mode in START_MODES:
-        index = np.array([i for i, ep in enumerate(episodes) if ep.mode == mode])
+        index = np.array([i for i, ep in enumerate(episodes) if ep.mode == mode and keep[i]])
         possible = np.array([episodes[i].possible for i in index])
         modes[mode] = mode_metrics(tally.rows(index), possible)
+    return modes
+
+
+def _point_record(
+    point: PolicyPoint,
+    episodes: list[Episode],
+    tally: HostTally,
+    seconds: float,
+    clip_names: Sequence[str],
+) -> dict[str, Any]:
+    everything = np.ones(len(episodes), dtype=bool)
+    clip_of = np.array([ep.clip for ep in episodes])
     record: dict[str, Any] = {
         "iteration": point.iteration,
         "env_steps": point.env_steps,
@@ -128,7 +144,14 @@ def _point_record(
     if point.checkpoint_sha256 is not None:
         record["checkpoint_sha256"] = point.checkpoint_sha256
     record["eval_wall_time_s"] = round(seconds, 6)
-    record["modes"] = modes
+    record["modes"] = _modes(episodes, tally, everything)
+    if len(clip_names) > 1:
+        clips = [
+            {"clip": name, "modes": _modes(episodes, tally, clip_of == c)}
+            for c, name in enumerate(clip_names)
+        ]
+        record["clips"] = clips
+        record["clip_summary"] = clip_summary(clips)
     return record
 
 
@@ -176,7 +199,9 @@ def evaluate_points(
             for point in sorted({p for p, _, _ in chunk.groups()}):
                 if records[point] is None and (point + 1) * len(episodes) <= end:
                     tally = HostTally.concat(parts[point])
-                    records[point] = _point_record(points[point], episodes, tally, seconds[point])
+                    records[point] = _point_record(
+                        points[point], episodes, tally, seconds[point], env.motion.clip_labels
+                    )
                     if on_point is not None:
                         on_point(records[point])
     assert all(r is not None for r in records)

@@ -48,6 +48,8 @@ class EvaluableEnv(Protocol):
     num_envs: int
     device: torch.device
     obs: Tensor
+    rel_body_pos: Tensor
+    rel_body_quat: Tensor
 
     @property
     def motion(self) -> MotionClip: ...
@@ -79,6 +81,9 @@ class EvalStep:
     """[N] bool, rows that were in their episode during this step."""
     ended: Tensor
     """[N] bool, rows whose episode ended at this step (``active & done``)."""
+    relative: tuple[Tensor, Tensor]
+    """The reference of the scored frame re-anchored on the robot before the step
+    (positions [N, 14, 3], orientations [N, 14, 4]): what the reward terms compared with."""
 
     def termination_reason(self) -> Tensor:
         """[N] long: index into ``TERMINATION_NAMES`` of the first terminal condition that
@@ -159,13 +164,14 @@ class EvalMode:
         """One control step without auto-reset; rows that end are held from now on."""
         env, backend = self.env, self.env.backend
         was_active = self.active.clone()
+        relative = (env.rel_body_pos.clone(), env.rel_body_quat.clone())
         result = env.step_without_reset(actions)
         ended = result.done & was_active
         self._held_qpos.copy_(torch.where(ended[:, None], backend.qpos, self._held_qpos))
         self._held_qvel.copy_(torch.where(ended[:, None], backend.qvel, self._held_qvel))
         self.active &= ~result.done
         backend.reset_rows(~self.active, self._held_qpos, self._held_qvel)
-        return EvalStep(result=result, active=was_active, ended=ended)
+        return EvalStep(result=result, active=was_active, ended=ended, relative=relative)
 
     def any_active(self) -> bool:
         """True while some row is still in its episode (one host sync)."""

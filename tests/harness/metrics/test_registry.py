@@ -89,7 +89,7 @@ LEARNER_DIAGNOSTIC_TAGS = [
 def test_registry_holds_exactly_the_contract_and_evaluation_tags() -> None:
     expected = CONTRACT_TAGS + EVAL_TAGS + LEARNER_DIAGNOSTIC_TAGS
     assert sorted(load_registry().tags) == sorted(expected)
-    assert len(CONTRACT_TAGS) == 46 and len(EVAL_TAGS) == 20
+    assert len(CONTRACT_TAGS) == 46 and len(EVAL_TAGS) == 24
 
 
 @pytest.mark.parametrize(

@@ -25,16 +25,21 @@ class ReplayBackend(MujocoCpuBackend):
     """Kinematic playback of the clip: after ``step`` each row *is* the reference at the
     env's current frame (the frame the step is scored against), shifted by ``offset``."""
 
-    def __init__(self, model, num_envs: int, clip: MotionClip, offset=(0.0, 0.0, 0.0)) -> None:
+    def __init__(
+        self, model, num_envs: int, clip: MotionClip, offset=(0.0, 0.0, 0.0), offset_from: int = 0
+    ) -> None:
         super().__init__(model, num_envs, torch.device("cpu"), default_scene_cfg(), num_threads=1)
         self.clip = clip
         self.offset = torch.tensor(offset, dtype=torch.float32)
+        self.offset_from = offset_from
+        """The offset applies from this frame on (a later clip of a clip set only)."""
         self.frames: Callable[[], torch.Tensor] | None = None  # set once the env exists
 
     def reference_qpos_qvel(self, frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         f = frames.numpy()
         c = self.clip
-        pos = torch.as_tensor(c.body_pos_w[f, 0]) + self.offset
+        shifted = torch.as_tensor(f >= self.offset_from, dtype=torch.float32)[:, None]
+        pos = torch.as_tensor(c.body_pos_w[f, 0]) + shifted * self.offset
         quat = torch.as_tensor(c.body_quat_w[f, 0])
         ang_b = quat_apply_inverse(quat, torch.as_tensor(c.body_ang_vel_w[f, 0]))
         qpos = torch.cat((pos, quat, torch.as_tensor(c.joint_pos[f])), dim=-1)
@@ -65,15 +70,31 @@ def short_clip(g1_clip) -> MotionClip:
     return dataclasses.replace(g1_clip, **cut, clip_ends=np.array([SHORT_FRAMES]))
 
 
+TWO_CLIP_SPLIT = 40
+
+
+@pytest.fixture(scope="module")
+def two_clip_set(short_clip) -> MotionClip:
+    """The short clip cut into a clip set of two named 40-frame clips."""
+    return dataclasses.replace(
+        short_clip,
+        clip_ends=np.array([TWO_CLIP_SPLIT, SHORT_FRAMES]),
+        clip_names=("first", "second"),
+    )
+
+
 @pytest.fixture
 def make_replay_env(g1_model, short_clip) -> Callable[..., G1TrackingEnv]:
-    """``make_replay_env(num_envs, offset=(0, 0, 0))``: a G1 env on ReplayBackend over the
-    short clip with a 1 s time limit."""
+    """``make_replay_env(num_envs, offset=(0, 0, 0), clip=None, offset_from=0)``: a G1 env on
+    ReplayBackend over the short clip (or ``clip``) with a 1 s time limit."""
 
-    def factory(num_envs: int, offset=(0.0, 0.0, 0.0)) -> G1TrackingEnv:
-        backend = ReplayBackend(g1_model, num_envs, short_clip, offset)
+    def factory(
+        num_envs: int, offset=(0.0, 0.0, 0.0), clip: MotionClip | None = None, offset_from: int = 0
+    ) -> G1TrackingEnv:
+        motion = short_clip if clip is None else clip
+        backend = ReplayBackend(g1_model, num_envs, motion, offset, offset_from)
         cfg = default_task_cfg(episode_length_s=SHORT_EPISODE_S)
-        env = G1TrackingEnv(cfg, backend, g1_model, short_clip, cuda_graph=False)
+        env = G1TrackingEnv(cfg, backend, g1_model, motion, cuda_graph=False)
         backend.frames = lambda: env.frame
         return env
 

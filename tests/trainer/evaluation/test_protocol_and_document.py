@@ -22,7 +22,13 @@ from trainer.evaluation.document import (
     write_document,
 )
 from trainer.evaluation.metrics import METRIC_NAMES
-from trainer.evaluation.protocol import Protocol, possible_steps, start_frames
+from trainer.evaluation.protocol import (
+    Protocol,
+    clip_start_frames,
+    per_clip,
+    possible_steps,
+    start_frames,
+)
 
 SECTION = {"$ref": "evaluation.v1.json#/$defs/summary_section"}
 PROTOCOL = Protocol(4, 2, 500, "mujoco", "cpu")
@@ -114,8 +120,28 @@ def test_summary_sections_validate_and_say_what_happened():
 
 def test_eval_scalars_are_registered_and_a_null_metric_is_written_as_nan():
     scalars = eval_scalars(_point(10, None, 8.0))
-    assert set(scalars) == set(EVAL_TAGS) and len(EVAL_TAGS) == 20
+    assert set(scalars) == set(EVAL_TAGS) and len(EVAL_TAGS) == 24
     registry = load_registry()
     assert all(registry.is_registered(tag) for tag in scalars)
     assert math.isnan(scalars["Eval/uniform_success_rate"])
     assert scalars["Eval/uniform_r_mpkpe_mm"] == 8.0
+
+
+def test_a_clip_set_gets_its_own_episodes_per_clip_and_none_on_a_last_frame():
+    ends = np.array([40, 80, 200])
+    protocol = Protocol(16, 2, 500, "mujoco", "cpu")
+    episodes = protocol.episodes(200, ends)
+    frame0 = [(ep.clip, ep.frame) for ep in episodes if ep.mode == "frame0"]
+    assert frame0 == [(0, 0), (1, 40), (2, 80)]  # every clip starts at its own frame 0
+    uniform = [ep for ep in episodes if ep.mode == "uniform"]
+    assert [sum(ep.clip == c for ep in uniform) for c in range(3)] == [6, 6, 6]
+    last = {int(e) - 1 for e in ends}
+    assert all(ep.frame not in last for ep in episodes)  # no one-step "success"
+    assert all(ep.possible >= 2 for ep in episodes)
+    assert clip_start_frames("uniform", 4, np.array([40, 80])) == [
+        (0, 0),
+        (0, 19),
+        (1, 40),
+        (1, 59),
+    ]
+    assert per_clip(16, 48) == 1 and per_clip(128, 48) == 3

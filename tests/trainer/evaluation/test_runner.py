@@ -8,9 +8,11 @@ import math
 import numpy as np
 import pytest
 import torch
+from rich.console import Console
 
 from contracts.schemas import validate
 from trainer.algo.networks import Actor
+from trainer.evaluation.cli import render
 from trainer.evaluation.document import build_document, motion_record
 from trainer.evaluation.policy import PolicyPoint
 from trainer.evaluation.protocol import Protocol, possible_steps, start_frames
@@ -42,8 +44,12 @@ def test_exact_replay_scores_zero_error_and_full_success(make_replay_env, short_
     for mode in ("frame0", "uniform"):
         m = record["modes"][mode]
         assert m["success_rate"] == 1.0 and m["completed_fraction"] == 1.0, mode
-        for name in ("mpkpe_mm", "r_mpkpe_mm", "anchor_pos_error_mm", "end_effector_pos_error_mm"):
+        for name in ("mpkpe_mm", "anchor_pos_error_mm"):
             assert m[name] < 0.05, (mode, name, m[name])  # float32 forward kinematics
+        # Re-anchored on the pre-step robot (mjlab's pairing), an exact replay still scores
+        # the root's travel of one 20 ms step: about 1 mm on this slow clip.
+        for name in ("r_mpkpe_mm", "end_effector_pos_error_mm"):
+            assert m[name] < 2.0, (mode, name, m[name])
         assert m["joint_pos_error_rad"] < 1e-6 and m["anchor_ori_error_rad"] < 1e-3
     frames = start_frames("uniform", 6, short_clip.num_frames)
     lengths = possible_steps(frames, short_clip.clip_ends, env.max_episode_steps)
@@ -56,9 +62,12 @@ def test_a_constant_root_offset_scores_that_offset(make_replay_env):
     env = make_replay_env(8, offset=(0.03, -0.04, 0.0))  # 50 mm, horizontal
     (record,) = evaluate_points(env, [_point(1, ConstantPolicy(0.0))], _protocol(env))
     m = record["modes"]["uniform"]
-    for name in ("mpkpe_mm", "anchor_pos_error_mm", "end_effector_pos_error_mm"):
+    for name in ("mpkpe_mm", "anchor_pos_error_mm"):
         assert m[name] == pytest.approx(50.0, abs=0.05), name
-    assert m["r_mpkpe_mm"] < 0.05  # the whole body moved: nothing changes relative to the anchor
+    # Re-anchored, the offset counts only on an episode's first step (it starts on the
+    # reference, then jumps 50 mm): under 3 mm over episodes of 10-50 steps.
+    for name in ("r_mpkpe_mm", "end_effector_pos_error_mm"):
+        assert m[name] < 3.0, name
     assert m["success_rate"] == 1.0  # terminations test heights only
 
 
@@ -80,7 +89,9 @@ def test_packing_episodes_into_more_rollouts_changes_no_number(make_replay_env):
     wide, narrow = make_replay_env(24, offset=(0.01, 0, 0)), make_replay_env(5, offset=(0.01, 0, 0))
     a = evaluate_points(wide, points, _protocol(wide))  # one rollout
     b = evaluate_points(narrow, points, _protocol(narrow))  # five, points split across them
-    assert [r["modes"] for r in a] == [r["modes"] for r in b]
+    for wide_record, narrow_record in zip(a, b, strict=True):
+        for mode, metrics in wide_record["modes"].items():  # SIMD tails differ by row count
+            assert narrow_record["modes"][mode] == pytest.approx(metrics, rel=1e-7, abs=1e-9)
     assert [r["iteration"] for r in b] == [1, 2, 3]
 
 
@@ -121,3 +132,35 @@ def test_an_interrupt_abandons_the_evaluation(make_replay_env):
     with pytest.raises(KeyboardInterrupt):
         evaluate_points(env, [_point(1, ConstantPolicy(0.0))], _protocol(env), interrupt=stop)
     assert env.observation_noise is True  # the evaluation mode was left cleanly
+
+
+def test_a_clip_set_is_evaluated_clip_by_clip_and_summarised(make_replay_env, two_clip_set):
+    env = make_replay_env(8, offset=(0.03, -0.04, 0.0), clip=two_clip_set, offset_from=40)
+    (record,) = evaluate_points(env, [_point(3, ConstantPolicy(0.0))], _protocol(env))
+    first, second = record["clips"]
+    assert (first["clip"], second["clip"]) == ("first", "second")
+    for clip in (first, second):
+        assert (
+            clip["modes"]["uniform"]["episodes"] == 3 and clip["modes"]["frame0"]["episodes"] == 1
+        )
+        assert clip["modes"]["uniform"]["success_rate"] == 1.0
+    assert first["modes"]["uniform"]["mpkpe_mm"] < 0.05
+    assert second["modes"]["uniform"]["mpkpe_mm"] == pytest.approx(50.0, abs=0.05)
+    summary = record["clip_summary"]
+    assert summary["mpkpe_mm"]["worst_clip"] == "second"
+    assert summary["mpkpe_mm"]["worst"] == pytest.approx(50.0, abs=0.05)
+    assert summary["mpkpe_mm"]["mean"] == pytest.approx(25.0, abs=0.05)
+    assert summary["success_rate"]["worst"] == 1.0
+    assert record["modes"]["uniform"]["episodes"] == 6
+    document = build_document(
+        _protocol(env), motion_record("set", "0" * 64, two_clip_set.num_frames, 50), [record]
+    )
+    assert validate(document, "evaluation.v1.json") == []
+    console = Console(record=True, width=120)
+    render(document, console)
+    text = console.export_text()
+    rows = [
+        line.split()[1] for line in text.splitlines() if line.startswith("│ ") and "│" in line[2:]
+    ]
+    assert rows.index("second") < rows.index("first")  # worst first (R-MPKPE ties, then MPKPE)
+    assert "over 2 clips (uniform starts)" in text and "joint velocity error" in text
