@@ -62,6 +62,7 @@ SCALAR_FLAGS = (
     "learning_margin",
     "min_success_rate",
     "learning_tolerance_mm",
+    "min_clip_success_rate",
 )
 LIST_FLAGS = {"trend_thresholds": "--trend-threshold", "extra_overrides": "--extra-override"}
 _LABEL_RE = re.compile(r"[^a-z0-9]+")

@@ -21,6 +21,7 @@ from contracts.errors import HarnessError, StrictJsonError, UsageError
 from contracts.jsonio import load_strict, write_atomic_text
 from contracts.paths import absolute, absolute_or_none
 from contracts.schemas import validate
+from harness.report.clips import clips_figure
 from harness.report.figures import resource_figures, training_figures
 from harness.report.page import render_page
 from harness.report.rundata import read_run_data
@@ -57,7 +58,12 @@ def load_artifact(path: Path) -> dict[str, Any]:
 def render_report(artifact: dict[str, Any], out_dir: Path, artifact_path: Path) -> list[Path]:
     """Draw the PNGs and write report.html into ``out_dir``; returns the page, then the PNGs."""
     data = read_run_data(artifact)
-    figures = [*training_figures(data, out_dir), *resource_figures(artifact, out_dir)]
+    clips = clips_figure(data, out_dir)
+    figures = [
+        *training_figures(data, out_dir),
+        *([clips] if clips is not None else []),
+        *resource_figures(artifact, out_dir),
+    ]
     page = write_atomic_text(
         out_dir / "report.html", render_page(artifact, data, figures, artifact_path)
     )

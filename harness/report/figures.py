@@ -38,7 +38,7 @@ class Figure:
     note: str | None = None
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -47,13 +47,13 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(fig: Any, path: Path) -> Path:
+def save_figure(fig: Any, path: Path) -> Path:
     for ax in fig.axes:
         if ax.get_legend() is None and ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
     fig.savefig(path)
-    _pyplot().close(fig)
+    pyplot().close(fig)
     return path
 
 
@@ -93,13 +93,13 @@ def _scalar_figure(
         return Figure(TRAINING, name, title, None, _no_scalars(data, tag))
     xs, ys, bad = _finite(events)
     scale, xlabel = _steps_axis(xs)
-    fig, ax = _pyplot().subplots(figsize=(8, 3.2), dpi=100)
+    fig, ax = pyplot().subplots(figsize=(8, 3.2), dpi=100)
     ax.plot([x / scale for x in xs], ys, label=tag)
     ax.set_title(title + (f"  ({bad} non-finite values not drawn)" if bad else ""), fontsize=10)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    return Figure(TRAINING, name, title, _save(fig, out_dir / name))
+    return Figure(TRAINING, name, title, save_figure(fig, out_dir / name))
 
 
 def _losses_figure(data: RunData, out_dir: Path) -> Figure:
@@ -109,7 +109,7 @@ def _losses_figure(data: RunData, out_dir: Path) -> Figure:
         return Figure(TRAINING, name, title, None, _no_scalars(data, f"{LOSS_PREFIX}*"))
     cols = 2 if len(tags) > 1 else 1
     rows = math.ceil(len(tags) / cols)
-    fig, axes = _pyplot().subplots(
+    fig, axes = pyplot().subplots(
         rows, cols, figsize=(8, 2.4 * rows), dpi=100, squeeze=False, sharex=True
     )
     scale, xlabel = _steps_axis([float(e.step) for t in tags for e in data.scalars[t]])
@@ -125,7 +125,7 @@ def _losses_figure(data: RunData, out_dir: Path) -> Figure:
         ax.set_xlabel(xlabel)
     for ax in list(axes.flat)[len(tags) :]:
         ax.set_visible(False)
-    return Figure(TRAINING, name, title, _save(fig, out_dir / name))
+    return Figure(TRAINING, name, title, save_figure(fig, out_dir / name))
 
 
 def _fps_figure(data: RunData, out_dir: Path) -> Figure:
@@ -137,13 +137,13 @@ def _fps_figure(data: RunData, out_dir: Path) -> Figure:
     finite = [e for e in events if math.isfinite(e.value)]
     seconds = [e.wall_time - t0 for e in finite]
     scale, unit = _time_axis(seconds)
-    fig, ax = _pyplot().subplots(figsize=(8, 3.2), dpi=100)
+    fig, ax = pyplot().subplots(figsize=(8, 3.2), dpi=100)
     ax.plot([s / scale for s in seconds], [e.value for e in finite], label=FPS_TAG)
     ax.set_title(title, fontsize=10)
     ax.set_xlabel(f"wall time since the first write ({unit})")
     ax.set_ylabel("env steps/s")
     ax.grid(alpha=0.3)
-    return Figure(TRAINING, name, title, _save(fig, out_dir / name))
+    return Figure(TRAINING, name, title, save_figure(fig, out_dir / name))
 
 
 def _metric_series(points: Sequence[dict[str, Any]], mode: str, metric: str):
@@ -170,7 +170,7 @@ def evaluation_figure(data: RunData, out_dir: Path) -> Figure:
     by_it = {p["iteration"]: p for p in points}
     best = doc["best"]["iteration"] if doc["best"] else None
     final = doc["final_iteration"]
-    fig, (top, bottom) = _pyplot().subplots(2, 1, figsize=(8, 5.4), dpi=100, sharex=True)
+    fig, (top, bottom) = pyplot().subplots(2, 1, figsize=(8, 5.4), dpi=100, sharex=True)
     for mode, style in (("uniform", "-"), ("frame0", "--")):
         xs, ys = _metric_series(points, mode, "success_rate")
         top.plot(xs, [y * 100 for y in ys], style, marker=".", label=f"success, {mode} starts")
@@ -187,7 +187,7 @@ def evaluation_figure(data: RunData, out_dir: Path) -> Figure:
     top.set_ylabel("success rate (%)")
     bottom.set_ylabel("error (mm)")
     bottom.set_xlabel("iteration")
-    return Figure(TRAINING, name, title, _save(fig, out_dir / name))
+    return Figure(TRAINING, name, title, save_figure(fig, out_dir / name))
 
 
 def training_figures(data: RunData, out_dir: Path) -> list[Figure]:
@@ -236,7 +236,7 @@ class _Resources:
     ) -> Figure:
         if not self.samples:
             return Figure(RESOURCES, name, title, None, "the monitor took no sample")
-        fig, ax = _pyplot().subplots(figsize=(8, 3.2), dpi=100)
+        fig, ax = pyplot().subplots(figsize=(8, 3.2), dpi=100)
         note = _trend_note(self.artifact, series) if series else ""
         ax.set_title(title + (f"  ({note})" if note else ""), fontsize=10)
         ax.set_xlabel(f"elapsed ({self.unit})")
@@ -251,7 +251,7 @@ class _Resources:
                 label="trend window start",
             )
         paint(ax)
-        return Figure(RESOURCES, name, title, _save(fig, self.out_dir / name))
+        return Figure(RESOURCES, name, title, save_figure(fig, self.out_dir / name))
 
 
 def gpu_note(artifact: dict[str, Any]) -> str | None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.identity import MotionRef, RunIdentity
+from harness.report.clips import clips_table
 from harness.report.figures import RESOURCES, TRAINING, Figure
 from harness.report.play import play_html
 from harness.report.rundata import RunData
@@ -378,6 +379,10 @@ def _learning_html(learning: dict[str, Any] | None) -> str:
             ("margin (relative, success rate and R-MPKPE)", _pct(thresholds["margin"])),
             ("minimum success rate", _pct(thresholds["min_success_rate"]) or "none"),
             ("R-MPKPE tolerance (absolute)", f"{thresholds.get('r_mpkpe_tolerance_mm', 0):g} mm"),
+            (
+                "minimum success rate of every clip",
+                _pct(thresholds.get("min_clip_success_rate")) or "none",
+            ),
         ]
     )
     if learning["findings"]:
@@ -488,7 +493,13 @@ def render_page(
             _links_section(artifact, data, artifact_path),
             play_html(artifact),
             _verdict_section(artifact),
-            _section("Training", "training", training, _evaluation_table(data)),
+            _section(
+                "Training",
+                "training",
+                training,
+                _evaluation_table(data)
+                + clips_table(data, _get(artifact, "learning", "evaluation", "clips")),
+            ),
             _section("Resources", "resources", resources),
             f"<h3>Resource summary</h3>{resource_summary}",
         ]

@@ -183,6 +183,14 @@ MinSuccessOpt = Annotated[
         rich_help_panel=_LEARN,
     ),
 ]
+MinClipSuccessOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--min-clip-success-rate",
+        help="On a clip set: fail if any clip's final uniform-start success is lower (0-1).",
+        rich_help_panel=_LEARN,
+    ),
+]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print one strict-JSON object instead of the table.")
 ]
@@ -371,6 +379,7 @@ def g1_soak(
     learning_margin: LearningMarginOpt = DEFAULT_MARGIN,
     min_success_rate: MinSuccessOpt = None,
     learning_tolerance_mm: ToleranceOpt = DEFAULT_TOLERANCE_MM,
+    min_clip_success_rate: MinClipSuccessOpt = None,
     json_out: JsonOpt = False,
     overwrite: OverwriteOpt = False,
     check_only: CheckOnlyOpt = False,
@@ -391,7 +400,11 @@ def g1_soak(
         trend_min_window_seconds, stop_grace_seconds,
     )  # fmt: skip
     learning = learning_cfg(
-        learning_mode.value, learning_margin, min_success_rate, learning_tolerance_mm
+        learning_mode.value,
+        learning_margin,
+        min_success_rate,
+        learning_tolerance_mm,
+        min_clip_success_rate,
     )
     log_dir, output = check_paths(log_dir, output, overwrite=overwrite)
     user = list(extra_override or [])
@@ -454,6 +467,7 @@ def soak_run(
     learning_margin: LearningMarginOpt = DEFAULT_MARGIN,
     min_success_rate: MinSuccessOpt = None,
     learning_tolerance_mm: ToleranceOpt = DEFAULT_TOLERANCE_MM,
+    min_clip_success_rate: MinClipSuccessOpt = None,
     json_out: JsonOpt = False,
     overwrite: OverwriteOpt = False,
 ) -> None:
@@ -466,7 +480,11 @@ def soak_run(
         trend_min_window_seconds, stop_grace_seconds,
     )  # fmt: skip
     learning = learning_cfg(
-        learning_mode.value, learning_margin, min_success_rate, learning_tolerance_mm
+        learning_mode.value,
+        learning_margin,
+        min_success_rate,
+        learning_tolerance_mm,
+        min_clip_success_rate,
     )
     log_dir, output = check_paths(log_dir, output, overwrite=overwrite)
     cfg = _monitor_cfg(mode=trend_mode, thresholds=trend_threshold, learning=learning, **timing)

@@ -115,4 +115,5 @@ def _learning(artifact: Mapping[str, Any]) -> LearningCfg | None:
         margin=thresholds["margin"],
         min_success_rate=thresholds["min_success_rate"],
         r_mpkpe_tolerance_mm=thresholds["r_mpkpe_tolerance_mm"],
+        min_clip_success_rate=thresholds.get("min_clip_success_rate"),
     )

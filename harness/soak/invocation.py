@@ -140,6 +140,8 @@ def motion_override(motion: str | None) -> tuple[str | None, str]:
     Aliases are expanded in each item of a comma list (a clip set, docs/assets.md)."""
     if motion is None:
         return None, MOTION_IDS["dance"]
+    if ":" in motion:  # a library subset DIR:GLOB,...: its globs are no aliases
+        return f"{MOTION_KEY}={motion}", motion
     motion_id = ",".join(MOTION_IDS.get(item.strip(), item.strip()) for item in motion.split(","))
     return f"{MOTION_KEY}={motion_id}", motion_id
 

@@ -10,7 +10,9 @@ scalars. Each problem is a :class:`Finding` of one of two classes:
   evaluation.json); the final point trails the best point by more than ``margin``
   (relative) on the uniform-start success rate, or on R-MPKPE by more than ``margin`` and
   more than ``r_mpkpe_tolerance_mm``; the final uniform-start success rate is below
-  ``min_success_rate``.
+  ``min_success_rate``; on a clip set, a clip's final point trails that clip's best by the
+  same rules, or a clip's final success is below ``min_clip_success_rate``
+  (``harness.soak.learning_clips``).
 - ``learning_unverified``: there is nothing trustworthy to judge: no evaluation section,
   evaluation skipped or failed, evaluation.json missing, invalid or stale, or no readable
   ``Loss/*`` scalar.
@@ -34,6 +36,7 @@ from contracts.names import Classification
 from contracts.run_summary import show
 from contracts.schemas import SchemaViolation, validate
 from harness.metrics.events import EventFileError, read_scalars
+from harness.soak.learning_clips import ClipRules, behind_message, clip_records, floor_message
 
 MODES: tuple[str, ...] = ("enforce", "report")
 DEFAULT_MARGIN = 0.05
@@ -65,13 +68,24 @@ class LearningCfg:
     """Floor on the final uniform-start success rate; None: no floor."""
     r_mpkpe_tolerance_mm: float = DEFAULT_TOLERANCE_MM
     """Absolute: an R-MPKPE regression must also exceed the best point by this many mm."""
+    min_clip_success_rate: float | None = None
+    """Floor on every clip's final uniform-start success on a clip set; None: no floor."""
 
     def thresholds(self) -> dict[str, Any]:
         return {
             "margin": self.margin,
             "min_success_rate": self.min_success_rate,
             "r_mpkpe_tolerance_mm": self.r_mpkpe_tolerance_mm,
+            "min_clip_success_rate": self.min_clip_success_rate,
         }
+
+    def clip_rules(self) -> ClipRules:
+        return ClipRules(self.margin, self.r_mpkpe_tolerance_mm, self.min_clip_success_rate)
+
+
+def _fraction(floor: float | None) -> bool:
+    """None (no floor) or a finite fraction in [0, 1]."""
+    return floor is None or (math.isfinite(floor) and 0 <= floor <= 1)
 
 
 def learning_cfg(
@@ -79,6 +93,7 @@ def learning_cfg(
     margin: float,
     min_success_rate: float | None,
     r_mpkpe_tolerance_mm: float = DEFAULT_TOLERANCE_MM,
+    min_clip_success_rate: float | None = None,
 ) -> LearningCfg:
     """The flags, bounds-checked.
 
@@ -91,11 +106,14 @@ def learning_cfg(
         raise UsageError(
             f"--learning-margin={margin:g} must be a fraction in [0, 1), e.g. 0.05 for 5 %"
         )
-    if min_success_rate is not None and (
-        not math.isfinite(min_success_rate) or not 0 <= min_success_rate <= 1
-    ):
+    if not _fraction(min_success_rate):
         raise UsageError(
             f"--min-success-rate={min_success_rate:g} must be a fraction in [0, 1], e.g. 0.95"
+        )
+    if not _fraction(min_clip_success_rate):
+        raise UsageError(
+            f"--min-clip-success-rate={min_clip_success_rate:g} must be a fraction in [0, 1], "
+            "e.g. 0.9"
         )
     if not math.isfinite(r_mpkpe_tolerance_mm) or r_mpkpe_tolerance_mm < 0:
         raise UsageError(
@@ -107,6 +125,7 @@ def learning_cfg(
         margin=margin,
         min_success_rate=min_success_rate,
         r_mpkpe_tolerance_mm=float(r_mpkpe_tolerance_mm),
+        min_clip_success_rate=min_clip_success_rate,
     )
 
 
@@ -305,7 +324,24 @@ def _check_evaluation(
             )
     _check_non_finite([*(doc["points"] if doc else []), final, best], findings)
     _check_final(final, best, cfg, findings)
+    if doc is not None:
+        clips = clip_records(doc["points"], final["iteration"], cfg.clip_rules())
+        if clips is not None:
+            record["clips"] = clips
+            _check_clips(clips, final["iteration"], cfg, findings)
     return record
+
+
+def _check_clips(
+    clips: list[dict[str, Any]], final_iteration: int, cfg: LearningCfg, findings: list[Finding]
+) -> None:
+    """Every clip of a clip set against its own best point and the clip floor."""
+    behind = behind_message(clips, final_iteration)
+    if behind is not None:
+        findings.append(Finding("clip_behind_best", REGRESSION, behind))
+    below = floor_message(clips, cfg.min_clip_success_rate)
+    if below is not None:
+        findings.append(Finding("clip_success_below_floor", REGRESSION, below))
 
 
 def _load_evaluation(

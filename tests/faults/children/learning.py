@@ -7,7 +7,8 @@ run_summary with its ``evaluation`` section, and exits 0. Only the learning is w
 CASE says: ``healthy``, ``declining`` (the final policy is much worse than the best),
 ``nan_loss`` (Loss/critic turns NaN), ``null_metric`` (one point's R-MPKPE is non-finite),
 ``low_success`` (final success 80 %, steady), ``no_evaluation`` (no evaluation section),
-``skipped`` (evaluation switched off).
+``skipped`` (evaluation switched off), ``clip_declining`` (a clip set of two: ``kick``
+holds, ``spin`` ends behind its own best).
 """
 
 from __future__ import annotations
@@ -29,7 +30,26 @@ CURVES: dict[str, ev.Curve] = {
     "declining": ev.DECLINING_CURVE,
     "null_metric": [(10, 1.0, 14.0), (20, 1.0, None), (30, 1.0, 13.5)],
     "low_success": [(10, 0.78, 20.0), (20, 0.8, 19.0), (30, 0.8, 19.0)],
+    "clip_declining": ev.HEALTHY_CURVE,
 }
+CLIP_CURVES: dict[str, dict[str, ev.Curve]] = {
+    "clip_declining": {
+        "kick": ev.HEALTHY_CURVE,
+        "spin": [(10, 1.0, 30.0), (20, 1.0, 12.9), (30, 1.0, 28.0)],
+    },
+}
+
+
+def _evaluation(case: str, points: int, *, final: bool = True) -> dict:
+    """The evaluation.json of the first ``points`` points."""
+    if case in CLIP_CURVES:
+        doc = ev.make_clip_evaluation({n: c[:points] for n, c in CLIP_CURVES[case].items()})
+        if not final:
+            doc["points"][-1]["source"] = "checkpoint"
+            doc["points"][-1]["checkpoint"] = f"model_{doc['points'][-1]['iteration']}.pt"
+            doc["final_iteration"] = None
+        return doc
+    return ev.make_evaluation(CURVES[case][:points], final=final)
 
 
 def main() -> int:
@@ -40,12 +60,11 @@ def main() -> int:
     curve = CURVES[case]
     evaluates = case not in ("no_evaluation", "skipped")
     rundir.start_run(log_dir)
-    doc = ev.make_evaluation(curve)
+    doc = _evaluation(case, len(curve))
     for k in range(1, len(curve) + 1):
         rundir.train_for(log_dir, 0.1)
         if evaluates:
-            so_far = ev.make_evaluation(curve[:k], final=k == len(curve))
-            ev.write_evaluation(log_dir, so_far)
+            ev.write_evaluation(log_dir, _evaluation(case, k, final=k == len(curve)))
     ev.write_training_events(
         log_dir, ev.training_scalars(nan_loss_at=25 if case == "nan_loss" else None)
     )

@@ -83,6 +83,15 @@ def healthy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return artifact
 
 
+@pytest.fixture(scope="module")
+def clip_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real soak of a clip set whose clip ``spin`` ends behind its own best (enforced)."""
+    root = tmp_path_factory.mktemp("clips")
+    artifact = _soak(root, "learning.py", "clip_declining", learning=LearningCfg(mode="enforce"))
+    assert load_strict(artifact)["failure_classification"] == "learning_regression"
+    return artifact
+
+
 def _render(artifact: Path, out: Path, capsys) -> str:
     assert main([str(artifact), "--out", str(out)]) == 0
     printed = capsys.readouterr().out.split()
@@ -139,6 +148,21 @@ def test_declining_report_shows_training_evaluation_and_why_it_failed(
     rows = re.findall(r"<tr><td>(\d+)</td><td>[\d,]+</td><td>([^<]*)</td>", training)
     assert rows == [("10", "best"), ("20", "&ndash;"), ("30", "final")]
     assert "<td>78.1</td>" in training and "<td>99.1 %</td>" in training
+
+
+def test_a_clip_set_report_has_the_clip_table_and_heat_map(
+    clip_set: Path, tmp_path: Path, capsys
+) -> None:
+    out = tmp_path / "r"
+    page = _render(clip_set, out, capsys)
+    assert _pngs(out) == sorted([*RESOURCE_PNGS, *TRAINING_PNGS, "clips.png"])
+    assert "spin (R-MPKPE 28.0 mm vs 12.9 mm at iteration 20)" in _section(page, "failure")
+    training = _section(page, "training")
+    assert "<h3>R-MPKPE per clip over training (uniform starts)</h3>" in training
+    assert "<h3>Clips (2, final point, worst R-MPKPE first)</h3>" in training
+    rows = re.findall(r'<tr( class="bad")?><td>(\w+)</td><td>16</td>', training)
+    assert rows == [(' class="bad"', "spin"), ("", "kick")]
+    assert "<td>12.9 (20)</td><td>r_mpkpe_mm</td>" in training
 
 
 def test_run_section_lists_config_and_context(declining: Path, tmp_path: Path, capsys) -> None:

@@ -110,6 +110,30 @@ def make_evaluation(curve: Curve, *, final: bool = True) -> dict[str, Any]:
     }
 
 
+def make_clip_evaluation(curves: dict[str, Curve], per_clip_episodes: int = 16) -> dict[str, Any]:
+    """evaluation.json of a clip set: ``curves`` maps each clip to its curve (same iterations);
+    the aggregate of a point is the clips' mean."""
+    names = list(curves)
+    rows = list(zip(*curves.values(), strict=True))
+    overall = [
+        (row[0][0], sum(r[1] for r in row) / len(row), sum(r[2] for r in row) / len(row))
+        for row in rows
+    ]
+    doc = make_evaluation(overall)
+    for point, row in zip(doc["points"], rows, strict=True):
+        point["clips"] = [
+            {
+                "clip": name,
+                "modes": {
+                    mode: make_metrics(success, r_mpkpe, episodes=per_clip_episodes)
+                    for mode in ("frame0", "uniform")
+                },
+            }
+            for name, (_, success, r_mpkpe) in zip(names, row, strict=True)
+        ]
+    return doc
+
+
 def summary_section(doc: dict[str, Any], path: str = "evaluation.json") -> dict[str, Any]:
     """run_summary.evaluation for an evaluation.json with a final point."""
     by_iteration = {p["iteration"]: p for p in doc["points"]}

@@ -18,6 +18,7 @@ from tests.harness.schemas.builders import make_completed_summary, make_failed_s
 from tests.harness.schemas.evaluation_builders import (
     DECLINING_CURVE,
     HEALTHY_CURVE,
+    make_clip_evaluation,
     make_evaluation,
     summary_section,
     training_scalars,
@@ -337,6 +338,7 @@ def test_an_earlier_classification_wins(tmp_path: Path) -> None:
         (("loud", 0.05, None), "--learning-mode='loud' must be one of enforce, report"),
         (("enforce", 0.05, None, -1.0), "--learning-tolerance-mm=-1 must be a finite number"),
         (("enforce", 0.05, None, float("inf")), "--learning-tolerance-mm=inf must be a finite"),
+        (("enforce", 0.05, None, 2.0, -0.5), "--min-clip-success-rate=-0.5 must be a fraction"),
     ],
 )
 def test_learning_flags_are_bounds_checked(args, message: str) -> None:
@@ -346,3 +348,61 @@ def test_learning_flags_are_bounds_checked(args, message: str) -> None:
     assert learning_cfg("report", 0.0, 1.0) == LearningCfg(
         mode="report", margin=0.0, min_success_rate=1.0
     )
+
+
+# -- clip sets ------------------------------------------------------------------------
+HELD = [(10, 0.9, 30.0), (20, 1.0, 14.0), (30, 1.0, 13.5)]
+DECLINED = [(10, 1.0, 30.0), (20, 1.0, 12.9), (30, 1.0, 28.0)]
+
+
+def _clips(tmp_path: Path, cfg: LearningCfg = ENFORCE, **curves) -> dict[str, Any]:
+    return _learning(_run(tmp_path, doc=make_clip_evaluation(curves)), cfg)
+
+
+def test_every_clip_holding_passes_and_is_recorded(tmp_path: Path) -> None:
+    learning = _clips(tmp_path, kick=HELD, walk=HELD)
+    assert learning["verdict"] == "passed", learning["findings"]
+    kick, walk = learning["evaluation"]["clips"]
+    assert (kick["clip"], walk["clip"]) == ("kick", "walk")
+    assert kick["best_iteration"] == 30 and kick["regressed"] == [] and kick["episodes"] == 16
+
+
+def test_a_clip_behind_its_own_best_fails_and_is_named(tmp_path: Path) -> None:
+    learning = _clips(tmp_path, kick=HELD, spin=DECLINED)
+    assert _checks(learning) == ["final_behind_best", "clip_behind_best"]  # the mean, then spin
+    assert learning["findings"][1]["message"] == (
+        "1 of 2 clips ended (iteration 30) behind their own best point by more than the margin: "
+        "spin (R-MPKPE 28.0 mm vs 12.9 mm at iteration 20)"
+    )
+    spin = learning["evaluation"]["clips"][1]
+    assert spin["best_iteration"] == 20 and spin["regressed"] == ["r_mpkpe_mm"]
+
+
+def test_one_lost_episode_of_a_clip_is_not_a_regression_two_are(tmp_path: Path) -> None:
+    one = [(10, 1.0, 12.0), (20, 15 / 16, 12.0)]
+    two = [(10, 1.0, 12.0), (20, 14 / 16, 12.0)]
+    full = [(10, 1.0, 12.0), (20, 1.0, 12.0)]  # the mean stays within the margin
+    assert _checks(_clips(tmp_path / "a", a=one, c=full, d=full, e=full)) == []
+    learning = _clips(tmp_path / "b", a=one, b=two, d=full, e=full)
+    assert _checks(learning) == ["clip_behind_best"]
+    assert "b (success 87.5 % vs 100.0 % at iteration 10)" in learning["findings"][0]["message"]
+
+
+def test_the_clip_floor_names_the_clips_below_it_worst_first(tmp_path: Path) -> None:
+    cfg = learning_cfg("enforce", 0.05, None, 2.0, 0.95)
+    flat = [(10, 0.5, 20.0), (20, 0.5, 20.0)]
+    worse = [(10, 0.25, 20.0), (20, 0.25, 20.0)]
+    learning = _clips(tmp_path, cfg, a=flat, b=worse, c=[(10, 1.0, 9.0), (20, 1.0, 9.0)])
+    assert _checks(learning) == ["clip_success_below_floor"]
+    assert learning["thresholds"]["min_clip_success_rate"] == 0.95
+    assert learning["findings"][0]["message"] == (
+        "2 of 3 clips end below --min-clip-success-rate 95.0 % of uniform-start success: "
+        "b (25.0 %), a (50.0 %)"
+    )
+
+
+def test_a_finding_names_a_few_clips_then_counts_the_rest(tmp_path: Path) -> None:
+    curves = {f"clip{k:02d}": DECLINED for k in range(9)}
+    finding = _clips(tmp_path, **curves)["findings"][-1]
+    assert finding["message"].startswith("9 of 9 clips ended")
+    assert finding["message"].endswith("and 3 more")

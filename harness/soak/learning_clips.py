@@ -1,0 +1,140 @@
+"""The learning verdict clip by clip: on a clip set, did every clip end as good as its best?
+
+An ``evaluation.json`` point of a clip set carries each clip's metrics (``clips``). For every
+clip this module finds the clip's own best point (the point criterion of docs/evaluation.md,
+uniform success then R-MPKPE, on that clip's metrics) and compares the final point with it
+by the verdict's rules: success may trail by the relative ``margin``, and by more than one
+of the clip's episodes (a count of 16 moves in steps of 6.25 %); R-MPKPE by the ``margin``
+and the absolute tolerance. The worst clip's final success meets ``min_clip_success_rate``.
+Pure; no torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+HEADLINE: tuple[str, ...] = ("success_rate", "mpkpe_mm", "r_mpkpe_mm")
+MAX_NAMED_CLIPS = 6
+"""Clips a finding names before it says how many more (a reason stays one readable line)."""
+
+
+@dataclass(frozen=True)
+class ClipRules:
+    """The thresholds a clip is judged by (``LearningCfg``'s, by value)."""
+
+    margin: float
+    r_mpkpe_tolerance_mm: float
+    min_clip_success_rate: float | None
+
+
+def _uniform(point: Mapping[str, Any], clip: int) -> Mapping[str, Any]:
+    return point["clips"][clip]["modes"]["uniform"]
+
+
+def _rank(point: Mapping[str, Any], clip: int) -> tuple[float, float, int] | None:
+    uniform = _uniform(point, clip)
+    success, r_mpkpe = uniform["success_rate"], uniform["r_mpkpe_mm"]
+    if success is None or r_mpkpe is None:
+        return None
+    return (success, -r_mpkpe, -point["iteration"])
+
+
+def _headline(uniform: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: uniform[k] for k in HEADLINE}
+
+
+def _behind(final: Mapping[str, Any], best: Mapping[str, Any], rules: ClipRules) -> list[str]:
+    """The metrics on which ``final`` trails ``best`` beyond the rules (module docstring)."""
+    out = []
+    fs, bs, episodes = final["success_rate"], best["success_rate"], final["episodes"]
+    lost = fs is not None and bs is not None and fs < bs * (1 - rules.margin)
+    if lost and (bs - fs) * episodes > 1 + 1e-9:
+        out.append("success_rate")
+    fr, br = final["r_mpkpe_mm"], best["r_mpkpe_mm"]
+    worse = fr is not None and br is not None and fr > br * (1 + rules.margin)
+    if worse and fr - br > rules.r_mpkpe_tolerance_mm:
+        out.append("r_mpkpe_mm")
+    return out
+
+
+def clip_records(
+    points: Sequence[Mapping[str, Any]], final_iteration: int, rules: ClipRules
+) -> list[dict[str, Any]] | None:
+    """One record per clip (final, best and what regressed), or None without per-clip points.
+
+    Points without ``clips`` (a single clip, or an older document) are skipped; the final
+    point must carry them.
+    """
+    final = next((p for p in points if p["iteration"] == final_iteration), None)
+    if final is None or "clips" not in final:
+        return None
+    names = [c["clip"] for c in final["clips"]]
+    judged = [p for p in points if [c["clip"] for c in p.get("clips", [])] == names]
+    records = []
+    for index, name in enumerate(names):
+        ranked = [(r, p) for p in judged if (r := _rank(p, index)) is not None]
+        best = max(ranked, key=lambda item: item[0])[1] if ranked else final
+        final_uniform, best_uniform = _uniform(final, index), _uniform(best, index)
+        records.append(
+            {
+                "clip": name,
+                "episodes": final_uniform["episodes"],
+                "best_iteration": best["iteration"],
+                "final": _headline(final_uniform),
+                "best": _headline(best_uniform),
+                "regressed": _behind(final_uniform, best_uniform, rules),
+            }
+        )
+    return records
+
+
+def _listed(items: Sequence[str]) -> str:
+    shown = ", ".join(items[:MAX_NAMED_CLIPS])
+    more = len(items) - MAX_NAMED_CLIPS
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def _mm(value: float | None) -> str:
+    return "null" if value is None else f"{value:.1f} mm"
+
+
+def _pct(value: float | None) -> str:
+    return "null" if value is None else f"{value * 100:.1f} %"
+
+
+def behind_message(records: Sequence[Mapping[str, Any]], final_iteration: int) -> str | None:
+    """The ``clip_behind_best`` finding's message, or None when no clip regressed."""
+    regressed = [r for r in records if r["regressed"]]
+    if not regressed:
+        return None
+    regressed.sort(key=lambda r: (r["best"]["r_mpkpe_mm"] or 0) - (r["final"]["r_mpkpe_mm"] or 0))
+    parts = []
+    for r in regressed:
+        if "r_mpkpe_mm" in r["regressed"]:
+            detail = f"R-MPKPE {_mm(r['final']['r_mpkpe_mm'])} vs {_mm(r['best']['r_mpkpe_mm'])}"
+        else:
+            detail = (
+                f"success {_pct(r['final']['success_rate'])} vs {_pct(r['best']['success_rate'])}"
+            )
+        parts.append(f"{r['clip']} ({detail} at iteration {r['best_iteration']})")
+    return (
+        f"{len(regressed)} of {len(records)} clips ended (iteration {final_iteration}) behind "
+        f"their own best point by more than the margin: {_listed(parts)}"
+    )
+
+
+def floor_message(records: Sequence[Mapping[str, Any]], floor: float | None) -> str | None:
+    """The ``clip_success_below_floor`` finding's message, or None when every clip meets it."""
+    if floor is None:
+        return None
+    below = [r for r in records if (s := r["final"]["success_rate"]) is not None and s < floor]
+    if not below:
+        return None
+    below.sort(key=lambda r: r["final"]["success_rate"])
+    parts = [f"{r['clip']} ({_pct(r['final']['success_rate'])})" for r in below]
+    return (
+        f"{len(below)} of {len(records)} clips end below --min-clip-success-rate "
+        f"{_pct(floor)} of uniform-start success: {_listed(parts)}"
+    )
