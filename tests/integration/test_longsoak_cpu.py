@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.longsoak]
 
 BIN = Path(sys.executable).parent
 MINUTES = float(os.environ.get("G1SOAK_LONGSOAK_MINUTES", "20"))
+pytestmark.append(pytest.mark.timeout(MINUTES * 60 + 600))  # the budget, then startup and judging
 COLUMNS = ["elapsed_s", "rss_kib", "fd_count", "eventfd_fds", "shared_memory_fds",
            "process_count", "bytes_total"]  # fmt: skip
 
