@@ -69,6 +69,8 @@ EVAL_TAGS = [
         "anchor_pos_error_mm",
         "anchor_ori_error_rad",
         "end_effector_pos_error_mm",
+        "joint_vel_error_rad_s",
+        "end_effector_ori_error_rad",
         "mean_step_reward",
         "mean_episode_steps",
     )
