@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.report.figures import TRAINING, Figure, pyplot, save_figure
 from harness.report.rundata import RunData
+from harness.soak.learning_clips import same_clip_points
 
 NAME, TITLE = "clips.png", "R-MPKPE per clip over training (uniform starts)"
 HEADER = (
@@ -28,13 +29,14 @@ HEADER = (
 )
 
 
-def clip_points(data: RunData) -> list[dict[str, Any]]:
-    """The evaluation points that carry the final point's clips, in iteration order."""
+def clip_points(data: RunData) -> list[Mapping[str, Any]]:
+    """The evaluation points that carry the last point's clips, in iteration order."""
     doc = data.evaluation
-    if doc is None or not doc["points"] or "clips" not in doc["points"][-1]:
-        return []
-    names = [c["clip"] for c in doc["points"][-1]["clips"]]
-    return [p for p in doc["points"] if [c["clip"] for c in p.get("clips", [])] == names]
+    return (
+        []
+        if doc is None or not doc["points"]
+        else same_clip_points(doc["points"], doc["points"][-1])
+    )
 
 
 def _uniform_error(point: Mapping[str, Any], clip: int) -> float | None:

@@ -36,7 +36,13 @@ from contracts.names import Classification
 from contracts.run_summary import show
 from contracts.schemas import SchemaViolation, validate
 from harness.metrics.events import EventFileError, read_scalars
-from harness.soak.learning_clips import ClipRules, behind_message, clip_records, floor_message
+from harness.soak.learning_clips import (
+    HEADLINE_METRICS,
+    behind_message,
+    clip_records,
+    floor_message,
+    pct,
+)
 
 MODES: tuple[str, ...] = ("enforce", "report")
 DEFAULT_MARGIN = 0.05
@@ -51,7 +57,6 @@ EVALUATION_SCHEMA = "evaluation.v1.json"
 _SECTION_SCHEMA = {"$ref": f"{EVALUATION_SCHEMA}#/$defs/summary_section"}
 EVENT_GLOB = "events.out.tfevents.*"
 LOSS_PREFIX = "Loss/"
-HEADLINE_METRICS: tuple[str, ...] = ("success_rate", "mpkpe_mm", "r_mpkpe_mm")
 MAX_LISTED_POINTS = 4
 REPORT_HINT = "or pass --learning-mode report to judge resources only"
 
@@ -78,9 +83,6 @@ class LearningCfg:
             "r_mpkpe_tolerance_mm": self.r_mpkpe_tolerance_mm,
             "min_clip_success_rate": self.min_clip_success_rate,
         }
-
-    def clip_rules(self) -> ClipRules:
-        return ClipRules(self.margin, self.r_mpkpe_tolerance_mm, self.min_clip_success_rate)
 
 
 def _fraction(floor: float | None) -> bool:
@@ -325,7 +327,9 @@ def _check_evaluation(
     _check_non_finite([*(doc["points"] if doc else []), final, best], findings)
     _check_final(final, best, cfg, findings)
     if doc is not None:
-        clips = clip_records(doc["points"], final["iteration"], cfg.clip_rules())
+        clips = clip_records(
+            doc["points"], final["iteration"], cfg.margin, cfg.r_mpkpe_tolerance_mm
+        )
         if clips is not None:
             record["clips"] = clips
             _check_clips(clips, final["iteration"], cfg, findings)
@@ -419,10 +423,6 @@ def _check_non_finite(points: Sequence[Mapping[str, Any]], findings: list[Findin
         )
 
 
-def _pct(value: float) -> str:
-    return f"{value * 100:.1f} %"
-
-
 def _check_final(
     final: Mapping[str, Any], best: Mapping[str, Any], cfg: LearningCfg, findings: list[Finding]
 ) -> None:
@@ -430,15 +430,15 @@ def _check_final(
     tolerance) and the success floor."""
     fu, bu = final["modes"]["uniform"], best["modes"]["uniform"]
     at_final, at_best = f"iteration {final['iteration']}", f"iteration {best['iteration']}"
-    margin = _pct(cfg.margin)
+    margin = pct(cfg.margin)
     fs, bs = fu["success_rate"], bu["success_rate"]
     if fs is not None and bs is not None and fs < bs * (1 - cfg.margin):
         findings.append(
             Finding(
                 "final_behind_best",
                 REGRESSION,
-                f"final uniform-start success rate {_pct(fs)} ({at_final}) is more than "
-                f"{margin} below the best point's {_pct(bs)} ({at_best})",
+                f"final uniform-start success rate {pct(fs)} ({at_final}) is more than "
+                f"{margin} below the best point's {pct(bs)} ({at_best})",
             )
         )
     fr, br = fu["r_mpkpe_mm"], bu["r_mpkpe_mm"]
@@ -458,7 +458,7 @@ def _check_final(
             Finding(
                 "success_below_floor",
                 REGRESSION,
-                f"final uniform-start success rate {_pct(fs)} ({at_final}) "
-                f"is below --min-success-rate {_pct(floor)}",
+                f"final uniform-start success rate {pct(fs)} ({at_final}) "
+                f"is below --min-success-rate {pct(floor)}",
             )
         )

@@ -12,21 +12,25 @@ Pure; no torch.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-HEADLINE: tuple[str, ...] = ("success_rate", "mpkpe_mm", "r_mpkpe_mm")
+HEADLINE_METRICS: tuple[str, ...] = ("success_rate", "mpkpe_mm", "r_mpkpe_mm")
+"""The metrics the verdict records of a point (or of a clip at a point)."""
 MAX_NAMED_CLIPS = 6
 """Clips a finding names before it says how many more (a reason stays one readable line)."""
 
 
-@dataclass(frozen=True)
-class ClipRules:
-    """The thresholds a clip is judged by (``LearningCfg``'s, by value)."""
+def pct(value: float) -> str:
+    """A fraction as a percentage with one decimal, e.g. ``98.3 %``."""
+    return f"{value * 100:.1f} %"
 
-    margin: float
-    r_mpkpe_tolerance_mm: float
-    min_clip_success_rate: float | None
+
+def same_clip_points(
+    points: Sequence[Mapping[str, Any]], final: Mapping[str, Any]
+) -> list[Mapping[str, Any]]:
+    """The points that carry per-clip metrics of ``final``'s clips, in their order."""
+    names = [c["clip"] for c in final.get("clips", [])]
+    return [p for p in points if names and [c["clip"] for c in p.get("clips", [])] == names]
 
 
 def _uniform(point: Mapping[str, Any], clip: int) -> Mapping[str, Any]:
@@ -42,38 +46,39 @@ def _rank(point: Mapping[str, Any], clip: int) -> tuple[float, float, int] | Non
 
 
 def _headline(uniform: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: uniform[k] for k in HEADLINE}
+    return {k: uniform[k] for k in HEADLINE_METRICS}
 
 
-def _behind(final: Mapping[str, Any], best: Mapping[str, Any], rules: ClipRules) -> list[str]:
+def _behind(
+    final: Mapping[str, Any], best: Mapping[str, Any], margin: float, tolerance_mm: float
+) -> list[str]:
     """The metrics on which ``final`` trails ``best`` beyond the rules (module docstring)."""
     out = []
     fs, bs, episodes = final["success_rate"], best["success_rate"], final["episodes"]
-    lost = fs is not None and bs is not None and fs < bs * (1 - rules.margin)
+    lost = fs is not None and bs is not None and fs < bs * (1 - margin)
     if lost and (bs - fs) * episodes > 1 + 1e-9:
         out.append("success_rate")
     fr, br = final["r_mpkpe_mm"], best["r_mpkpe_mm"]
-    worse = fr is not None and br is not None and fr > br * (1 + rules.margin)
-    if worse and fr - br > rules.r_mpkpe_tolerance_mm:
+    worse = fr is not None and br is not None and fr > br * (1 + margin)
+    if worse and fr - br > tolerance_mm:
         out.append("r_mpkpe_mm")
     return out
 
 
 def clip_records(
-    points: Sequence[Mapping[str, Any]], final_iteration: int, rules: ClipRules
+    points: Sequence[Mapping[str, Any]], final_iteration: int, margin: float, tolerance_mm: float
 ) -> list[dict[str, Any]] | None:
     """One record per clip (final, best and what regressed), or None without per-clip points.
 
-    Points without ``clips`` (a single clip, or an older document) are skipped; the final
-    point must carry them.
+    Points without the final point's ``clips`` (a single clip, or an older document) are
+    skipped; the final point must carry them.
     """
     final = next((p for p in points if p["iteration"] == final_iteration), None)
-    if final is None or "clips" not in final:
+    judged = [] if final is None else same_clip_points(points, final)
+    if not judged:
         return None
-    names = [c["clip"] for c in final["clips"]]
-    judged = [p for p in points if [c["clip"] for c in p.get("clips", [])] == names]
     records = []
-    for index, name in enumerate(names):
+    for index, name in enumerate(c["clip"] for c in final["clips"]):
         ranked = [(r, p) for p in judged if (r := _rank(p, index)) is not None]
         best = max(ranked, key=lambda item: item[0])[1] if ranked else final
         final_uniform, best_uniform = _uniform(final, index), _uniform(best, index)
@@ -84,7 +89,7 @@ def clip_records(
                 "best_iteration": best["iteration"],
                 "final": _headline(final_uniform),
                 "best": _headline(best_uniform),
-                "regressed": _behind(final_uniform, best_uniform, rules),
+                "regressed": _behind(final_uniform, best_uniform, margin, tolerance_mm),
             }
         )
     return records
@@ -96,14 +101,6 @@ def _listed(items: Sequence[str]) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
-def _mm(value: float | None) -> str:
-    return "null" if value is None else f"{value:.1f} mm"
-
-
-def _pct(value: float | None) -> str:
-    return "null" if value is None else f"{value * 100:.1f} %"
-
-
 def behind_message(records: Sequence[Mapping[str, Any]], final_iteration: int) -> str | None:
     """The ``clip_behind_best`` finding's message, or None when no clip regressed."""
     regressed = [r for r in records if r["regressed"]]
@@ -113,10 +110,12 @@ def behind_message(records: Sequence[Mapping[str, Any]], final_iteration: int) -
     parts = []
     for r in regressed:
         if "r_mpkpe_mm" in r["regressed"]:
-            detail = f"R-MPKPE {_mm(r['final']['r_mpkpe_mm'])} vs {_mm(r['best']['r_mpkpe_mm'])}"
+            detail = (
+                f"R-MPKPE {r['final']['r_mpkpe_mm']:.1f} mm vs {r['best']['r_mpkpe_mm']:.1f} mm"
+            )
         else:
             detail = (
-                f"success {_pct(r['final']['success_rate'])} vs {_pct(r['best']['success_rate'])}"
+                f"success {pct(r['final']['success_rate'])} vs {pct(r['best']['success_rate'])}"
             )
         parts.append(f"{r['clip']} ({detail} at iteration {r['best_iteration']})")
     return (
@@ -133,8 +132,8 @@ def floor_message(records: Sequence[Mapping[str, Any]], floor: float | None) -> 
     if not below:
         return None
     below.sort(key=lambda r: r["final"]["success_rate"])
-    parts = [f"{r['clip']} ({_pct(r['final']['success_rate'])})" for r in below]
+    parts = [f"{r['clip']} ({pct(r['final']['success_rate'])})" for r in below]
     return (
         f"{len(below)} of {len(records)} clips end below --min-clip-success-rate "
-        f"{_pct(floor)} of uniform-start success: {_listed(parts)}"
+        f"{pct(floor)} of uniform-start success: {_listed(parts)}"
     )

@@ -186,21 +186,24 @@ LEAKING_TEST = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("repeat", range(REPEATS))
-def test_the_suite_fails_a_test_that_leaves_an_orphan(tmp_path: Path, repeat: int) -> None:
-    pidfile = tmp_path / "orphan.pid"
+def _inner_suite(tmp_path: Path, name: str, source: str) -> subprocess.CompletedProcess[str]:
+    """Run the test file ``name`` holding ``source`` under a copy of the suite's conftest."""
     (tmp_path / "conftest.py").write_text(
         (Path(__file__).parents[1] / "conftest.py").read_text(encoding="utf-8"), encoding="utf-8"
     )
-    (tmp_path / "test_leak.py").write_text(
-        f"PIDFILE = {str(pidfile)!r}\n{LEAKING_TEST}", encoding="utf-8"
-    )
-    inner = subprocess.run(
+    (tmp_path / name).write_text(source, encoding="utf-8")
+    return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir",
-         str(tmp_path), "-c", os.devnull, str(tmp_path / "test_leak.py")],
+         str(tmp_path), "-c", os.devnull, str(tmp_path / name)],
         check=False, capture_output=True, text=True, timeout=DEADLINE_S, cwd=tmp_path,
         env={**os.environ, "G1_TEST_ORPHAN_DEADLINE_S": "1"},
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("repeat", range(REPEATS))
+def test_the_suite_fails_a_test_that_leaves_an_orphan(tmp_path: Path, repeat: int) -> None:
+    pidfile = tmp_path / "orphan.pid"
+    inner = _inner_suite(tmp_path, "test_leak.py", f"PIDFILE = {str(pidfile)!r}\n{LEAKING_TEST}")
     orphan = int(pidfile.read_text())
     assert inner.returncode == 1, inner.stdout[-3000:]
     assert f"the test left processes behind (killed now): {orphan} (sleep 600)" in inner.stdout
@@ -259,20 +262,12 @@ def test_a_wider_fixtures_session_is_its_own_until_its_teardown(
     tmp_path: Path, stops: bool
 ) -> None:
     pidfile, orphan_file = tmp_path / "server.pids", tmp_path / "orphan.pid"
-    (tmp_path / "conftest.py").write_text(
-        (Path(__file__).parents[1] / "conftest.py").read_text(encoding="utf-8"), encoding="utf-8"
-    )
-    (tmp_path / "test_server.py").write_text(
+    inner = _inner_suite(
+        tmp_path,
+        "test_server.py",
         f"PIDFILE = {str(pidfile)!r}\nORPHAN = {str(orphan_file)!r}\n"
         f"STOPS_ITS_SESSION = {stops!r}\n{SERVER_TESTS}",
-        encoding="utf-8",
     )
-    inner = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir",
-         str(tmp_path), "-c", os.devnull, str(tmp_path / "test_server.py")],
-        check=False, capture_output=True, text=True, timeout=DEADLINE_S, cwd=tmp_path,
-        env={**os.environ, "G1_TEST_ORPHAN_DEADLINE_S": "1"},
-    )  # fmt: skip
     spawned = [int(line) for line in pidfile.read_text().split()]
     orphan = int(orphan_file.read_text())
     out = inner.stdout

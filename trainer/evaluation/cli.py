@@ -22,6 +22,7 @@ from rich.table import Table
 from contracts.cli_app import run_app
 from contracts.jsonio import dumps_strict
 from contracts.names import Backend
+from trainer.evaluation.clips import SUMMARY_METRICS
 from trainer.evaluation.document import best_point, final_point
 from trainer.evaluation.metrics import METRIC_NAMES
 from trainer.evaluation.protocol import START_MODES
@@ -127,9 +128,8 @@ def _clip_summary_table(summary: dict[str, Any]) -> Table:
     )
     for column in ("metric", "mean", "median", "p90", "worst", "worst clip"):
         table.add_column(column, justify="left" if column in ("metric", "worst clip") else "right")
-    for name, stats in summary.items():
-        if not isinstance(stats, dict):
-            continue
+    for name in SUMMARY_METRICS:
+        stats = summary[name]
         table.add_row(
             _LABELS[name][0],
             *(_fmt(name, stats[k]) for k in ("mean", "median", "p90", "worst")),

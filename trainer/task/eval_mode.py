@@ -83,7 +83,8 @@ class EvalStep:
     """[N] bool, rows whose episode ended at this step (``active & done``)."""
     relative: tuple[Tensor, Tensor]
     """The reference of the scored frame re-anchored on the robot before the step
-    (positions [N, 14, 3], orientations [N, 14, 4]): what the reward terms compared with."""
+    (positions [N, 14, 3], orientations [N, 14, 4]): what the reward terms compared with.
+    Buffers of the :class:`EvalMode`, valid until its next step."""
 
     def termination_reason(self) -> Tensor:
         """[N] long: index into ``TERMINATION_NAMES`` of the first terminal condition that
@@ -107,6 +108,8 @@ class EvalMode:
         """[N] bool, rows still in their episode (fixed buffer)."""
         self._held_qpos = backend.qpos.clone()
         self._held_qvel = backend.qvel.clone()
+        self._relative = (env.rel_body_pos.clone(), env.rel_body_quat.clone())
+        """The pre-step relative reference (fixed buffers, overwritten by every step)."""
         self._noise_before: bool | None = None
         self._failures: Tensor | None = None
 
@@ -164,14 +167,15 @@ class EvalMode:
         """One control step without auto-reset; rows that end are held from now on."""
         env, backend = self.env, self.env.backend
         was_active = self.active.clone()
-        relative = (env.rel_body_pos.clone(), env.rel_body_quat.clone())
+        self._relative[0].copy_(env.rel_body_pos)
+        self._relative[1].copy_(env.rel_body_quat)
         result = env.step_without_reset(actions)
         ended = result.done & was_active
         self._held_qpos.copy_(torch.where(ended[:, None], backend.qpos, self._held_qpos))
         self._held_qvel.copy_(torch.where(ended[:, None], backend.qvel, self._held_qvel))
         self.active &= ~result.done
         backend.reset_rows(~self.active, self._held_qpos, self._held_qvel)
-        return EvalStep(result=result, active=was_active, ended=ended, relative=relative)
+        return EvalStep(result=result, active=was_active, ended=ended, relative=self._relative)
 
     def any_active(self) -> bool:
         """True while some row is still in its episode (one host sync)."""

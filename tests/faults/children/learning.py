@@ -43,12 +43,8 @@ CLIP_CURVES: dict[str, dict[str, ev.Curve]] = {
 def _evaluation(case: str, points: int, *, final: bool = True) -> dict:
     """The evaluation.json of the first ``points`` points."""
     if case in CLIP_CURVES:
-        doc = ev.make_clip_evaluation({n: c[:points] for n, c in CLIP_CURVES[case].items()})
-        if not final:
-            doc["points"][-1]["source"] = "checkpoint"
-            doc["points"][-1]["checkpoint"] = f"model_{doc['points'][-1]['iteration']}.pt"
-            doc["final_iteration"] = None
-        return doc
+        curves = {name: curve[:points] for name, curve in CLIP_CURVES[case].items()}
+        return ev.make_clip_evaluation(curves, final=final)
     return ev.make_evaluation(CURVES[case][:points], final=final)
 
 

@@ -66,13 +66,18 @@ def leak(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return artifact
 
 
+def _regressed_soak(factory: pytest.TempPathFactory, case: str) -> Path:
+    """A real soak of the learning child's ``case`` that fails learning_regression (enforced)."""
+    root = factory.mktemp(case)
+    artifact = _soak(root, "learning.py", case, learning=LearningCfg(mode="enforce"))
+    assert load_strict(artifact)["failure_classification"] == "learning_regression"
+    return artifact
+
+
 @pytest.fixture(scope="module")
 def declining(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real soak whose final evaluation is far behind its best (enforced)."""
-    root = tmp_path_factory.mktemp("declining")
-    artifact = _soak(root, "learning.py", "declining", learning=LearningCfg(mode="enforce"))
-    assert load_strict(artifact)["failure_classification"] == "learning_regression"
-    return artifact
+    return _regressed_soak(tmp_path_factory, "declining")
 
 
 @pytest.fixture(scope="module")
@@ -86,10 +91,7 @@ def healthy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def clip_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real soak of a clip set whose clip ``spin`` ends behind its own best (enforced)."""
-    root = tmp_path_factory.mktemp("clips")
-    artifact = _soak(root, "learning.py", "clip_declining", learning=LearningCfg(mode="enforce"))
-    assert load_strict(artifact)["failure_classification"] == "learning_regression"
-    return artifact
+    return _regressed_soak(tmp_path_factory, "clip_declining")
 
 
 def _render(artifact: Path, out: Path, capsys) -> str:

@@ -110,16 +110,19 @@ def make_evaluation(curve: Curve, *, final: bool = True) -> dict[str, Any]:
     }
 
 
-def make_clip_evaluation(curves: dict[str, Curve], per_clip_episodes: int = 16) -> dict[str, Any]:
+def make_clip_evaluation(
+    curves: dict[str, Curve], per_clip_episodes: int = 16, *, final: bool = True
+) -> dict[str, Any]:
     """evaluation.json of a clip set: ``curves`` maps each clip to its curve (same iterations);
-    the aggregate of a point is the clips' mean."""
+    the aggregate of a point is the clips' mean; its last point is the final policy when
+    ``final``."""
     names = list(curves)
     rows = list(zip(*curves.values(), strict=True))
     overall = [
         (row[0][0], sum(r[1] for r in row) / len(row), sum(r[2] for r in row) / len(row))
         for row in rows
     ]
-    doc = make_evaluation(overall)
+    doc = make_evaluation(overall, final=final)
     for point, row in zip(doc["points"], rows, strict=True):
         point["clips"] = [
             {
