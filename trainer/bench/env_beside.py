@@ -27,7 +27,7 @@ from typing import Any, Self
 
 from contracts.motions import SYNTHETIC_MOTION_ID
 from contracts.parent_death import die_with_parent
-from trainer.config.schema import StreamPriority
+from trainer.sim.mjwarp_options import StreamPriority
 
 READY_TIMEOUT_S = 900.0
 """A cold mjwarp build with inductor compiles takes ~3 minutes on the H200 (docs/benchmarks.md)."""

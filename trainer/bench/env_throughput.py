@@ -40,9 +40,8 @@ from contracts.cli_app import run_app
 from contracts.jsonio import write_json_atomic
 from contracts.names import Backend
 from trainer.config.defaults import default_task_cfg
-from trainer.config.schema import StreamPriority
 from trainer.sim.backend import BACKEND_NAMES, BackendFailure
-from trainer.sim.mjwarp_options import MjWarpOptions
+from trainer.sim.mjwarp_options import MjWarpOptions, StreamPriority
 from trainer.sim.scene import build_g1_model
 from trainer.task.config import G1TrackingCfg
 from trainer.task.g1_tracking import G1TrackingEnv, make_env

@@ -51,9 +51,9 @@ from trainer.algo.learner import FlashSacLearner
 from trainer.bench.env_beside import EnvBeside, EnvBesideSpec
 from trainer.config.errors import ConfigError
 from trainer.config.loader import load_config
-from trainer.config.schema import STREAM_PRIORITIES
 from trainer.runtime.mps import MPS_MODE, resolve_cuda_process_sharing
 from trainer.sim.backend import BACKEND_NAMES
+from trainer.sim.mjwarp_options import STREAM_PRIORITIES
 from trainer.task.spec import G1_TRACKING_SPEC
 
 SCHEMA = "learner_profile.v1.json"

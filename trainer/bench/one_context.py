@@ -38,7 +38,7 @@ from contracts.cli_app import run_app
 from contracts.motions import SYNTHETIC_MOTION_ID
 from trainer.bench.env_throughput import EnvFactory
 from trainer.bench.learner_profile import Spec, build_captured_learner, emit_document, owner_cfg
-from trainer.config.schema import STREAM_PRIORITIES, StreamPriority
+from trainer.sim.mjwarp_options import STREAM_PRIORITIES, StreamPriority
 
 SCHEMA = "one_context.v1.json"
 HOST_LEAD = 4

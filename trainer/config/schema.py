@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from trainer.sim.mjwarp_options import StreamPriority
+
 if TYPE_CHECKING:
     from trainer.algo.config import FlashSacCfg
-    from trainer.evaluation.config import EvalCfg
+    from trainer.config.evaluation import EvalCfg
     from trainer.task.config import G1TrackingCfg
 
 SimBackendName = Literal["mjwarp", "mujoco"]
@@ -31,9 +33,6 @@ DeviceRequest = Literal["auto", "cpu", "cuda"]
 CudaProcessSharing = Literal["mps"]
 """The one ``training.cuda_process_sharing`` mode besides null (docs/contracts.md §cumps)."""
 
-StreamPriority = Literal["default", "high"]
-"""Accepted ``training.collector_stream_priority`` values (docs/runtime.md §collector-stream)."""
-
 CollectorPlacement = Literal["process", "thread"]
 """Accepted ``training.collector_placement`` values (docs/runtime.md §collector-placement)."""
 
@@ -43,7 +42,6 @@ MotionHubMode = Literal["auto", "skip", "require"]
 DEVICE_REQUESTS: tuple[str, ...] = typing.get_args(DeviceRequest)
 CUDA_PROCESS_SHARING_MODES: tuple[str | None, ...] = (None, *typing.get_args(CudaProcessSharing))
 MOTION_HUB_MODES: tuple[str, ...] = typing.get_args(MotionHubMode)
-STREAM_PRIORITIES: tuple[str, ...] = typing.get_args(StreamPriority)
 COLLECTOR_PLACEMENTS: tuple[str, ...] = typing.get_args(CollectorPlacement)
 
 

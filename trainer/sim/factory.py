@@ -11,10 +11,9 @@ import mujoco
 import torch
 
 from contracts.names import Backend
-from trainer.config.schema import StreamPriority
 from trainer.sim.backend import BACKEND_NAMES, SimBackend
 from trainer.sim.mjwarp import MjWarpBackend
-from trainer.sim.mjwarp_options import DEFAULT_MJWARP_OPTIONS, MjWarpOptions
+from trainer.sim.mjwarp_options import DEFAULT_MJWARP_OPTIONS, MjWarpOptions, StreamPriority
 from trainer.sim.mujoco_cpu import MujocoCpuBackend
 from trainer.sim.scene import SceneCfg
 

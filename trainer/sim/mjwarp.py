@@ -41,9 +41,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from trainer.config.schema import STREAM_PRIORITIES, StreamPriority
 from trainer.sim.backend import BackendFailure, DiagnosticEntry, sensor_slices
-from trainer.sim.mjwarp_options import DEFAULT_MJWARP_OPTIONS, MjWarpOptions
+from trainer.sim.mjwarp_options import (
+    DEFAULT_MJWARP_OPTIONS,
+    STREAM_PRIORITIES,
+    MjWarpOptions,
+    StreamPriority,
+)
 from trainer.sim.scene import SceneCfg
 
 __all__ = ["MjWarpBackend", "require_mjwarp_device"]

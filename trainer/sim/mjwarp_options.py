@@ -5,6 +5,9 @@ only proposes candidate geom pairs (the narrowphase keeps the same contacts), an
 ``qacc_smooth`` starts Newton from the warm start alone (it still stops at the task's
 tolerance). ``env_throughput --mjwarp-option KEY=VALUE`` measures them against MJWarp's
 defaults (docs/task.md, "Throughput benchmark"); the task owners keep the defaults.
+
+Also here: :data:`StreamPriority`, the CUDA stream priority the physics runs on
+(``training.collector_stream_priority`` types its values with it).
 """
 
 from __future__ import annotations
@@ -12,6 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, get_args
+
+StreamPriority = Literal["default", "high"]
+"""The stream the mjwarp physics runs on: ``default`` (Warp's) or ``high`` (the device's
+highest priority; docs/runtime.md §collector-stream)."""
+STREAM_PRIORITIES: tuple[str, ...] = get_args(StreamPriority)
 
 Broadphase = Literal["nxn", "sap_tile", "sap_segmented"]
 BROADPHASES: tuple[str, ...] = get_args(Broadphase)
