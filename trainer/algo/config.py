@@ -14,7 +14,7 @@ import typing
 from dataclasses import dataclass
 from typing import Literal
 
-from trainer.config.errors import ConfigError
+from contracts.errors import ConfigError
 
 AmpDtype = Literal["auto", "bf16", "fp32"]
 """Accepted ``algo.amp_dtype`` values; ``fp16`` is rejected (its GradScaler syncs, docs/flashsac.md §update-schedule)."""
