@@ -113,7 +113,7 @@ asset id), with their types; used only while the dataclass has no such field."""
 def section_types() -> dict[str, type]:
     """Top-level config sections and the dataclass each one fills."""
     from trainer.algo.config import FlashSacCfg
-    from trainer.evaluation.config import EvalCfg
+    from trainer.config.evaluation import EvalCfg
     from trainer.task.config import G1TrackingCfg
 
     return {"algo": FlashSacCfg, "env": G1TrackingCfg, "training": TrainingCfg, "eval": EvalCfg}

@@ -51,7 +51,7 @@ from trainer.runtime.control import ControlBlock, Word
 from trainer.runtime.liveness import StopRequested
 
 if TYPE_CHECKING:
-    from trainer.evaluation.config import EvalCfg
+    from trainer.config.evaluation import EvalCfg
     from trainer.rundir.metrics import MetricsWriter
     from trainer.runtime.liveness import Waiter
     from trainer.runtime.protocols import Learner

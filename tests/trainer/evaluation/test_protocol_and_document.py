@@ -10,7 +10,7 @@ import pytest
 
 from contracts.schemas import validate
 from harness.metrics.registry import load_registry
-from trainer.evaluation.config import EvalCfg
+from trainer.config.evaluation import EvalCfg
 from trainer.evaluation.document import (
     EVAL_TAGS,
     best_point,

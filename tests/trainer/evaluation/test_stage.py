@@ -13,7 +13,7 @@ import torch
 from contracts.schemas import validate
 from harness.metrics.events import read_scalars
 from trainer.algo.networks import Actor
-from trainer.evaluation.config import EvalCfg
+from trainer.config.evaluation import EvalCfg
 from trainer.evaluation.document import EVALUATION_FILE, eval_scalars, read_document
 from trainer.evaluation.stage import EvalPlan, LearnerEvaluation, evaluate_run
 from trainer.rundir.checkpoint import save_checkpoint

@@ -12,7 +12,7 @@ import pytest
 
 from contracts.jsonio import load_strict
 from contracts.schemas import validate
-from trainer.evaluation.config import EvalCfg
+from trainer.config.evaluation import EvalCfg
 from trainer.runtime.learner_loop import run_training
 
 pytestmark = pytest.mark.slow
