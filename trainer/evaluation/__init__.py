@@ -1,2 +1,3 @@
 """Fixed-protocol tracking evaluation (docs/evaluation.md): protocol, metrics, runner, the
-``evaluation.json`` document, the in-run stage of ``train`` and the ``evaluate`` command."""
+``evaluation.json`` document and the ``evaluate`` command. The in-run stage of ``train`` is
+part of the runtime (``trainer.runtime.evaluation_stage``)."""

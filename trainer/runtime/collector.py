@@ -55,9 +55,9 @@ import torch
 
 from contracts.env_spec import EnvSpec
 from contracts.parent_death import die_with_parent
-from trainer.evaluation.stage import EvalPlan, prepare_collector, serve_evaluation
 from trainer.runtime.collector_metrics import CollectorMetrics, EpisodeWindow
 from trainer.runtime.control import ControlBlock, FailureKind, State, Word
+from trainer.runtime.evaluation_stage import EvalPlan, prepare_collector, serve_evaluation
 from trainer.runtime.inference_ring import InferenceRing
 from trainer.runtime.liveness import PeerDied, StopRequested, Waiter, make_identity_check
 from trainer.runtime.protocols import EnvBackend, TrainingEnv

@@ -40,13 +40,13 @@ from typing import Any
 import torch
 
 from trainer.config.schema import RunContext
-from trainer.evaluation.stage import LearnerEvaluation
 from trainer.rundir.metrics import MetricsWriter
 from trainer.rundir.progress import ProgressWriter
 from trainer.rundir.summary import write_summary
 from trainer.runtime.budget import TimeBudget
 from trainer.runtime.collector_handle import make_collector_handle
 from trainer.runtime.control import ControlBlock
+from trainer.runtime.evaluation_stage import LearnerEvaluation
 from trainer.runtime.learner_shutdown import LearnerShutdown
 from trainer.runtime.learner_startup import LearnerStartup, RunParts, StartupHooks
 from trainer.runtime.liveness import Waiter
@@ -119,7 +119,7 @@ class LearnerRuntime:
         self.report = RunReport(self.parts, self.budget)
         self.shutdown = LearnerShutdown(self.parts, self.loop, self.report)
 
-    # -- what the evaluation stage reads (``trainer.evaluation.stage.EvaluationHost``) ----
+    # -- what the evaluation stage reads (``trainer.runtime.evaluation_stage.EvaluationHost``) ----
     @property
     def block(self) -> ControlBlock | None:
         return self.collector.block

@@ -13,8 +13,8 @@ import logging
 from typing import Any
 
 from contracts.names import Owner, ShutdownClassification, ShutdownPhase
-from trainer.evaluation.stage import EvaluationHost
 from trainer.runtime.control import Word
+from trainer.runtime.evaluation_stage import EvaluationHost
 from trainer.runtime.inference_ring import InferenceRing
 from trainer.runtime.learner_startup import RunParts
 from trainer.runtime.run_report import RunReport

@@ -26,10 +26,10 @@ from contracts.names import ShutdownPhase
 from trainer.config.checks import resolve_resume_path
 from trainer.config.schema import RunContext
 from trainer.cpu_threads import apply_torch_threads, plan_training_threads
-from trainer.evaluation.stage import LearnerEvaluation
 from trainer.runtime.collector import CollectorResources
 from trainer.runtime.collector_handle import CollectorHandle, EnvFactory
 from trainer.runtime.control import Word
+from trainer.runtime.evaluation_stage import LearnerEvaluation
 from trainer.runtime.inference_ring import InferenceRing
 from trainer.runtime.liveness import STALE_AFTER_S, Waiter
 from trainer.runtime.metrics_pump import MetricsPump

@@ -15,9 +15,9 @@ from harness.metrics.events import read_scalars
 from trainer.algo.networks import Actor
 from trainer.config.evaluation import EvalCfg
 from trainer.evaluation.document import EVALUATION_FILE, eval_scalars, read_document
-from trainer.evaluation.stage import EvalPlan, LearnerEvaluation, evaluate_run
 from trainer.rundir.checkpoint import save_checkpoint
 from trainer.rundir.metrics import MetricsWriter, UnknownMetricTag
+from trainer.runtime.evaluation_stage import EvalPlan, LearnerEvaluation, evaluate_run
 
 SECTION = {"$ref": "evaluation.v1.json#/$defs/summary_section"}
 ON_TINY = EvalCfg(enabled=True, uniform_episodes=3, frame0_episodes=1)
