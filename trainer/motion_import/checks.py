@@ -29,28 +29,38 @@ class Bound:
     kind: str
     """``max``: value ≤ limit passes; ``min``: value ≥ limit passes."""
     what: str
+    label: str
+    """A short name for narrow tables (``g1-motion import`` names the check below them)."""
 
 
 BOUNDS: dict[str, Bound] = {
     "joint_limit_excess": Bound(
-        0.01, "rad", "max", "largest excess of a joint beyond its XML range"
+        0.01, "rad", "max", "largest excess of a joint beyond its XML range", "limits"
     ),
-    "foot_height_min": Bound(-0.02, "m", "min", "lowest foot point over the clip (penetration)"),
+    "foot_height_min": Bound(
+        -0.02, "m", "min", "lowest foot point over the clip (penetration)", "foot-low"
+    ),
     "airborne_max_s": Bound(
-        0.5, "s", "max", "longest time both feet are over 5 cm up (a jump, or a float)"
+        0.5, "s", "max", "longest time both feet are over 5 cm up (a jump, or a float)", "airborne"
     ),
-    "root_height_min": Bound(0.25, "m", "min", "lowest pelvis height"),
-    "root_height_max": Bound(1.20, "m", "max", "highest pelvis height"),
+    "root_height_min": Bound(0.25, "m", "min", "lowest pelvis height", "root-low"),
+    "root_height_max": Bound(1.20, "m", "max", "highest pelvis height", "root-high"),
     "joint_speed_max": Bound(
-        25.0, "rad/s", "max", "largest frame-to-frame joint step × fps, named jumps aside"
+        25.0, "rad/s", "max", "largest frame-to-frame joint step × fps, named jumps aside", "speed"
     ),
     "joint_discontinuities": Bound(
-        0.0, "jumps", "max", "joint jumps named wrap, spike or step (repairable)"
+        0.0, "jumps", "max", "joint jumps named wrap, spike or step (repairable)", "jumps"
     ),
-    "root_speed_max": Bound(5.0, "m/s", "max", "largest frame-to-frame root jump × fps"),
-    "root_turn_rate_max": Bound(15.0, "rad/s", "max", "largest frame-to-frame root rotation × fps"),
-    "fk_residual_pos": Bound(0.01, "m", "max", "producer's body positions vs our FK"),
-    "fk_residual_ori": Bound(0.05, "rad", "max", "producer's body orientations vs our FK"),
+    "root_speed_max": Bound(
+        5.0, "m/s", "max", "largest frame-to-frame root jump × fps", "root-speed"
+    ),
+    "root_turn_rate_max": Bound(
+        15.0, "rad/s", "max", "largest frame-to-frame root rotation × fps", "root-turn"
+    ),
+    "fk_residual_pos": Bound(0.01, "m", "max", "producer's body positions vs our FK", "fk-pos"),
+    "fk_residual_ori": Bound(
+        0.05, "rad", "max", "producer's body orientations vs our FK", "fk-ori"
+    ),
 }
 """Every check's bound, unit and meaning (docs/assets.md lists and justifies them)."""
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -35,7 +36,7 @@ from trainer.assets import AssetError, cache_root
 from trainer.motion_import.checks import BOUNDS, Check
 from trainer.motion_import.convert import convert_file
 from trainer.motion_import.library import Library, LibraryClip, convert_clip, read_library
-from trainer.motion_import.repair import parse_repairs
+from trainer.motion_import.repair import REPAIRS, parse_repairs
 from trainer.motion_import.report import INSPECT_SCHEMA, Report, build_report, list_clips
 from trainer.motion_import.resolve import (
     cached_conversion,
@@ -289,21 +290,52 @@ def _library_row(clip: LibraryClip, report: Report) -> dict:
     }
 
 
+_CLIP_COLUMN_MAX = 30
+"""A longer clip name folds, so the failed checks keep room at 80 columns."""
+
+
 def _library_table(rows: list[dict], title: str) -> Table:
-    table = Table(title=title)
-    table.add_column("clip", no_wrap=True)
+    """One row per clip, 80 columns wide: the failed checks by their short labels, which
+    :func:`_failed_legend` names below the table."""
+    table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False, show_edge=False)
+    longest = max((len(r["clip"]) for r in rows), default=0)
+    table.add_column("clip", overflow="fold", width=min(max(longest, 4), _CLIP_COLUMN_MAX))
     table.add_column("kind", no_wrap=True)
     for col in ("s", "steps", "spikes", "wraps", "fixed"):
-        table.add_column(col, justify="right")
-    table.add_column("failed checks", overflow="fold")
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("failed")
     for r in rows:
         d = r["discontinuities"]
-        failed = ", ".join(r["failed_checks"]) or "ok"
+        failed = ", ".join(BOUNDS[name].label for name in r["failed_checks"]) or "ok"
         table.add_row(
             r["clip"], r["category"], f"{r['seconds']:.1f}", str(d["step"]), str(d["spike"]),
             str(d["wrap"]), str(r["repaired"]), failed,
         )  # fmt: skip
     return table
+
+
+def _failed_legend(rows: list[dict], repairs: tuple[str, ...]) -> list[str]:
+    """Each failed check's label, name, bound and clip count; for named jumps, the repairs
+    not yet asked for that remove them."""
+    counts = Counter(name for r in rows for name in r["failed_checks"])
+    if not counts:
+        return []
+    kinds = {kind for r in rows for kind, n in r["discontinuities"].items() if n}
+    fixes = ",".join(n for n, kind in REPAIRS.items() if kind in kinds and n not in repairs)
+    width = max(len(BOUNDS[name].label) for name in counts)
+    lines = ["failed checks (bounds in docs/assets.md; details: g1-motion inspect FILE):"]
+    for name, bound in BOUNDS.items():
+        if name not in counts:
+            continue
+        n = counts[name]
+        fails_when = f"{'>' if bound.kind == 'max' else '<'} {bound.limit:g}"
+        if name == "joint_discontinuities":  # a count: the jumps left after the repairs
+            line = f"{name} {fails_when}: {n} clip{'s' if n > 1 else ''}"
+            line += f" (--repair {fixes})" if fixes else " (left after the repairs)"
+        else:
+            line = f"{name} {fails_when} {bound.unit}: {n} clip{'s' if n > 1 else ''}"
+        lines.append(f"  {bound.label:<{width}}  {line}")
+    return lines
 
 
 def _convert_library(
@@ -389,6 +421,8 @@ def import_command(
     console.print(
         f"{len(rows) - len(failing)} of {len(rows)} clips pass every check; repairs: {', '.join(repairs) or 'none'}"
     )
+    for line in _failed_legend(rows, repairs):
+        console.print(line, markup=False, highlight=False)
     if library.attribution:
         console.print(f"attribution: {library.attribution}")
     if out is not None:

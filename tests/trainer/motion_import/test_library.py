@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import g1soak_motion_writers as writers
@@ -12,6 +16,7 @@ import numpy as np
 import pytest
 
 from contracts.schemas import validate
+from trainer.motion_import.checks import BOUNDS
 from trainer.motion_import.cli import LIBRARY_SCHEMA, main
 from trainer.motion_import.library import parse_library_id, read_library
 from trainer.motion_import.model import g1_model
@@ -19,6 +24,8 @@ from trainer.sim.scene import JOINT_NAMES
 from trainer.task.motion import MotionError, load_motion, resolve_motion
 
 ATTRIBUTION = "Test Moves, A. Author, CC-BY-4.0, example/test-moves"
+G1_MOVES = Path(__file__).parents[3] / ".." / "shared" / "motions" / "g1-moves"
+LEGEND_LINE = re.compile(r"^  (?P<label>\S+) +(?P<check>\w+) [<>] \S+.*: (?P<clips>\d+) clips?\b")
 
 
 def _write_library(synthetic30: dict, root: Path, *, spike: bool = False) -> Path:
@@ -154,3 +161,63 @@ def test_import_strict_writes_nothing_and_bad_input_is_one_line(
     assert "unknown repair 'smooth'" in capsys.readouterr().err
     assert main(["import", str(tmp_path / "none")]) == 2
     assert "is not a directory" in capsys.readouterr().err
+
+
+def _label_counts(table: str) -> dict[str, int]:
+    """How often each check's short label appears in the table's lines."""
+    return {
+        name: len(re.findall(rf"(?<![\w-]){re.escape(b.label)}(?![\w-])", table))
+        for name, b in BOUNDS.items()
+    }
+
+
+def _check_narrow_import(text: str, clips: list[str]) -> dict[str, int]:
+    """Every line fits 80 columns, every clip starts a row, and the legend below the table
+    names each failed check's label with as many clips as the table shows it for."""
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+    for clip in clips:
+        assert any(line.startswith(f"{clip} ") for line in lines), clip
+    start = next(i for i, line in enumerate(lines) if line.startswith("failed checks ("))
+    legend = {}
+    for line in lines[start + 1 :]:
+        match = LEGEND_LINE.match(line)
+        if not match:
+            break
+        assert BOUNDS[match["check"]].label == match["label"]
+        legend[match["check"]] = int(match["clips"])
+    shown = _label_counts("\n".join(lines[:start]))
+    assert legend == {name: n for name, n in shown.items() if n}
+    return legend
+
+
+def test_import_table_fits_80_columns_and_names_the_failed_checks_below(
+    library: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("G1SOAK_ASSET_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["import", str(library)]) == 0
+    text = capsys.readouterr().out
+    legend = _check_narrow_import(text, ["D_One", "D_Two", "K_Kick"])
+    assert legend == {"joint_discontinuities": 1}
+    assert "  jumps  joint_discontinuities > 0: 1 clip (--repair despike)" in text
+    assert main(["import", str(library), "--repair", "despike"]) == 0
+    assert "failed checks" not in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not G1_MOVES.is_dir(), reason=f"the motion library is not at {G1_MOVES}")
+def test_import_of_the_g1_moves_library_reads_at_80_columns(tmp_path: Path) -> None:
+    env = {**os.environ, "COLUMNS": "80", "G1SOAK_ASSET_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "g1-motion"), "import", str(G1_MOVES)],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    manifest = json.loads((G1_MOVES / "manifest.json").read_text(encoding="utf-8"))
+    legend = _check_narrow_import(proc.stdout, [c["clip"] for c in manifest["clips"]])
+    assert legend["joint_discontinuities"] > 0
+    assert "(--repair despike,blend-steps)" in proc.stdout
