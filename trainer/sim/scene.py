@@ -48,6 +48,7 @@ __all__ = [
     "SceneCfg",
     "body_ids",
     "body_kinematics",
+    "build_g1_kinematics_model",
     "build_g1_model",
     "build_g1_spec",
     "locate_g1_mjcf",
@@ -270,6 +271,11 @@ def locate_g1_mjcf(cfg: SceneCfg, asset_roots: Sequence[Path] | None = None) -> 
             )
             raise AssetError(msg)
         return explicit
+    return _search_g1_mjcf(asset_roots)
+
+
+def _search_g1_mjcf(asset_roots: Sequence[Path] | None) -> Path:
+    """Steps (2) and (3) of :func:`locate_g1_mjcf`: the asset roots, then the bundled model."""
     searched: list[str] = []
     for root in default_asset_roots() if asset_roots is None else asset_roots:
         candidate = Path(root) / G1_MJCF_ID
@@ -392,10 +398,27 @@ def build_g1_spec(cfg: SceneCfg, asset_roots: Sequence[Path] | None = None) -> m
     Raises:
         AssetError: the robot model cannot be found or is not the G1 29-DoF model.
     """
-    spec = mujoco.MjSpec.from_file(str(locate_g1_mjcf(cfg, asset_roots)))
+    spec = _compose_g1_spec(locate_g1_mjcf(cfg, asset_roots))
+    spec.option.timestep = cfg.sim_dt
+    return spec
+
+
+def build_g1_kinematics_model(asset_roots: Sequence[Path] | None = None) -> mujoco.MjModel:
+    """The scene of :func:`build_g1_spec` for forward kinematics alone, without a scene config.
+
+    The robot is found as with ``env.scene.robot_mjcf: null`` (the asset roots, then the
+    bundled model) and composed the same way (bodies, joints, foot spheres, floor); only the
+    timestep is MuJoCo's default, which kinematics never reads. The built-in clips are
+    generated on it (:mod:`trainer.task.motion.synthetic`), so they need no owner file.
+    """
+    return _compose_g1_spec(_search_g1_mjcf(asset_roots)).compile()
+
+
+def _compose_g1_spec(robot_mjcf: Path) -> mujoco.MjSpec:
+    """The G1 scene around ``robot_mjcf``, every part but the timestep (see :func:`build_g1_spec`)."""
+    spec = mujoco.MjSpec.from_file(str(robot_mjcf))
     _drop_visuals_and_sensors(spec)
 
-    spec.option.timestep = cfg.sim_dt
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
 
     _configure_collisions(spec)

@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from trainer.assets import cache_root
-from trainer.config.defaults import default_scene_cfg
 from trainer.sim.scene import (
     DEFAULT_JOINT_POS,
     FOOT_BODY_NAMES,
     JOINT_NAMES,
     body_kinematics,
-    build_g1_model,
+    build_g1_kinematics_model,
 )
 from trainer.task.motion.clip import (
     MOTION_FPS,
@@ -214,7 +213,8 @@ def ensure_synthetic_clip(
 
     Args:
         cache_dir: the cache root; defaults to :func:`trainer.assets.cache_root`.
-        model: the G1 model; defaults to ``build_g1_model(default_scene_cfg())``.
+        model: the G1 model; defaults to :func:`trainer.sim.scene.build_g1_kinematics_model`
+            (the clip depends on the robot's kinematics alone, never on a scene config).
         motion_id: one of :data:`SYNTHETIC_CLIP_IDS`.
 
     Returns:
@@ -223,7 +223,7 @@ def ensure_synthetic_clip(
     root = cache_root() if cache_dir is None else Path(cache_dir)
     path = root / motion_id
     arrays = generate_synthetic_clip(
-        build_g1_model(default_scene_cfg()) if model is None else model, motion_id
+        build_g1_kinematics_model() if model is None else model, motion_id
     )
     expected = arrays_sha256(arrays)
     if path.is_file():
