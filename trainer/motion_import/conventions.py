@@ -448,6 +448,9 @@ def read_source(
         raise fail(path, f"--fps-in {fps_in} must be a positive number")
     if quat_order not in ("auto", "wxyz", "xyzw"):
         raise fail(path, f"--quat-order {quat_order!r} must be auto, wxyz or xyzw")
+    if path.is_dir():
+        msg = "is a folder; pass one .npz or .csv clip (g1-motion import checks a library folder)"
+        raise fail(path, msg)
     if not path.is_file():
         raise fail(path, "does not exist; pass an existing .npz or .csv file")
     if path.suffix.lower() == ".csv":

@@ -195,3 +195,18 @@ def test_fps_flag_must_agree_with_the_file(
     ):
         read_source(path, fps_in=30)
     assert read_source(path, fps_in=50).fps == 50.0
+
+
+def test_a_folder_is_not_told_it_does_not_exist(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for command in (
+        ["inspect", str(tmp_path)],
+        ["convert", str(tmp_path), str(tmp_path / "o.npz")],
+    ):
+        assert main(command) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line == (
+            f"error: motion file '{tmp_path}': is a folder; pass one .npz or .csv clip "
+            "(g1-motion import checks a library folder)"
+        )
