@@ -141,6 +141,9 @@ def npz_sha256(path: str | Path) -> str:
 def read_npz(path: Path) -> dict[str, np.ndarray]:
     if path.is_file() and not zipfile.is_zipfile(path):
         # numpy would try it as a pickle and suggest loading it unsafely.
+        if path.suffix.lower() != ".npz":
+            what = f"is a '{path.suffix}' file" if path.suffix else "has no .npz or .csv suffix"
+            raise MotionError(f"motion file '{path}' {what}; clips are .npz or .csv, pass one")
         raise MotionError(
             f"motion file '{path}' is not an .npz archive; re-export it with numpy.savez"
         )
