@@ -102,6 +102,7 @@ def check_config(
         CheckFailed: the G1 model is missing or the hub cannot be reached (exit 1).
     """
     from trainer.assets import AssetError
+    from trainer.motion_import.resolve import install_motion_importer
     from trainer.task.motion import MotionError, resolve_motion
     from trainer.task.motion_check import check_motion_file
 
@@ -116,6 +117,7 @@ def check_config(
         environ=os.environ if environ is None else environ,
     )
     task_cfg = loaded.task_cfg
+    install_motion_importer()
     try:
         resolved = resolve_motion(
             task_cfg.motion_file, hub_repo=task_cfg.hub_repo, hub=loaded.training.motion_hub

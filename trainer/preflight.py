@@ -306,8 +306,10 @@ def _resolve_scene(loaded: LoadedConfig) -> Path:
 
 def _resolve_motion(loaded: LoadedConfig) -> ResolvedMotion:
     from trainer.assets import AssetError
+    from trainer.motion_import.resolve import install_motion_importer
     from trainer.task.motion import MotionError, resolve_motion
 
+    install_motion_importer()
     task = loaded.task_cfg
     try:
         return resolve_motion(

@@ -200,10 +200,12 @@ def _setup(backend: str, num_envs: int, motion: str) -> _Setup:
     from trainer.config.errors import ConfigError
     from trainer.config.loader import load_config
     from trainer.cpu_threads import apply_torch_threads, plan_probe_threads
+    from trainer.motion_import.resolve import install_motion_importer
     from trainer.sim.scene import build_g1_model
     from trainer.task.g1_tracking import make_env
     from trainer.task.motion import MotionError, load_motion, resolve_motion
 
+    install_motion_importer()
     motion_id = MOTION_ALIASES.get(motion, motion)
     try:
         loaded = load_config(ALGO, TASK, backend, [f"env.commands.motion.motion_file={motion_id}"])

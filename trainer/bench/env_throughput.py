@@ -67,8 +67,10 @@ class EnvFactory:
 
     @classmethod
     def for_motion(cls, motion_file: str) -> EnvFactory:
+        from trainer.motion_import.resolve import install_motion_importer
         from trainer.task.motion import load_motion, resolve_motion
 
+        install_motion_importer()
         cfg = default_task_cfg(motion_file=motion_file)
         model = build_g1_model(cfg.scene)
         motion = load_motion(resolve_motion(motion_file, hub_repo=cfg.hub_repo).path, model)

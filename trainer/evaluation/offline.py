@@ -164,10 +164,12 @@ def evaluate_offline(
         BackendFailure, RuntimeError: the evaluation itself failed (exit 1).
     """
     from trainer.evaluation.runner import evaluate_points
+    from trainer.motion_import.resolve import install_motion_importer
     from trainer.sim.scene import build_g1_model
     from trainer.task.g1_tracking import make_env
     from trainer.task.motion import load_motion, resolve_motion
 
+    install_motion_importer()
     target = resolve_target(path)
     settings = resolve_settings(
         target, sim=sim, motion=motion, episodes=episodes, frame0_episodes=frame0_episodes

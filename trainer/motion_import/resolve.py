@@ -1,6 +1,8 @@
 """Where motion resolution meets the importer: foreign files and clip sets become cached files.
 
-:func:`trainer.task.motion.resolve_motion` hands every motion id to :func:`resolve_imported`.
+:func:`trainer.task.motion.resolve_motion` hands every motion id to :func:`resolve_imported`
+once a command has called :func:`install_motion_importer` (the task package sits below this
+one and never imports it).
 
 * A file in our NPZ contract is returned as found (the hot path: nothing is converted).
 * A file in a foreign convention is converted once into
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +47,7 @@ from trainer.task.motion.clip import (
     arrays_sha256,
 )
 from trainer.task.motion.load import load_motion
+from trainer.task.motion.resolve import Finder, register_importer
 from trainer.task.motion.synthetic import write_npz_atomic
 
 __all__ = [
@@ -54,6 +57,7 @@ __all__ = [
     "clip_set_items",
     "converted_path",
     "import_if_foreign",
+    "install_motion_importer",
     "library_clip_path",
     "library_extra",
     "resolve_imported",
@@ -67,8 +71,6 @@ IMPORT_DIR = "motions/imported"
 """Cache-root folder of converted clips and clip sets."""
 CLIP_SUFFIXES = (".npz", ".csv")
 """Files of a directory that count as clips of a clip set."""
-
-Finder = Callable[[str], ResolvedMotion]
 
 
 def _key(*parts: str) -> str:
@@ -264,3 +266,9 @@ def resolve_imported(
         return import_if_foreign(find(motion_id), cache)
     clips = [import_if_foreign(find(item), cache) for item in items]
     return _clip_set(clips, items, cache)
+
+
+def install_motion_importer() -> None:
+    """Register :func:`resolve_imported` with motion resolution (idempotent): each command that
+    resolves a motion calls it first, so foreign clips and clip sets resolve everywhere."""
+    register_importer(resolve_imported)

@@ -68,8 +68,10 @@ class PlayOptions:
 
 
 def _load_motion(source: PlaySource, motion_id: str, model: mujoco.MjModel) -> MotionClip:
+    from trainer.motion_import.resolve import install_motion_importer
     from trainer.task.motion import MotionError, load_motion, resolve_motion
 
+    install_motion_importer()
     try:
         resolved = resolve_motion(
             motion_id, hub_repo=source.task_cfg.hub_repo, hub=source.training.motion_hub

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from trainer.motion_import.model import g1_model
+from trainer.motion_import.resolve import install_motion_importer
 from trainer.task.motion import generate_synthetic_dance
 
 HERE = Path(__file__).resolve().parent
@@ -18,6 +19,12 @@ if str(HERE) not in sys.path:
 
 SOURCE_30FPS_FRAMES = 301
 """10 s at 30 fps: converted to 50 fps it has 501 frames and covers the 500-frame original."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def motion_importer() -> None:
+    """``resolve_motion`` converts foreign clips and clip sets, as in every command."""
+    install_motion_importer()
 
 
 @pytest.fixture(scope="session")

@@ -29,6 +29,7 @@ from trainer.task.motion import (
     load_motion,
     load_motions,
     load_resolved_motion,
+    register_importer,
     resolve_motion,
 )
 
@@ -367,6 +368,29 @@ def test_resolve_prefers_existing_path_then_package_then_cache(
         "cache",
         arrays_sha256(_short(synthetic)),
     )
+
+
+def test_resolution_hands_every_id_to_the_registered_importer_and_none_takes_one_file(
+    tmp_path: Path, synthetic: dict[str, np.ndarray]
+) -> None:
+    roots = (tmp_path / "pkg", tmp_path / "cache")
+    direct = tmp_path / "direct.npz"
+    np.savez(direct, **_short(synthetic))
+    seen = []
+
+    def importer(motion_id, find, *, roots, cache):
+        seen.append((motion_id, tuple(roots), cache))
+        return find(motion_id)
+
+    before = register_importer(importer)
+    try:
+        got = resolve_motion(str(direct), asset_roots=roots, hub="skip")
+        assert seen == [(str(direct), roots, roots[1])] and got.source == "path"
+        assert register_importer(None) is importer
+        assert resolve_motion(str(direct), asset_roots=roots, hub="skip") == got
+        assert len(seen) == 1
+    finally:
+        register_importer(before)
 
 
 def test_missing_absolute_path_fails_at_once(tmp_path: Path) -> None:

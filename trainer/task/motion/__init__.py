@@ -6,8 +6,9 @@ offending key; it keeps only the 14 tracked bodies (docs/task.md §tracked-bodie
 put the clip into one device table. :func:`resolve_motion` turns a motion id or path into a
 file (path, package root, cache root, local synthetic generation, Hugging Face hub) and
 never substitutes another clip; a clip in a foreign convention, or a clip set (comma list or
-directory), goes through ``trainer.motion_import`` into one cached file in this contract
-(an optional ``clip_ends`` key marks the clips of a set). :func:`generate_synthetic_dance`
+directory), goes through the registered importer (``trainer.motion_import``, registered by
+the commands) into one cached file in this contract (an optional ``clip_ends`` key marks the
+clips of a set). :func:`generate_synthetic_dance`
 builds the offline default clip, a deterministic flat-foot squat with waist and arm motion.
 """
 
@@ -32,7 +33,13 @@ from trainer.task.motion.load import (
     load_motions,
     load_resolved_motion,
 )
-from trainer.task.motion.resolve import download_from_hub, hub_offline, resolve_motion
+from trainer.task.motion.resolve import (
+    MotionImporter,
+    download_from_hub,
+    hub_offline,
+    register_importer,
+    resolve_motion,
+)
 from trainer.task.motion.synthetic import (
     SYNTHETIC_CLIP_IDS,
     ensure_synthetic_clip,
@@ -53,6 +60,7 @@ __all__ = [
     "HubMode",
     "MotionClip",
     "MotionError",
+    "MotionImporter",
     "ResolvedMotion",
     "arrays_sha256",
     "check_clip_ends",
@@ -65,6 +73,7 @@ __all__ = [
     "load_motions",
     "load_resolved_motion",
     "npz_sha256",
+    "register_importer",
     "resolve_motion",
     "write_npz_atomic",
 ]

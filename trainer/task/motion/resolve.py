@@ -2,15 +2,18 @@
 
 :func:`resolve_motion` turns a motion id or path into a file (path, package root, cache root,
 local synthetic generation, Hugging Face hub) and never substitutes another clip; a clip in a
-foreign convention, or a clip set (comma list or directory), goes through
-``trainer.motion_import`` into one cached file in this contract.
+foreign convention, or a clip set (comma list or directory), goes through the registered
+:class:`MotionImporter` into one cached file in this contract. The importer lives above this
+package (``trainer.motion_import``); each command that resolves a motion registers it
+(``trainer.motion_import.resolve.install_motion_importer``), this package never imports it.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from trainer.assets import AssetError, cache_root, check_asset_id
 from trainer.assets import asset_roots as default_asset_roots
@@ -23,6 +26,34 @@ from trainer.task.motion.clip import (
     content_sha256,
 )
 from trainer.task.motion.synthetic import SYNTHETIC_CLIP_IDS, ensure_synthetic_clip
+
+Finder = Callable[[str], ResolvedMotion]
+"""Resolves one motion id to a file as it is on disk (docs/assets.md order)."""
+
+
+class MotionImporter(Protocol):
+    """Resolves any motion id (one clip, a comma list, a directory, a library) to one file in
+    our contract, converting foreign clips; ``find`` resolves one id as it is on disk, ``roots``
+    are the asset roots, ``cache`` the writable root that receives conversions."""
+
+    def __call__(
+        self, motion_id: str, find: Finder, *, roots: Sequence[Path], cache: Path
+    ) -> ResolvedMotion: ...
+
+
+_importer: MotionImporter | None = None
+
+
+def register_importer(importer: MotionImporter | None) -> MotionImporter | None:
+    """Make :func:`resolve_motion` hand every motion id to ``importer`` (None: no importer).
+
+    Returns:
+        The importer registered before (so a caller can put it back).
+    """
+    global _importer
+    previous, _importer = _importer, importer
+    return previous
+
 
 _OFFLINE_ALTERNATIVE = (
     f"offline alternative: env.commands.motion.motion_file={SYNTHETIC_MOTION_ID} "
@@ -89,9 +120,11 @@ def resolve_motion(
     is downloaded from the dataset repo ``hub_repo`` unless ``hub == "skip"`` or
     ``HF_HUB_OFFLINE`` is truthy. Another clip is never substituted.
 
-    A file already in our contract is returned unchanged. A clip in a foreign convention is
-    converted into the cache root, keyed by its digest; a comma list or a directory of clips
-    becomes one cached clip set (``trainer.motion_import.resolve``, docs/assets.md).
+    A file already in our contract is returned unchanged. With the importer registered
+    (:func:`register_importer`; every command that resolves a motion registers
+    ``trainer.motion_import``'s), a clip in a foreign convention is converted into the cache
+    root, keyed by its digest, and a comma list or a directory of clips becomes one cached clip
+    set (docs/assets.md); without it, the id is one file taken as it is.
 
     Args:
         motion_id: a path or an asset id such as ``motions/g1/dance1_subject2_part.npz``, a
@@ -110,14 +143,13 @@ def resolve_motion(
         msg = f"hub={hub!r} must be one of auto, skip, require"
         raise MotionError(msg)
     roots = tuple(default_asset_roots() if asset_roots is None else asset_roots)
-    from trainer.motion_import.resolve import resolve_imported  # lazy: it imports this module
 
-    return resolve_imported(
-        motion_id,
-        lambda item: _resolve_file(item, hub_repo=hub_repo, hub=hub, search_roots=roots),
-        roots=roots,
-        cache=Path(roots[-1]) if roots else cache_root(),
-    )
+    def find(item: str) -> ResolvedMotion:
+        return _resolve_file(item, hub_repo=hub_repo, hub=hub, search_roots=roots)
+
+    if _importer is None:
+        return find(motion_id)
+    return _importer(motion_id, find, roots=roots, cache=Path(roots[-1]) if roots else cache_root())
 
 
 def _resolve_file(
