@@ -14,7 +14,7 @@ control step follows docs/task.md §timing-and-step-order exactly:
 8. Reset the done rows and overwrite their observations.
 
 The pieces live in their own modules: the motion reference (device table, frames, sampler:
-:mod:`trainer.task.motion.reference`), the reward term table (:mod:`trainer.task.terms`),
+:mod:`trainer.task.reference`), the reward term table (:mod:`trainer.task.terms`),
 the reset targets (:mod:`trainer.task.reset`), the packed outputs
 (:mod:`trainer.task.outputs`), the step phases and their maths
 (:mod:`trainer.task.tracking_phases`, which this class inherits) and the phase runner
@@ -74,9 +74,9 @@ from trainer.task import observations as obs_terms
 from trainer.task import terminations as term
 from trainer.task.config import REWARD_TERM_NAMES, G1TrackingCfg
 from trainer.task.eval_mode import EvalMode
-from trainer.task.motion.reference import MotionReference
 from trainer.task.outputs import StepOutputs, StepResult
 from trainer.task.phases import NO_RESET_PHASES, STEP_PHASES, PhaseRunner
+from trainer.task.reference import MotionReference
 from trainer.task.reset import ResetNoise
 from trainer.task.spec import G1_TRACKING_SPEC
 from trainer.task.state import TrackedState

@@ -3,7 +3,7 @@
 Each term is a pure function returning ``[num_envs]``. The six tracking terms are
 ``exp(−e/σ²)`` of an error e against the reference at frame k; body position/orientation
 terms compare against the *relative* reference
-(:func:`trainer.task.motion.reference.relative_reference`), which re-poses the reference around
+(:func:`trainer.task.reference.relative_reference`), which re-poses the reference around
 the robot's anchor with a yaw-only rotation. :mod:`trainer.task.terms` binds each term to its
 ``env.rewards`` entry; the step reward is ``ctrl_dt · Σ wᵢ·termᵢ``.
 """

@@ -20,16 +20,16 @@ from torch import Tensor
 from trainer.sim.backend import BackendFailure
 from trainer.task import observations as obs_terms
 from trainer.task import terminations as term
-from trainer.task.motion.reference import relative_reference
 from trainer.task.outputs import SAMPLER_DIAG_NAMES
 from trainer.task.phases import PhaseRunner
+from trainer.task.reference import relative_reference
 from trainer.task.state import TrackedState
 from trainer.task.terms import TermInputs
 
 if TYPE_CHECKING:
     from trainer.sim.backend import SimBackend, StagedSimBackend
     from trainer.task.config import G1TrackingCfg
-    from trainer.task.motion.reference import MotionReference
+    from trainer.task.reference import MotionReference
     from trainer.task.reset import ResetNoise
     from trainer.task.sampler import AdaptiveSampler
     from trainer.task.terms import RewardTable

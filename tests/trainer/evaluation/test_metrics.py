@@ -17,7 +17,7 @@ from trainer.evaluation.metrics import (
 )
 from trainer.sim.scene import ANCHOR_TRACKED_INDEX, EE_TRACKED_INDICES
 from trainer.task.math import quat_apply, quat_from_yaw, quat_mul
-from trainer.task.motion.reference import relative_reference
+from trainer.task.reference import relative_reference
 from trainer.task.state import TrackedState
 
 A = ANCHOR_TRACKED_INDEX

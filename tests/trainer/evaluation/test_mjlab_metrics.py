@@ -17,7 +17,7 @@ import torch
 
 from trainer.evaluation.metrics import ERROR_NAMES, step_errors
 from trainer.sim.scene import ANCHOR_TRACKED_INDEX, EE_TRACKED_INDICES, TRACKED_BODY_NAMES
-from trainer.task.motion.reference import relative_reference
+from trainer.task.reference import relative_reference
 from trainer.task.state import TrackedState
 
 FIXTURE = Path(__file__).with_name("data") / "mjlab_metrics.npz"

@@ -4,8 +4,8 @@ the start-frame sampler (docs/task.md "Reset" and "Rewards").
 The clip becomes one ``[T, 240]`` tensor (joint pos/vel, body pos/quat/lin/ang vel of the 14
 tracked columns), so the reference at any frames is one gather. The last frame of each frame's
 clip gives the ``motion_clip_end`` truncation of a clip set, and the adaptive sampler draws
-the start frames of resets. Unlike the rest of :mod:`trainer.task.motion` this module needs
-torch; the package does not import it.
+the start frames of resets. It lives beside the task's terms rather than in
+:mod:`trainer.task.motion` (pure numpy clips and files), which imports nothing of the task.
 """
 
 from __future__ import annotations
