@@ -62,9 +62,11 @@ def test_user_docs_do_not_speak_of_lent_gpus_or_device_minutes(page: Path) -> No
     assert not found, f"{page.name} uses internal wording: {found}"
 
 
-def test_readme_says_how_long_the_test_suite_takes() -> None:
+def test_readme_says_how_long_the_test_suite_and_the_fast_tier_take() -> None:
     section = _section((REPO / "README.md").read_text(encoding="utf-8"), "## Run the tests")
     assert re.search(r"about \d+[–-]\d+ minutes on a 2-core machine", section)
+    fast_tier = section[section.index('`uv run pytest -m "not slow') :]
+    assert re.match(r"[^.]*,\s+about \d+ minutes on the same 2-core machine", fast_tier)
 
 
 def test_the_guide_points_at_the_long_soak_evidence_it_has() -> None:
