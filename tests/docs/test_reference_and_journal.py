@@ -55,10 +55,23 @@ def test_the_journal_holds_the_dated_records_and_the_reference_none() -> None:
     assert "appended at the end of the\n[journal](journal/benchmarks-2026.md)" in reference
 
 
+ORDINALS = (
+    "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
+    "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth", "seventeenth",
+    "eighteenth", "nineteenth", "twentieth",
+)  # fmt: skip
+INTERNAL = re.compile(
+    r"device[- ]minutes?|lent (?:a |the )?GPU|device call"
+    rf"|\b(?:twenty-\w+|{'|'.join(ORDINALS)})\s+(?:H[12]00\s+)?sessions?\b",
+    re.IGNORECASE,
+)
+
+
 @pytest.mark.parametrize("page", USER_DOCS, ids=lambda p: p.name)
-def test_user_docs_do_not_speak_of_lent_gpus_or_device_minutes(page: Path) -> None:
-    text = page.read_text(encoding="utf-8")
-    found = re.findall(r"device[- ]minutes?|lent (?:a |the )?GPU|device call", text, re.IGNORECASE)
+def test_user_docs_do_not_speak_of_lent_gpus_device_minutes_or_work_sessions(page: Path) -> None:
+    """A reference page cites a record by its date (and links it), never by the working
+    session that made it, which only the journal's headings number."""
+    found = INTERNAL.findall(page.read_text(encoding="utf-8"))
     assert not found, f"{page.name} uses internal wording: {found}"
 
 
