@@ -27,6 +27,7 @@ from harness.report.page import render_page
 from harness.report.rundata import read_run_data
 
 SCHEMA_FILE = "soak_artifact.0.3.0.json"
+PASS_AN_ARTIFACT = "pass the artifact g1-soak or soak-run wrote (its --output)"
 
 
 def load_artifact(path: Path) -> dict[str, Any]:
@@ -43,14 +44,15 @@ def load_artifact(path: Path) -> dict[str, Any]:
             f"artifact {path} does not exist; pass the --output of g1-soak/soak-run"
         ) from err
     except (OSError, StrictJsonError) as err:
-        raise HarnessError(f"artifact {path} is unreadable: {err}") from err
+        raise HarnessError(f"artifact {path} is unreadable: {err}; {PASS_AN_ARTIFACT}") from err
     if not isinstance(doc, dict):
-        raise HarnessError(f"artifact {path} is not a JSON object")
+        raise HarnessError(f"artifact {path} is not a JSON object; {PASS_AN_ARTIFACT}")
     violations = validate(doc, SCHEMA_FILE)
     if violations:
         more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
         raise HarnessError(
-            f"artifact {path} is not a valid 0.3.0 soak artifact: {violations[0]}{more}"
+            f"artifact {path} is not a valid 0.3.0 soak artifact: {violations[0]}{more}; "
+            + PASS_AN_ARTIFACT
         )
     return doc
 

@@ -297,6 +297,7 @@ def test_bad_artifacts_exit_1_with_one_error_line(
     assert main([str(path), "--out", str(tmp_path / "r")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and message in err
+    assert err.endswith("; pass the artifact g1-soak or soak-run wrote (its --output)\n")
     assert not (tmp_path / "r").exists()
 
 
