@@ -95,17 +95,24 @@ def _fmt(value: float) -> str:
 
 def _summary_table(report: Report) -> Table:
     table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column()
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")  # a long path folds, never cut
     for key, value in report.summary_rows():
         table.add_row(key, value)
     return table
 
 
 def _check_table(checks: list[Check]) -> Table:
-    table = Table(title="checks")
-    for col in ("check", "value", "bound", "unit", "result", "where"):
-        table.add_column(col, justify="right" if col in ("value", "bound") else "left")
+    """One row per check, 80 columns wide: names whole, the ``where`` detail (with the
+    ``--repair`` that removes named jumps) wraps, never cut."""
+    table = Table(
+        title="checks", box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False, show_edge=False
+    )
+    for col in ("check", "value", "bound", "unit", "result"):
+        table.add_column(
+            col, justify="right" if col in ("value", "bound") else "left", no_wrap=True
+        )
+    table.add_column("where", overflow="fold")
     for c in checks:
         sign = "≤" if BOUNDS[c.name].kind == "max" else "≥"
         result = "ok" if c.passed else "FAIL"

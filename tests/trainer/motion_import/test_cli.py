@@ -13,6 +13,7 @@ import pytest
 from contracts.schemas import validate
 from trainer.motion_import.cli import main
 from trainer.motion_import.report import INSPECT_SCHEMA
+from trainer.sim.scene import JOINT_NAMES
 from trainer.task.motion import SYNTHETIC_MOTION_ID
 
 
@@ -30,6 +31,25 @@ def test_inspect_prints_the_convention_and_the_check_table(
     for name in ("joint_limit_excess", "foot_height_min", "root_height_max", "joint_speed_max"):
         assert name in out
     assert "FAIL" not in out
+
+
+def test_inspect_at_80_columns_cuts_no_name_and_no_fix(
+    synthetic30: dict[str, np.ndarray],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    arrays = {k: np.array(v) for k, v in synthetic30.items()}
+    arrays["joint_pos"][100, JOINT_NAMES.index("right_shoulder_pitch_joint")] += 1.5
+    clip = writers.write_csv(arrays, tmp_path / "spiked.csv")
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["inspect", str(clip)]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "…" not in out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.split()}
+    assert "FAIL" in rows["joint_discontinuities"] and "joint_limit_excess" in rows
+    assert "right_shoulder_pitch_joint" in out and "--repair despike" in " ".join(out.split())
 
 
 @pytest.mark.slow  # draws the PNG with matplotlib
