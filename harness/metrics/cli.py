@@ -22,6 +22,7 @@ from typing import Annotated, Any
 
 import typer
 
+from contracts import rundir
 from contracts.cli_app import run_app
 from contracts.errors import HarnessError, StrictJsonError, UsageError
 from contracts.jsonio import dumps_strict, load_strict
@@ -41,8 +42,6 @@ __all__ = [
     "rows_for",
 ]
 
-EVENT_PREFIX = "events.out.tfevents."
-SUMMARY_NAME = "run_summary.json"
 MAX_LISTED_TAGS = 8
 
 
@@ -105,7 +104,7 @@ def find_event_file(log_dir: Path) -> Path:
     """The single ``events.out.tfevents.*`` file under ``log_dir`` (recursive; docs/contracts.md §extract-metrics)."""
     if not log_dir.is_dir():
         raise UsageError(f"LOG_DIR {log_dir} is not a directory; pass a run directory")
-    found = sorted(p for p in log_dir.rglob(f"{EVENT_PREFIX}*") if p.is_file())
+    found = sorted(p for p in log_dir.rglob(rundir.EVENT_GLOB) if p.is_file())
     if not found:
         raise UsageError(f"no event file found under {log_dir}; pass a run directory")
     if len(found) > 1:
@@ -117,7 +116,7 @@ def find_event_file(log_dir: Path) -> Path:
 
 def load_summary(run_dir: Path) -> dict[str, Any] | None:
     """The ``run_summary.json`` beside the event file, None if absent; it must be an object (docs/contracts.md §extract-metrics)."""
-    path = run_dir / SUMMARY_NAME
+    path = run_dir / rundir.RUN_SUMMARY
     if not path.exists():
         return None
     try:
@@ -134,12 +133,12 @@ def load_summary(run_dir: Path) -> dict[str, Any] | None:
 def _check_v1_stamp(summary: Mapping[str, Any] | None, run_dir: Path) -> None:
     if summary is None:
         raise HarnessError(
-            f"run summary lacks metric_schema_version: no {SUMMARY_NAME} in {run_dir}; "
+            f"run summary lacks metric_schema_version: no {rundir.RUN_SUMMARY} in {run_dir}; "
             "v1 metrics need the stamped summary (use --legacy-unversioned only for unstamped runs)"
         )
     if "metric_schema_version" not in summary:
         raise HarnessError(
-            f"run summary lacks metric_schema_version ({run_dir / SUMMARY_NAME}); "
+            f"run summary lacks metric_schema_version ({run_dir / rundir.RUN_SUMMARY}); "
             "use --legacy-unversioned only for unstamped runs"
         )
     version = summary["metric_schema_version"]

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from contracts import rundir
 from contracts.identity import MotionRef, RunIdentity
 from harness.report.clips import clips_table
 from harness.report.figures import RESOURCES, TRAINING, Figure
@@ -243,9 +244,10 @@ def _links_section(artifact: dict[str, Any], data: RunData, artifact_path: Path)
         ("artifact", artifact_path),
         ("run directory", run_dir if data.exists else None),
         ("console log", Path(artifact["console_log"])),
-        ("run_summary.json", run_dir / "run_summary.json"),
-        ("run_config.json", run_dir / "run_config.json"),
-        ("evaluation.json", run_dir / "evaluation.json"),
+        *(
+            (name, run_dir / name)
+            for name in (rundir.RUN_SUMMARY, rundir.RUN_CONFIG, rundir.EVALUATION)
+        ),
         ("event file", data.event_file),
     ]
     rows = []

@@ -14,12 +14,11 @@ import html
 from pathlib import Path
 from typing import Any
 
+from contracts import rundir
 from contracts.errors import StrictJsonError
 from contracts.jsonio import load_strict
 
 __all__ = ["play_html", "run_dir_of"]
-
-SUMMARY_FILE = "run_summary.json"
 
 
 def run_dir_of(artifact: dict[str, Any]) -> Path | None:
@@ -33,7 +32,7 @@ def run_dir_of(artifact: dict[str, Any]) -> Path | None:
 
 def _play_section(run_dir: Path) -> dict[str, Any] | None:
     try:
-        summary = load_strict(run_dir / SUMMARY_FILE)
+        summary = load_strict(run_dir / rundir.RUN_SUMMARY)
     except (OSError, StrictJsonError):
         return None
     play = summary.get("play") if isinstance(summary, dict) else None

@@ -16,14 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contracts import rundir
 from contracts.errors import StrictJsonError
 from contracts.jsonio import load_strict
 from contracts.schemas import validate
 from harness.metrics.events import EventFileError, ScalarEvent, read_scalars
 
 CONSOLE_TAIL_LINES = 40
-EVENT_GLOB = "events.out.tfevents.*"
-EVALUATION_NAME = "evaluation.json"
 _CHECKPOINT = re.compile(r"^model_(\d+)\.pt$")
 
 
@@ -54,10 +53,10 @@ def _read_json(path: Path) -> tuple[Any, str | None]:
 
 
 def _scalars(data: RunData) -> None:
-    events = sorted(data.run_dir.glob(EVENT_GLOB))
+    events = rundir.event_files(data.run_dir)
     if len(events) != 1:
         data.notes["training"] = (
-            f"the run directory holds {len(events)} {EVENT_GLOB} files, expected one"
+            f"the run directory holds {len(events)} {rundir.EVENT_GLOB} files, expected one"
         )
         return
     data.event_file = events[0]
@@ -68,7 +67,7 @@ def _scalars(data: RunData) -> None:
 
 
 def _evaluation(data: RunData) -> None:
-    path = data.run_dir / EVALUATION_NAME
+    path = data.run_dir / rundir.EVALUATION
     doc, error = _read_json(path)
     if error is not None:
         data.notes["evaluation"] = error
@@ -111,7 +110,7 @@ def read_run_data(artifact: dict[str, Any]) -> RunData:
             "checkpoints and the run's configuration cannot be shown"
         )
         return data
-    config, error = _read_json(run_dir / "run_config.json")
+    config, error = _read_json(run_dir / rundir.RUN_CONFIG)
     if isinstance(config, dict):
         data.run_config = config
     else:

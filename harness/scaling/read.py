@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from contracts import rundir
 from contracts.jsonio import load_strict
 
 Figures = dict[str, Any]
@@ -31,7 +32,7 @@ def soak_figures(artifact: Path, run_dir: Path) -> tuple[Figures, list[str]]:
     verdict = doc.get("status") if isinstance(doc, dict) else None
     if doc is not None and verdict != "passed":
         problems.append(f"soak {verdict}: {doc.get('failure_reason')}")
-    summary, missing = _load(run_dir / "run_summary.json", "run summary")
+    summary, missing = _load(run_dir / rundir.RUN_SUMMARY, "run summary")
     problems += missing
     summary = summary if isinstance(summary, dict) else {}
     figures = {

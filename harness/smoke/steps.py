@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contracts import rundir
 from contracts.backend_probe import BACKENDS
 from harness.smoke import parse
 from harness.step_runner import exit_reason
@@ -121,14 +122,14 @@ def judge_soak(step: str, rc: int, run_dir: Path, artifact: Path) -> Outcome:
         if verdict != "passed":
             problems.append(f"soak {verdict}: {doc.get('failure_reason')}")
     try:
-        console = (run_dir / "soak-console.log").read_text(encoding="utf-8", errors="replace")
+        console = (run_dir / rundir.SOAK_CONSOLE_LOG).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         console = ""
         problems.append(f"cannot read the soak console: {exc}")
     ipc = parse.has_ipc_warning(console)
     if ipc:
         problems.append(f"the soak console has torch's warning {parse.CUDA_IPC_WARNING!r}")
-    summary, _ = _read_json(run_dir / "run_summary.json")
+    summary, _ = _read_json(run_dir / rundir.RUN_SUMMARY)
     summary = summary if isinstance(summary, dict) else {}
     tail = summary.get("tail_env_steps_per_sec")
     run_rate = summary.get("steady_env_steps_per_sec")

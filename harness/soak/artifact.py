@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contracts import rundir
 from contracts.jsonio import escape_non_utf8, write_json_atomic
 from contracts.names import Classification
 from contracts.schemas import validate
@@ -21,7 +22,6 @@ from harness.soak.claim import write_error_text
 from harness.soak.console import read_tail
 from harness.soak.eta import SoakPlan
 from harness.soak.integrity import seal
-from harness.soak.launch import CONSOLE_LOG_NAME
 from harness.soak.monitor_types import MonitorCfg, SoakResult
 from harness.soak.trend import TrendReport
 from harness.soak.verdict import Verdict, judge_run_dir, resource_summary_fields
@@ -194,8 +194,8 @@ def assemble_artifact(inputs: ArtifactInputs) -> dict[str, Any]:
         },
         "run_summary": verdict.run_summary,
         "run_summary_error": verdict.run_summary_error,
-        "console_log": str((inputs.log_dir / CONSOLE_LOG_NAME).absolute()),
-        "console_tail": read_tail(inputs.log_dir / CONSOLE_LOG_NAME),
+        "console_log": str((inputs.log_dir / rundir.SOAK_CONSOLE_LOG).absolute()),
+        "console_tail": read_tail(inputs.log_dir / rundir.SOAK_CONSOLE_LOG),
     }
 
 

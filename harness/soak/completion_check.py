@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from contracts import rundir
 from contracts.errors import StrictJsonError
 from contracts.jsonio import load_strict
 from contracts.names import Classification
@@ -28,7 +29,6 @@ FLIGHT_PATH = "$.runtime_manifest.inference_flight"
 LIMITS_PATH = "$.runtime_manifest.runtime_limits"
 MAX_IN_FLIGHT = 1
 """docs/contracts.md "Invariants": at most one tick is ever in flight."""
-CHECKPOINT_GLOB = "model_*.pt"
 SV, UF = Classification.SCHEMA_VIOLATION, Classification.UNKNOWN_FAILURE
 
 
@@ -53,7 +53,7 @@ def _limits(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _run_config(log_dir: Path) -> Mapping[str, Any]:
     try:
-        doc = load_strict(log_dir / "run_config.json")
+        doc = load_strict(log_dir / rundir.RUN_CONFIG)
     except (OSError, StrictJsonError, RecursionError):
         return {}  # reported by the run-directory step
     config = doc.get("config") if isinstance(doc, dict) else None
@@ -140,7 +140,7 @@ def _budget_problems(
 def _checkpoint_problems(summary: Mapping[str, Any], log_dir: Path) -> list[Problem]:
     out = [
         (f"checkpoint {path.name} in {log_dir} is empty (0 bytes)", SV)
-        for path in sorted(log_dir.glob(CHECKPOINT_GLOB))
+        for path in sorted(log_dir.glob(rundir.CHECKPOINT_GLOB))
         if path.is_file() and path.stat().st_size == 0
     ]
     last = summary.get("last_checkpoint")

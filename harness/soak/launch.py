@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from contracts import rundir
 from contracts.parent_death import die_with_parent_preexec
 from contracts.procfs import is_same_process, read_stat
 from harness.soak.proctree import MARKER_ENV, read_children
@@ -32,7 +33,6 @@ DEFAULT_STOP_GRACE_S = 60.0
 """SIGTERM to SIGKILL: a cancelled trainer stops its collector, saves its checkpoint and writes
 its run summary in this time (the CPU trainer needs ~5 s on two busy cores)."""
 TERMINATION_POLL_S = 0.05
-CONSOLE_LOG_NAME = "soak-console.log"
 
 
 def set_child_subreaper() -> bool:
@@ -87,7 +87,7 @@ def launch_trainer(command: Sequence[str], log_dir: Path) -> LaunchedTrainer:
     log_dir.mkdir(parents=True, exist_ok=True)
     subreaper = set_child_subreaper()
     soak_id = uuid.uuid4().hex
-    console_log = log_dir / CONSOLE_LOG_NAME
+    console_log = log_dir / rundir.SOAK_CONSOLE_LOG
     with open(console_log, "ab") as console:
         popen = subprocess.Popen(
             list(command),

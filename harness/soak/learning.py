@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contracts import rundir
 from contracts.errors import StrictJsonError, UsageError
 from contracts.jsonio import dumps_strict, load_strict
 from contracts.names import Classification
@@ -55,7 +56,6 @@ UNVERIFIED = Classification.LEARNING_UNVERIFIED
 REASON_PREFIX = {REGRESSION: "learning regression: ", UNVERIFIED: "learning not verified: "}
 EVALUATION_SCHEMA = "evaluation.v1.json"
 _SECTION_SCHEMA = {"$ref": f"{EVALUATION_SCHEMA}#/$defs/summary_section"}
-EVENT_GLOB = "events.out.tfevents.*"
 LOSS_PREFIX = "Loss/"
 MAX_LISTED_POINTS = 4
 REPORT_HINT = "or pass --learning-mode report to judge resources only"
@@ -213,13 +213,13 @@ def judge_learning(
 
 # -- losses ---------------------------------------------------------------------------
 def _check_losses(log_dir: Path, findings: list[Finding]) -> dict[str, Any] | None:
-    events = sorted(log_dir.glob(EVENT_GLOB))
+    events = rundir.event_files(log_dir)
     if len(events) != 1:
         findings.append(
             Finding(
                 "losses_unreadable",
                 UNVERIFIED,
-                f"losses were not checked: {log_dir} holds {len(events)} {EVENT_GLOB} files, expected one",
+                f"losses were not checked: {log_dir} holds {len(events)} {rundir.EVENT_GLOB} files, expected one",
             )
         )
         return None

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from contracts import rundir
 from contracts.names import Classification
 from contracts.procfs import is_same_process, read_stat
 from harness.soak import launch as launch_mod
@@ -472,7 +473,7 @@ def _plan_from_run_config(log_dir: Path, min_duration_s: float) -> SoakPlan | No
     from contracts.errors import StrictJsonError
     from contracts.jsonio import load_strict
 
-    path = log_dir / "run_config.json"
+    path = log_dir / rundir.RUN_CONFIG
     if not path.is_file():
         return None
     try:
@@ -491,7 +492,7 @@ def _motion_from_run_config(log_dir: Path) -> str | None:
     from contracts.jsonio import load_strict
 
     try:
-        doc = load_strict(log_dir / "run_config.json")
+        doc = load_strict(log_dir / rundir.RUN_CONFIG)
         value = doc["config"]["env"]["commands"]["motion"]["motion_file"]
     except (OSError, StrictJsonError, KeyError, TypeError):
         return None

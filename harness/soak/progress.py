@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contracts import rundir
 from contracts.errors import StrictJsonError
 from contracts.jsonio import loads_strict
 from contracts.run_summary import is_exact_int
 
-PROGRESS_FILE = "progress.jsonl"
 TAIL_BYTES = 8192
 
 
@@ -99,14 +99,16 @@ def read_last_progress_line(path: Path) -> dict[str, Any] | None:
     return None
 
 
-def sample_progress(log_dir: Path, *, console_log_name: str = "soak-console.log") -> ProgressSample:
+def sample_progress(
+    log_dir: Path, *, console_log_name: str = rundir.SOAK_CONSOLE_LOG
+) -> ProgressSample:
     """Measure the run directory now (a missing directory counts as empty)."""
     file_count, bytes_total, max_mtime = _walk(log_dir, log_dir / console_log_name)
     return ProgressSample(
         file_count=file_count,
         bytes_total=bytes_total,
         max_mtime=None if max_mtime is None else round(max_mtime, 6),
-        last=read_last_progress_line(log_dir / PROGRESS_FILE),
+        last=read_last_progress_line(log_dir / rundir.PROGRESS),
     )
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from contracts import rundir
 from contracts.errors import StrictJsonError
 from contracts.jsonio import loads_strict
 from contracts.names import Classification
@@ -37,8 +38,6 @@ from harness.soak.learning import LearningCfg, judge_learning, not_judged
 
 __all__ = ["Verdict", "judge_run_dir", "resource_summary_fields", "validate_run_summary"]
 
-SUMMARY_NAME = "run_summary.json"
-EVENT_GLOB = "events.out.tfevents.*"
 FLIGHT_PATH = "$.runtime_manifest.inference_flight"
 FLIGHT_COUNTERS = ("queue_depth", "publication_lag")
 FALLBACKS_PATH = "$.runtime_manifest.cuda_graph.learner.fallbacks"
@@ -299,16 +298,16 @@ def _expected_checkpoints(run_config: dict[str, Any], summary: dict[str, Any]) -
     ):
         return []
     iterations = sorted({*range(interval, max_iterations + 1, interval), max_iterations})
-    return [f"model_{k}.pt" for k in iterations]
+    return [rundir.checkpoint_name(k) for k in iterations]
 
 
 def _missing_artifacts(log_dir: Path, summary: dict[str, Any]) -> list[str]:
     """docs/contracts.md §verdict step 4.4: run_config.json, exactly one event file, every implied checkpoint."""
     missing: list[str] = []
-    config_path = log_dir / "run_config.json"
+    config_path = log_dir / rundir.RUN_CONFIG
     run_config: Any = None
     if not config_path.is_file():
-        missing.append("run_config.json")
+        missing.append(rundir.RUN_CONFIG)
     else:
         try:
             run_config = loads_strict(config_path.read_bytes().decode("utf-8"))
@@ -316,12 +315,14 @@ def _missing_artifacts(log_dir: Path, summary: dict[str, Any]) -> list[str]:
             missing.append(f"a readable run_config.json ({err})")
         else:
             if not isinstance(run_config, dict):
-                missing.append("run_config.json as a JSON object")
-    events = sorted(p.name for p in log_dir.glob(EVENT_GLOB))
+                missing.append(f"{rundir.RUN_CONFIG} as a JSON object")
+    events = [p.name for p in rundir.event_files(log_dir)]
     if not events:
-        missing.append(f"exactly one {EVENT_GLOB} (found none)")
+        missing.append(f"exactly one {rundir.EVENT_GLOB} (found none)")
     elif len(events) > 1:
-        missing.append(f"exactly one {EVENT_GLOB} (found {len(events)}: {', '.join(events)})")
+        missing.append(
+            f"exactly one {rundir.EVENT_GLOB} (found {len(events)}: {', '.join(events)})"
+        )
     if isinstance(run_config, dict):
         missing += [
             name
@@ -460,7 +461,7 @@ def judge_run_dir(
 
 def _judge_summary(log_dir: Path, findings: _Findings) -> tuple[dict[str, Any] | None, str | None]:
     """docs/contracts.md §verdict steps 1-4; returns (summary or None, why it was unusable or None)."""
-    summary, reason, classification = _load_summary(log_dir / SUMMARY_NAME)
+    summary, reason, classification = _load_summary(log_dir / rundir.RUN_SUMMARY)
     if summary is None:
         assert reason is not None and classification is not None
         findings.add(reason, classification)
