@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -97,10 +98,28 @@ _CLIP_COLUMNS = (
 )
 
 
+_CLIP_NAME_MAX = 30
+"""A longer clip name folds; a shorter one is never cut, so the table fits 80 columns."""
+
+
+def _compact(title: str) -> Table:
+    """A table of clips that fits 80 columns: one space between columns, no frame."""
+    return Table(
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False,
+        show_edge=False,
+    )  # fmt: skip
+
+
+def _clip_column(table: Table, header: str, names: Sequence[str]) -> None:
+    width = min(max([len(header), *(len(n) for n in names)]), _CLIP_NAME_MAX)
+    table.add_column(header, overflow="fold", width=width)
+
+
 def _clips_table(point: dict[str, Any]) -> Table:
-    """Every clip's uniform-start metrics, worst R-MPKPE (then MPKPE) first."""
-    table = Table(title="clips (uniform starts, worst R-MPKPE on top)", title_justify="left")
-    table.add_column("clip")
+    """Every clip's uniform-start metrics, worst R-MPKPE (then MPKPE) first; the clip names
+    whole, the headers of the numbers fold to fit 80 columns."""
+    table = _compact("clips (uniform starts, worst R-MPKPE on top)")
+    _clip_column(table, "clip", [clip["clip"] for clip in point["clips"]])
     table.add_column("episodes", justify="right")
     for label, _ in _CLIP_COLUMNS:
         table.add_column(label, justify="right")
@@ -123,11 +142,11 @@ def _clips_table(point: dict[str, Any]) -> Table:
 
 def _clip_summary_table(summary: dict[str, Any]) -> Table:
     """Mean, median, p90 and worst clip of each summarized metric."""
-    table = Table(
-        title=f"over {summary['clips']} clips ({summary['mode']} starts)", title_justify="left"
-    )
-    for column in ("metric", "mean", "median", "p90", "worst", "worst clip"):
-        table.add_column(column, justify="left" if column in ("metric", "worst clip") else "right")
+    table = _compact(f"over {summary['clips']} clips ({summary['mode']} starts)")
+    table.add_column("metric")
+    for column in ("mean", "median", "p90", "worst"):
+        table.add_column(column, justify="right", no_wrap=True)
+    _clip_column(table, "worst clip", [summary[name]["worst_clip"] for name in SUMMARY_METRICS])
     for name in SUMMARY_METRICS:
         stats = summary[name]
         table.add_row(

@@ -159,8 +159,21 @@ def test_a_clip_set_is_evaluated_clip_by_clip_and_summarised(make_replay_env, tw
     console = Console(record=True, width=120)
     render(document, console)
     text = console.export_text()
-    rows = [
-        line.split()[1] for line in text.splitlines() if line.startswith("│ ") and "│" in line[2:]
-    ]
-    assert rows.index("second") < rows.index("first")  # worst first (R-MPKPE ties, then MPKPE)
+    clips = text[text.index("clips (uniform starts") : text.index("over 2 clips")]
+    rows = [line.split()[0] for line in clips.splitlines() if line.split()[1:2] == ["3"]]
+    assert rows == ["second", "first"]  # worst first (R-MPKPE ties, then MPKPE)
     assert "over 2 clips (uniform starts)" in text and "joint velocity error" in text
+
+    # At 80 columns a library's clip names stay whole (they were cut to "J_ShortD…").
+    long = {"first": "J_ShortDance13_SingleLadies", "second": "B_CrazyChopsKarate_Long"}
+    for clip in document["points"][0]["clips"]:
+        clip["clip"] = long[clip["clip"]]
+    for stats in document["points"][0]["clip_summary"].values():
+        if isinstance(stats, dict):
+            stats["worst_clip"] = long[stats["worst_clip"]]
+    console = Console(record=True, width=80)
+    render(document, console)
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 80 and "…" not in "".join(lines)
+    assert sum(line.startswith(f"{long['second']} ") for line in lines) == 1
+    assert sum(line.rstrip().endswith(f" {long['second']}") for line in lines) >= 1  # worst
