@@ -38,6 +38,7 @@ from typing import Annotated, Any
 
 import typer
 
+from contracts import rundir
 from contracts.cli_app import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error, run_app
 from contracts.names import Owner, ShutdownClassification, ShutdownPhase
 from contracts.schemas import SchemaUnavailable
@@ -404,7 +405,7 @@ def print_summary_table(run_dir: Path) -> None:
     from trainer.play.record import summary_rows as play_rows
 
     try:
-        summary = load_strict(run_dir / "run_summary.json")
+        summary = load_strict(run_dir / rundir.RUN_SUMMARY)
     except (OSError, StrictJsonError):
         return  # the failure was already reported on stderr
     if isinstance(summary, dict):

@@ -16,6 +16,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from contracts import rundir
 from contracts.names import Backend
 from trainer.config.errors import ConfigError
 from trainer.config.loader import LoadedConfig
@@ -26,9 +27,6 @@ SLOT_LIMIT = 16
 
 METRICS_INTERVAL_LIMIT = 10000
 """Upper bound of ``training.collector_metrics_interval``."""
-
-SOAK_CONSOLE_LOG = "soak-console.log"
-"""The only file a harness may put in the run dir before ``train`` starts (docs/contracts.md §soak-monitor)."""
 
 SCENE_MODEL_ID = "robots/g1/scene_flat.xml"
 """The scene asset id ``train`` materialises (docs/contracts.md §assets-and-motion); the only supported model_file."""
@@ -246,9 +244,9 @@ def check_fresh_log_dir(path: Path, key: str) -> None:
         raise ConfigError(
             f"{key}={path} cannot be read ({err.strerror}); pass a fresh directory"
         ) from err
-    others = [e for e in entries if e != SOAK_CONSOLE_LOG]
-    if SOAK_CONSOLE_LOG in entries and not (path / SOAK_CONSOLE_LOG).is_file():
-        others.insert(0, SOAK_CONSOLE_LOG)
+    others = [e for e in entries if e != rundir.SOAK_CONSOLE_LOG]
+    if rundir.SOAK_CONSOLE_LOG in entries and not (path / rundir.SOAK_CONSOLE_LOG).is_file():
+        others.insert(0, rundir.SOAK_CONSOLE_LOG)
     if others:
         shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
         raise ConfigError(

@@ -20,7 +20,6 @@ from trainer.evaluation.protocol import START_MODES, Protocol
 
 __all__ = [
     "BEST_CRITERION",
-    "EVALUATION_FILE",
     "EVALUATION_SCHEMA",
     "EVAL_TAGS",
     "EvaluationFileError",
@@ -35,7 +34,6 @@ __all__ = [
     "write_document",
 ]
 
-EVALUATION_FILE = "evaluation.json"
 EVALUATION_SCHEMA = "evaluation.v1.json"
 BEST_CRITERION = "uniform_success_rate_then_r_mpkpe"
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from contracts import rundir
 from contracts.errors import StrictJsonError, UsageError
 from contracts.jsonio import load_strict
 from contracts.motions import MOTION_KEY
@@ -34,7 +35,6 @@ from trainer.evaluation.policy import (
     load_policy_point,
 )
 from trainer.evaluation.protocol import Protocol
-from trainer.rundir.run_config import RUN_CONFIG_FILE
 from trainer.task.motion import DANCE_MOTION_ID, SYNTHETIC_MOTION_ID, MotionError
 
 __all__ = ["MAX_ROWS", "MOTION_SHORTCUTS", "OfflineSettings", "Target", "evaluate_offline"]
@@ -70,7 +70,7 @@ class OfflineSettings:
 
 
 def _read_run_config(run_dir: Path) -> dict[str, Any] | None:
-    path = run_dir / RUN_CONFIG_FILE
+    path = run_dir / rundir.RUN_CONFIG
     if not path.is_file():
         return None
     try:

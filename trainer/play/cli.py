@@ -23,6 +23,7 @@ from typing import Annotated, Any
 
 import typer
 
+from contracts import rundir
 from contracts.cli_app import EXIT_OK, EXIT_USAGE, error, run_app
 from contracts.errors import UsageError
 from contracts.jsonio import dumps_strict
@@ -63,7 +64,7 @@ def _table(section: dict[str, Any], summary: str) -> str:
         ("onnx max |ort - torch|", _num(section.get("onnx_max_abs_error"), ".2e")),
         ("MUJOCO_GL", section.get("gl_backend") or "-"),
         ("time (s)", " ".join(f"{k} {v:.1f}" for k, v in timings.items()) or "-"),
-        ("run_summary.json", summary),
+        (rundir.RUN_SUMMARY, summary),
     ]
     return tabulate(rows, tablefmt="simple", maxcolwidths=[None, 100])
 

@@ -21,11 +21,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from contracts import rundir
 from contracts.cli_app import EXIT_FAILED, EXIT_OK
 from contracts.errors import StrictJsonError
 from contracts.jsonio import load_strict
 from contracts.parent_death import die_with_parent_preexec
-from trainer.play.record import SUMMARY_FILE, PlayRecord, record_play, skipped
+from trainer.play.record import PlayRecord, record_play, skipped
 
 __all__ = [
     "NO_PLAY_KEY",
@@ -78,7 +79,7 @@ def play_requested(overrides: Sequence[Any]) -> bool:
 
 def _summary(run_dir: Path) -> dict[str, Any]:
     try:
-        doc = load_strict(run_dir / SUMMARY_FILE)
+        doc = load_strict(run_dir / rundir.RUN_SUMMARY)
     except (OSError, StrictJsonError):
         return {}
     return doc if isinstance(doc, dict) else {}
@@ -146,7 +147,7 @@ def after_training(run_dir: Path, *, no_play: bool, overrides: Sequence[Any], co
             return code
         status = run_play_child(run_dir)
     except (OSError, ValueError) as err:
-        sys.stderr.write(f"warning: cannot record play in {run_dir / SUMMARY_FILE}: {err}\n")
+        sys.stderr.write(f"warning: cannot record play in {run_dir / rundir.RUN_SUMMARY}: {err}\n")
         status = "failed"
     return play_exit_code(code, status, requested=not no_play and play_requested(overrides))
 

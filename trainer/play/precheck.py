@@ -12,10 +12,10 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
+from contracts import rundir
 from contracts.motions import MOTION_IDS
+from contracts.rundir import checkpoint_files, checkpoint_iteration
 from trainer.assets import asset_roots
-from trainer.rundir.checkpoint_names import checkpoint_files, checkpoint_iteration
-from trainer.rundir.run_config import RUN_CONFIG_FILE
 
 __all__ = ["PlayInputError", "known_motion_names", "locate", "motion_choice"]
 
@@ -51,7 +51,7 @@ def locate(target: Path) -> tuple[Path, Path]:
     else:
         msg = f"{target} does not exist; pass a run directory written by train or a model_<iter>.pt in one"
         raise PlayInputError(msg)
-    if not (run_dir / RUN_CONFIG_FILE).is_file():
+    if not (run_dir / rundir.RUN_CONFIG).is_file():
         msg = (
             f"{run_dir} has no run_config.json; play needs the run directory train wrote "
             "(a checkpoint must stay in it)"

@@ -13,13 +13,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contracts import rundir
 from contracts.errors import StrictJsonError
 from contracts.jsonio import load_strict, write_json_atomic
 from contracts.schemas import validate
 
 __all__ = ["PlayRecord", "record_play", "skipped", "summary_rows"]
 
-SUMMARY_FILE = "run_summary.json"
 SUMMARY_SCHEMA = "run_summary.v1.json"
 
 
@@ -69,7 +69,7 @@ def record_play(run_dir: Path, section: dict[str, Any]) -> Path | None:
         ValueError: the updated summary would violate the schema (nothing is written).
         OSError, StrictJsonError: the summary cannot be read or written.
     """
-    path = Path(run_dir) / SUMMARY_FILE
+    path = Path(run_dir) / rundir.RUN_SUMMARY
     try:
         doc = load_strict(path)
     except FileNotFoundError:

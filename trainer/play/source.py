@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contracts import rundir
 from contracts.errors import StrictJsonError
 from contracts.jsonio import load_strict
+from contracts.rundir import checkpoint_files
 from trainer.config.errors import ConfigError
 from trainer.play.precheck import PlayInputError, locate
-from trainer.rundir.checkpoint_names import checkpoint_files
-from trainer.rundir.run_config import RUN_CONFIG_FILE
 
 if TYPE_CHECKING:
     from trainer.algo.config import FlashSacCfg
@@ -64,7 +64,7 @@ def find_checkpoint(run_dir: Path) -> Path:
 
 
 def _read_run_config(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / RUN_CONFIG_FILE
+    path = run_dir / rundir.RUN_CONFIG
     try:
         doc = load_strict(path)
     except FileNotFoundError:
@@ -94,7 +94,7 @@ def resolve_source(target: Path) -> PlaySource:
     try:
         built, _ = typed_sections(
             run_config["config"],
-            source=f"{run_dir / RUN_CONFIG_FILE}",
+            source=f"{run_dir / rundir.RUN_CONFIG}",
             fix="the run was written by an incompatible g1soak version; retrain it",
         )
     except ConfigError as err:

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from trainer.rundir.checkpoint_names import (  # noqa: F401 - the names' home; re-exported here
+from contracts.rundir import (  # noqa: F401 - the names' home; re-exported here
     CHECKPOINT_PREFIX,
     checkpoint_files,
     checkpoint_iteration,

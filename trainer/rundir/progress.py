@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from contracts import rundir
 from contracts.jsonio import dumps_strict
 
-PROGRESS_FILE = "progress.jsonl"
 PROGRESS_INTERVAL_S = 10.0
 RATE_WINDOW_S = 10.0
 
@@ -114,7 +114,7 @@ class ProgressWriter:
         clock: Callable[[], float] = time.monotonic,
         loop_tick: Callable[[], int | None] | None = None,
     ) -> None:
-        self.path = Path(run_dir) / PROGRESS_FILE
+        self.path = Path(run_dir) / rundir.PROGRESS
         self._echo = echo
         self._max_iterations = max_iterations
         self._duration_s = duration_s

@@ -15,11 +15,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from contracts import rundir
 from contracts.git import git_text
 from contracts.jsonio import write_json_atomic
 from contracts.schemas import validate
 
-RUN_CONFIG_FILE = "run_config.json"
 RUN_CONFIG_SCHEMA = "run_config.v1.json"
 GIT_TIMEOUT_S = 2.0
 """Each git query may take this long; a slow or missing git records nulls."""
@@ -97,7 +97,7 @@ def write_run_config(run_dir: Path, doc: Mapping[str, Any]) -> Path:
     if violations:
         detail = "; ".join(str(v) for v in violations[:3])
         raise RunConfigInvalid(f"run_config.json violates {RUN_CONFIG_SCHEMA}: {detail}")
-    return write_json_atomic(Path(run_dir) / RUN_CONFIG_FILE, doc)
+    return write_json_atomic(Path(run_dir) / rundir.RUN_CONFIG, doc)
 
 
 def create_run_dir(path: Path) -> Path:

@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from contracts import rundir
 from contracts.jsonio import write_json_atomic
 from contracts.names import Owner, ShutdownClassification, ShutdownPhase
 from contracts.schemas import validate
 
 logger = logging.getLogger(__name__)
 
-SUMMARY_FILE = "run_summary.json"
 SUMMARY_SCHEMA = "run_summary.v1.json"
 METRIC_SCHEMA_VERSION = 1
 MANIFEST_SCHEMA_VERSION = 1
@@ -166,7 +166,7 @@ def write_summary(run_dir: str | Path, doc: dict[str, Any]) -> dict[str, Any]:
                 error_type="SummaryInvalid",
                 error=detail,
             )
-    write_json_atomic(Path(run_dir) / SUMMARY_FILE, doc)
+    write_json_atomic(Path(run_dir) / rundir.RUN_SUMMARY, doc)
     return doc
 
 

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contracts import rundir
 from contracts.schemas import validate
 from trainer.evaluation.document import (
-    EVALUATION_FILE,
     EVALUATION_SCHEMA,
     EvaluationFileError,
     build_document,
@@ -169,7 +169,7 @@ def evaluate_run(
 
         def on_point(record: dict[str, Any]) -> None:
             done.append(record)
-            write_document(run_dir / EVALUATION_FILE, build_document(protocol, motion, done))
+            write_document(run_dir / rundir.EVALUATION, build_document(protocol, motion, done))
 
         evaluate_points(env, points, protocol, on_point=on_point, interrupt=interrupt)
         outcome: dict[str, Any] = {"status": "evaluated"}
@@ -302,7 +302,7 @@ class LearnerEvaluation:
             self._write_scalars(runtime, doc)
         self.section = summary_section(
             doc=doc,
-            path=EVALUATION_FILE if doc is not None else None,
+            path=rundir.EVALUATION if doc is not None else None,
             failure=failure,
             wall_time_s=time.monotonic() - start,
         )
@@ -318,9 +318,9 @@ class LearnerEvaluation:
                 runtime.writer.write_evaluation(max(0, step), eval_scalars(point))
 
     def _read_points(self) -> tuple[dict[str, Any] | None, str | None]:
-        path = self.run_dir / EVALUATION_FILE
+        path = self.run_dir / rundir.EVALUATION
         if not path.is_file():
-            return None, f"{EVALUATION_FILE} was not written"
+            return None, f"{rundir.EVALUATION} was not written"
         try:
             return read_document(path), None
         except EvaluationFileError as err:
@@ -353,7 +353,7 @@ class LearnerEvaluation:
         if reason is not None:
             return summary_section(skipped=reason)
         doc, _ = self._read_points()
-        path = EVALUATION_FILE if doc is not None else None
+        path = rundir.EVALUATION if doc is not None else None
         if self.requested:
             return summary_section(
                 doc=doc, path=path, failure=f"the run failed during its evaluation (in {phase})"

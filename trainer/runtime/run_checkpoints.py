@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from contracts import rundir
 from contracts.env_spec import EnvSpec
 from trainer.config.schema import RunContext
 from trainer.rundir.checkpoint import (
@@ -67,7 +68,7 @@ class RunCheckpoints:
         if learner is None or done <= 0:
             return
         if state.last_checkpoint is not None and Path(state.last_checkpoint).name == (
-            f"model_{state.iteration}.pt"
+            rundir.checkpoint_name(state.iteration)
         ):
             return
         self._save(learner, self.plan.warmup + done - 1)
