@@ -5,12 +5,22 @@ This module owns the layout, so every file name is spelled here once: the docume
 TensorBoard event file, the checkpoints ``model_<k>.pt`` and the harness's console log.
 Pure Python (no torch): the harness finds a run's files with it, the trainer names what it
 writes with it.
+
+The JSON documents are read and written here too: :func:`read` (strict JSON, then the
+document's schema) and :func:`write` (the schema first, then an atomic write), each chosen by
+the document's file name (:data:`SCHEMAS`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Literal
+
+from contracts.errors import StrictJsonError
+from contracts.jsonio import load_strict, write_json_atomic
+from contracts.schemas import SchemaViolation, validate
 
 __all__ = [
     "CHECKPOINT_GLOB",
@@ -22,11 +32,15 @@ __all__ = [
     "PROGRESS",
     "RUN_CONFIG",
     "RUN_SUMMARY",
+    "SCHEMAS",
     "SOAK_CONSOLE_LOG",
+    "DocumentError",
     "checkpoint_files",
     "checkpoint_iteration",
     "checkpoint_name",
     "event_files",
+    "read",
+    "write",
 ]
 
 RUN_CONFIG = "run_config.json"
@@ -74,3 +88,81 @@ def event_files(run_dir: str | Path) -> list[Path]:
     """The ``events.out.tfevents.*`` files at the root of ``run_dir``, by name (a valid run
     has exactly one)."""
     return sorted(Path(run_dir).glob(EVENT_GLOB))
+
+
+SCHEMAS: dict[str, str] = {
+    RUN_CONFIG: "run_config.v1.json",
+    RUN_SUMMARY: "run_summary.v1.json",
+    EVALUATION: "evaluation.v1.json",
+}
+"""The schema of each JSON document of the run directory, by file name."""
+
+DocumentProblem = Literal["missing", "unreadable", "invalid"]
+
+
+class DocumentError(ValueError):
+    """A run-directory document that cannot be used: ``problem`` says why (``missing``;
+    ``unreadable``: I/O, not UTF-8 or not strict JSON; ``invalid``: it breaks its schema, the
+    ``violations``), ``detail`` says how, and the message is ``<path>: <detail>``."""
+
+    def __init__(
+        self,
+        path: Path,
+        problem: DocumentProblem,
+        detail: str,
+        violations: Sequence[SchemaViolation] = (),
+    ) -> None:
+        super().__init__(f"{path}: {detail}")
+        self.path, self.problem, self.detail = path, problem, detail
+        self.violations = tuple(violations)
+
+
+def _schema(path: Path, document: str | None) -> str:
+    name = path.name if document is None else document
+    if name not in SCHEMAS:
+        msg = f"{name!r} is no JSON document of the run directory; one of {', '.join(SCHEMAS)}"
+        raise ValueError(msg)
+    return SCHEMAS[name]
+
+
+def _first(schema: str, violations: Sequence[SchemaViolation]) -> str:
+    more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
+    return f"{schema}: {violations[0]}{more}"
+
+
+def read(path: str | Path, document: str | None = None) -> Any:
+    """One JSON document of a run directory, strict JSON and valid against its schema.
+
+    Args:
+        path: the file.
+        document: which document it is (:data:`RUN_SUMMARY`, ...); default: its file name.
+
+    Raises:
+        DocumentError: the file is missing, unreadable or invalid.
+    """
+    path = Path(path)
+    schema = _schema(path, document)
+    try:
+        doc = load_strict(path)
+    except FileNotFoundError:
+        raise DocumentError(path, "missing", "does not exist") from None
+    except (OSError, StrictJsonError, ValueError, RecursionError) as err:
+        raise DocumentError(path, "unreadable", str(err)) from err
+    violations = validate(doc, schema)
+    if violations:
+        raise DocumentError(path, "invalid", _first(schema, violations), violations)
+    return doc
+
+
+def write(path: str | Path, doc: Any, document: str | None = None) -> Path:
+    """Validate ``doc`` against its document's schema, then write it atomically to ``path``.
+
+    Raises:
+        ValueError: the document breaks its schema (nothing is written).
+    """
+    path = Path(path)
+    schema = _schema(path, document)
+    violations = validate(doc, schema)
+    if violations:
+        raise ValueError(_first(schema, violations))
+    return write_json_atomic(path, doc)

@@ -10,7 +10,6 @@ raises for run-directory content.
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,11 +18,9 @@ from typing import Any
 from contracts import rundir
 from contracts.errors import StrictJsonError
 from contracts.jsonio import load_strict
-from contracts.schemas import validate
 from harness.metrics.events import EventFileError, ScalarEvent, read_scalars
 
 CONSOLE_TAIL_LINES = 40
-_CHECKPOINT = re.compile(r"^model_(\d+)\.pt$")
 
 
 @dataclass
@@ -68,20 +65,20 @@ def _scalars(data: RunData) -> None:
 
 def _evaluation(data: RunData) -> None:
     path = data.run_dir / rundir.EVALUATION
-    doc, error = _read_json(path)
-    if error is not None:
-        data.notes["evaluation"] = error
-        return
-    violations = validate(doc, "evaluation.v1.json")
-    if violations:
-        data.notes["evaluation"] = f"{path.name} is not a valid evaluation.v1.json: {violations[0]}"
-        return
-    data.evaluation, data.evaluation_path = doc, path
+    try:
+        data.evaluation, data.evaluation_path = rundir.read(path), path
+    except rundir.DocumentError as err:
+        if err.problem == "missing":
+            data.notes["evaluation"] = f"{path.name} is missing"
+        elif err.problem == "unreadable":
+            data.notes["evaluation"] = f"{path.name} is unreadable: {err.detail}"
+        else:
+            schema = rundir.SCHEMAS[rundir.EVALUATION]
+            data.notes["evaluation"] = f"{path.name} is not a valid {schema}: {err.violations[0]}"
 
 
 def _checkpoints(run_dir: Path) -> list[Path]:
-    found = [(int(m.group(1)), p) for p in run_dir.iterdir() if (m := _CHECKPOINT.match(p.name))]
-    return [p for _, p in sorted(found)]
+    return [path for _, path in rundir.checkpoint_files(run_dir)]
 
 
 def _console_tail(data: RunData, artifact: dict[str, Any]) -> None:

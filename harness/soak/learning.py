@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from contracts import rundir
-from contracts.errors import StrictJsonError, UsageError
-from contracts.jsonio import dumps_strict, load_strict
+from contracts.errors import UsageError
+from contracts.jsonio import dumps_strict
 from contracts.names import Classification
 from contracts.run_summary import show
 from contracts.schemas import SchemaViolation, validate
@@ -359,18 +359,16 @@ def _load_evaluation(
         return None
     path = log_dir / relative
     try:
-        doc = load_strict(path)
-    except FileNotFoundError:
-        unreadable(f"run_summary $.evaluation.path names {path}, which does not exist")
+        return rundir.read(path, rundir.EVALUATION)
+    except rundir.DocumentError as err:
+        if err.problem == "missing":
+            unreadable(f"run_summary $.evaluation.path names {path}, which does not exist")
+        elif err.problem == "unreadable":
+            unreadable(f"{path} is unreadable: {err.detail}")
+        else:
+            schema = rundir.SCHEMAS[rundir.EVALUATION]
+            unreadable(f"{path} is not a valid {schema} document: {_first(err.violations)}")
         return None
-    except (OSError, StrictJsonError, ValueError, RecursionError) as err:
-        unreadable(f"{path} is unreadable: {err}")
-        return None
-    violations = validate(doc, EVALUATION_SCHEMA)
-    if violations:
-        unreadable(f"{path} is not a valid {EVALUATION_SCHEMA} document: {_first(violations)}")
-        return None
-    return doc
 
 
 def _headline(point: Mapping[str, Any]) -> dict[str, Any]:

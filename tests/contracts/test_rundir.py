@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from contracts import rundir
+from tests.harness.schemas.evaluation_builders import HEALTHY_CURVE, make_evaluation
 
 
 def test_checkpoint_names_round_trip_and_nothing_else_parses() -> None:
@@ -36,3 +39,26 @@ def test_event_files_are_those_at_the_root(tmp_path: Path) -> None:
         "events.out.tfevents.1.host",
         "events.out.tfevents.2.host",
     ]
+
+
+def test_read_gives_a_valid_document_and_says_why_not_otherwise(tmp_path: Path) -> None:
+    doc = make_evaluation(HEALTHY_CURVE)
+    path = rundir.write(tmp_path / rundir.EVALUATION, doc)
+    assert rundir.read(path) == doc
+    problems = {}
+    for name, text in (("nan.json", '{"a": NaN}'), ("empty.json", "{}"), ("gone.json", None)):
+        if text is not None:
+            (tmp_path / name).write_text(text)
+        with pytest.raises(rundir.DocumentError) as info:
+            rundir.read(tmp_path / name, rundir.EVALUATION)
+        problems[name] = info.value.problem
+        assert str(info.value).startswith(f"{tmp_path / name}: ")
+    assert problems == {"nan.json": "unreadable", "empty.json": "invalid", "gone.json": "missing"}
+
+
+def test_write_never_writes_an_invalid_document(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"^evaluation\.v1\.json: "):
+        rundir.write(tmp_path / rundir.EVALUATION, {"points": []})
+    assert not (tmp_path / rundir.EVALUATION).exists()
+    with pytest.raises(ValueError, match="no JSON document of the run directory"):
+        rundir.write(tmp_path / "notes.json", {})

@@ -1,20 +1,16 @@
 """``evaluation.json``, the run summary's ``evaluation`` section and the ``Eval/*`` scalars.
 
-The document follows ``schemas/evaluation.v1.json``: it is validated before every atomic
-write (``train`` rewrites it after each evaluated point, so a reader always sees a complete,
-valid file) and on every read. ``best`` is the point with the highest uniform-start success
+The document follows ``schemas/evaluation.v1.json``: :func:`contracts.rundir.write` validates
+it before every atomic write (``train`` rewrites it after each evaluated point, so a reader
+always sees a complete, valid file) and :func:`contracts.rundir.read` on every read. ``best`` is the point with the highest uniform-start success
 rate, ties broken by the lowest uniform-start R-MPKPE (then the earliest iteration); a point
 with either of those null never wins.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from contracts.errors import StrictJsonError
-from contracts.jsonio import load_strict, write_json_atomic
-from contracts.schemas import require_valid
 from trainer.evaluation.metrics import METRIC_NAMES
 from trainer.evaluation.protocol import START_MODES, Protocol
 
@@ -22,16 +18,13 @@ __all__ = [
     "BEST_CRITERION",
     "EVALUATION_SCHEMA",
     "EVAL_TAGS",
-    "EvaluationFileError",
     "best_point",
     "build_document",
     "eval_scalars",
     "eval_tag",
     "final_point",
     "motion_record",
-    "read_document",
     "summary_section",
-    "write_document",
 ]
 
 EVALUATION_SCHEMA = "evaluation.v1.json"
@@ -45,10 +38,6 @@ def eval_tag(mode: str, metric: str) -> str:
 
 EVAL_TAGS: tuple[str, ...] = tuple(eval_tag(m, k) for m in START_MODES for k in METRIC_NAMES)
 """Every ``Eval/*`` tag (registered in schemas/metric_registry.v1.json)."""
-
-
-class EvaluationFileError(ValueError):
-    """``evaluation.json`` is missing, not strict JSON or breaks its schema."""
 
 
 def _rank(point: dict[str, Any]) -> tuple[float, float, int] | None:
@@ -95,30 +84,6 @@ def build_document(
         if best is None
         else {"iteration": best["iteration"], "criterion": BEST_CRITERION},
     }
-
-
-def write_document(path: Path, doc: dict[str, Any]) -> Path:
-    """Validate ``doc`` and write it atomically to ``path``.
-
-    Raises:
-        ValueError: the document breaks schemas/evaluation.v1.json (nothing is written).
-    """
-    require_valid(doc, EVALUATION_SCHEMA)
-    return write_json_atomic(path, doc)
-
-
-def read_document(path: Path) -> dict[str, Any]:
-    """Read and validate an ``evaluation.json``.
-
-    Raises:
-        EvaluationFileError: missing, unreadable, not strict JSON or schema-invalid.
-    """
-    try:
-        doc = load_strict(path)
-        require_valid(doc, EVALUATION_SCHEMA)
-    except (OSError, StrictJsonError, ValueError) as err:
-        raise EvaluationFileError(f"{path}: {err}") from err
-    return doc
 
 
 def summary_section(

@@ -27,7 +27,7 @@ from contracts.motions import MOTION_KEY
 from contracts.names import Backend
 from trainer.config.errors import ConfigError
 from trainer.config.loader import load_config
-from trainer.evaluation.document import build_document, motion_record, write_document
+from trainer.evaluation.document import build_document, motion_record
 from trainer.evaluation.policy import (
     CheckpointError,
     PolicyPoint,
@@ -208,7 +208,7 @@ def evaluate_offline(
     def point_done(point: dict[str, Any]) -> None:
         done.append(point)
         if output is not None:
-            write_document(output, build_document(protocol, record, done))
+            rundir.write(output, build_document(protocol, record, done), rundir.EVALUATION)
         if on_point is not None:
             on_point(point)
 

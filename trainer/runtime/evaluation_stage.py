@@ -36,13 +36,10 @@ from contracts import rundir
 from contracts.schemas import validate
 from trainer.evaluation.document import (
     EVALUATION_SCHEMA,
-    EvaluationFileError,
     build_document,
     eval_scalars,
     motion_record,
-    read_document,
     summary_section,
-    write_document,
 )
 from trainer.evaluation.policy import CheckpointError, checkpoint_files, load_policy_point
 from trainer.evaluation.protocol import Protocol
@@ -169,7 +166,7 @@ def evaluate_run(
 
         def on_point(record: dict[str, Any]) -> None:
             done.append(record)
-            write_document(run_dir / rundir.EVALUATION, build_document(protocol, motion, done))
+            rundir.write(run_dir / rundir.EVALUATION, build_document(protocol, motion, done))
 
         evaluate_points(env, points, protocol, on_point=on_point, interrupt=interrupt)
         outcome: dict[str, Any] = {"status": "evaluated"}
@@ -322,8 +319,8 @@ class LearnerEvaluation:
         if not path.is_file():
             return None, f"{rundir.EVALUATION} was not written"
         try:
-            return read_document(path), None
-        except EvaluationFileError as err:
+            return rundir.read(path, rundir.EVALUATION), None
+        except rundir.DocumentError as err:
             return None, one_line(err)
 
     @staticmethod

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from contracts import rundir
 from contracts.schemas import validate
 from harness.metrics.registry import load_registry
 from trainer.config.evaluation import EvalCfg
@@ -17,9 +18,7 @@ from trainer.evaluation.document import (
     build_document,
     eval_scalars,
     motion_record,
-    read_document,
     summary_section,
-    write_document,
 )
 from trainer.evaluation.metrics import METRIC_NAMES
 from trainer.evaluation.protocol import (
@@ -88,15 +87,15 @@ def test_the_document_is_schema_valid_ordered_and_round_trips(tmp_path):
     assert [p["iteration"] for p in doc["points"]] == [10, 20]
     assert doc["final_iteration"] == 20 and doc["best"]["iteration"] == 10
     assert validate(doc, "evaluation.v1.json") == []
-    path = write_document(tmp_path / "evaluation.json", doc)
-    assert read_document(path) == doc
+    path = rundir.write(tmp_path / "evaluation.json", doc)
+    assert rundir.read(path) == doc
     assert build_document(PROTOCOL, MOTION, [_point(10, 1.0, 8.0)])["final_iteration"] is None
 
 
 def test_an_invalid_document_is_never_written(tmp_path):
     doc = build_document(PROTOCOL, MOTION, [_point(10, 1.5, 8.0, "final")])  # success > 1
     with pytest.raises(ValueError, match="evaluation.v1.json"):
-        write_document(tmp_path / "evaluation.json", doc)
+        rundir.write(tmp_path / "evaluation.json", doc)
     assert not (tmp_path / "evaluation.json").exists()
     with pytest.raises(ValueError, match="repeat an iteration"):
         build_document(PROTOCOL, MOTION, [_point(10, 1.0, 8.0), _point(10, 1.0, 8.0)])

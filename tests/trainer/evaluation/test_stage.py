@@ -15,7 +15,7 @@ from contracts.schemas import validate
 from harness.metrics.events import read_scalars
 from trainer.algo.networks import Actor
 from trainer.config.evaluation import EvalCfg
-from trainer.evaluation.document import eval_scalars, read_document
+from trainer.evaluation.document import eval_scalars
 from trainer.rundir.checkpoint import save_checkpoint
 from trainer.rundir.metrics import MetricsWriter, UnknownMetricTag
 from trainer.runtime.evaluation_stage import EvalPlan, LearnerEvaluation, evaluate_run
@@ -45,7 +45,7 @@ def test_evaluate_run_writes_every_checkpoint_up_to_the_final_one(tmp_path, make
     env = make_replay_env(8)
     outcome = evaluate_run(env, _plan(tmp_path), final_iteration=4)
     assert outcome["status"] == "evaluated" and outcome["wall_time_s"] > 0
-    doc = read_document(tmp_path / rundir.EVALUATION)
+    doc = rundir.read(tmp_path / rundir.EVALUATION)
     assert [p["iteration"] for p in doc["points"]] == [2, 4]  # model_6 is after the final
     assert [p["source"] for p in doc["points"]] == ["checkpoint", "final"]
     assert doc["points"][0]["checkpoint"] == "model_2.pt" and doc["points"][0]["env_steps"] == 16
@@ -106,7 +106,7 @@ def test_eval_scalars_are_backfilled_at_their_checkpoints_steps(tmp_path, make_r
     for k in (2, 4):
         _save(tmp_path, k)
     evaluate_run(make_replay_env(8), _plan(tmp_path), final_iteration=4)
-    doc = read_document(tmp_path / rundir.EVALUATION)
+    doc = rundir.read(tmp_path / rundir.EVALUATION)
     writer = MetricsWriter(tmp_path / "tb")
     writer.write(100, {"Train/iteration": 4})  # training wrote later steps already
     for point in doc["points"]:
@@ -131,7 +131,7 @@ def test_a_resumed_run_writes_only_its_own_points_on_its_own_axis(tmp_path, make
     evaluate_run(make_replay_env(8), _plan(tmp_path), final_iteration=6)
     writer = MetricsWriter(tmp_path / "tb")
     runtime = SimpleNamespace(writer=writer, start_iteration=2, lineage_env_steps=16)
-    stage._write_scalars(runtime, read_document(tmp_path / rundir.EVALUATION))
+    stage._write_scalars(runtime, rundir.read(tmp_path / rundir.EVALUATION))
     writer.close()
     (event_file,) = (tmp_path / "tb").glob("events.out.tfevents.*")
     assert [e.step for e in read_scalars(event_file)["Eval/uniform_mpkpe_mm"]] == [16, 32]
