@@ -54,6 +54,8 @@ class SchemaViolation:
 
     path: str
     message: str
+    expected: str | None = None
+    """The failing subschema's ``description``, when it has one: what the value should be."""
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
@@ -257,7 +259,15 @@ def validate(
     errors = sorted(
         validator.iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)), e.message)
     )
-    return [SchemaViolation(_json_path(e.absolute_path), e.message) for e in errors]
+    return [
+        SchemaViolation(_json_path(e.absolute_path), e.message, _description(e.schema))
+        for e in errors
+    ]
+
+
+def _description(subschema: Any) -> str | None:
+    text = subschema.get("description") if isinstance(subschema, dict) else None
+    return text if isinstance(text, str) and text.strip() else None
 
 
 def require_valid(document: Any, name: str) -> None:

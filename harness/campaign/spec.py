@@ -182,7 +182,8 @@ def _check_schema(path: Path, doc: Any) -> None:
     if violations:
         first = violations[0]
         more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
-        raise _fail(path, _key_path(first.path), f"{first.message}{more}; see docs/campaign.md")
+        fix = f"expected {first.expected}" if first.expected else "see docs/campaign.md"
+        raise _fail(path, _key_path(first.path), f"{first.message}{more}; {fix}")
 
 
 def _check_entries(path: Path, where: str, entries: Sequence[str]) -> None:

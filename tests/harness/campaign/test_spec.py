@@ -110,6 +110,25 @@ def test_bad_campaign_file_is_one_line_naming_the_key(
     assert not (tmp_path / "out").exists()  # nothing written
 
 
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        pytest.param({"name": "My Campaign"}, "lowercase letters, digits, dashes", id="name"),
+        pytest.param(
+            {"overrides": {"a-much-too-long-override-set-name": []}},
+            "letters, digits and underscores, at most 24 characters",
+            id="override-set-name",
+        ),
+    ],
+)
+def test_a_pattern_violation_says_what_the_value_should_be(
+    run, write_campaign, campaign_doc, change, expected
+) -> None:
+    code, _, err = run("run", str(write_campaign(campaign_doc(**change))))
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "; expected " in err and expected in err and "see docs/campaign.md" not in err
+
+
 def test_yaml_problems_name_the_line(run, write_campaign, campaign_doc) -> None:
     doc = "schema_version: 1\nname: tiny\nname: again\n"
     code, _, err = run("run", str(write_campaign(doc)))
