@@ -8,7 +8,8 @@ writes with it.
 
 The JSON documents are read and written here too: :func:`read` (strict JSON, then the
 document's schema) and :func:`write` (the schema first, then an atomic write), each chosen by
-the document's file name (:data:`SCHEMAS`).
+the document's file name (:data:`SCHEMAS`), and :func:`set_summary_section` is the one
+read-modify-write of ``run_summary.json`` after its run (``play`` records its section).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ __all__ = [
     "checkpoint_name",
     "event_files",
     "read",
+    "set_summary_section",
     "write",
 ]
 
@@ -165,4 +167,32 @@ def write(path: str | Path, doc: Any, document: str | None = None) -> Path:
     violations = validate(doc, schema)
     if violations:
         raise ValueError(_first(schema, violations))
+    return write_json_atomic(path, doc)
+
+
+def set_summary_section(run_dir: str | Path, key: str, section: Any) -> Path | None:
+    """Set the top-level ``key`` of ``<run_dir>/run_summary.json`` to ``section``: read it
+    (strict JSON), validate the updated summary, write it atomically.
+
+    Returns:
+        The summary's path, or None when the run has written no summary (yet).
+
+    Raises:
+        ValueError: the updated summary would break its schema (nothing is written).
+        OSError, StrictJsonError: the summary cannot be read, is not an object, or cannot be
+            written.
+    """
+    path = Path(run_dir) / RUN_SUMMARY
+    try:
+        doc = load_strict(path)
+    except FileNotFoundError:
+        return None
+    if not isinstance(doc, dict):
+        raise StrictJsonError(f"{path} is not a JSON object")
+    doc[key] = section
+    schema = SCHEMAS[RUN_SUMMARY]
+    violations = validate(doc, schema)
+    if violations:
+        detail = "; ".join(str(v) for v in violations[:3])
+        raise ValueError(f"{path} with the {key} section violates {schema}: {detail}")
     return write_json_atomic(path, doc)

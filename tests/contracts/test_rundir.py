@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 
 from contracts import rundir
+from contracts.errors import StrictJsonError
+from contracts.jsonio import write_json_atomic
+from tests.harness.schemas.builders import make_completed_summary
 from tests.harness.schemas.evaluation_builders import HEALTHY_CURVE, make_evaluation
 
 
@@ -62,3 +65,31 @@ def test_write_never_writes_an_invalid_document(tmp_path: Path) -> None:
     assert not (tmp_path / rundir.EVALUATION).exists()
     with pytest.raises(ValueError, match="no JSON document of the run directory"):
         rundir.write(tmp_path / "notes.json", {})
+
+
+SKIPPED_PLAY = {
+    **dict.fromkeys(
+        ("checkpoint", "motion_id", "motion_sha256", "frames", "gl_backend", "video"), None
+    ),
+    **dict.fromkeys(("filmstrip", "onnx", "onnx_max_abs_error", "onnx_tolerance"), None),
+    "status": "skipped",
+    "reason": "training.no_play=true",
+    "mean_body_pos_error_m": None,
+    "timings_s": {},
+}
+
+
+def test_a_summary_section_is_set_validated_or_left_alone(tmp_path: Path) -> None:
+    assert rundir.set_summary_section(tmp_path, "play", SKIPPED_PLAY) is None
+    assert not (tmp_path / rundir.RUN_SUMMARY).exists()  # a run still training
+    summary = make_completed_summary()
+    write_json_atomic(tmp_path / rundir.RUN_SUMMARY, summary)
+    path = rundir.set_summary_section(tmp_path, "play", SKIPPED_PLAY)
+    assert rundir.read(path) == {**summary, "play": SKIPPED_PLAY}
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match=r"with the play section violates .*\$\.play\.frames"):
+        rundir.set_summary_section(tmp_path, "play", {**SKIPPED_PLAY, "frames": -1})
+    assert path.read_bytes() == before
+    path.write_text("[]")
+    with pytest.raises(StrictJsonError, match="is not a JSON object"):
+        rundir.set_summary_section(tmp_path, "play", SKIPPED_PLAY)

@@ -3,8 +3,8 @@
 ``status`` is ``ok`` (video, filmstrip and ONNX written, the ONNX verified), ``failed``
 (``reason`` names every part that failed and why; parts that worked are still listed) or
 ``skipped`` (``training.no_play=true``). :func:`record_play` puts the section into the run's
-summary: validated against the schema, written atomically. A run directory without a
-summary (a run still training) is left alone.
+summary through :func:`contracts.rundir.set_summary_section` (validated against the schema,
+written atomically). A run directory without a summary (a run still training) is left alone.
 """
 
 from __future__ import annotations
@@ -14,13 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from contracts import rundir
-from contracts.errors import StrictJsonError
-from contracts.jsonio import load_strict, write_json_atomic
-from contracts.schemas import validate
 
 __all__ = ["PlayRecord", "record_play", "skipped", "summary_rows"]
-
-SUMMARY_SCHEMA = "run_summary.v1.json"
 
 
 @dataclass
@@ -69,20 +64,7 @@ def record_play(run_dir: Path, section: dict[str, Any]) -> Path | None:
         ValueError: the updated summary would violate the schema (nothing is written).
         OSError, StrictJsonError: the summary cannot be read or written.
     """
-    path = Path(run_dir) / rundir.RUN_SUMMARY
-    try:
-        doc = load_strict(path)
-    except FileNotFoundError:
-        return None
-    if not isinstance(doc, dict):
-        raise StrictJsonError(f"{path} is not a JSON object")
-    doc["play"] = section
-    violations = validate(doc, SUMMARY_SCHEMA)
-    if violations:
-        detail = "; ".join(str(v) for v in violations[:3])
-        raise ValueError(f"{path} with the play section violates {SUMMARY_SCHEMA}: {detail}")
-    write_json_atomic(path, doc)
-    return path
+    return rundir.set_summary_section(run_dir, "play", section)
 
 
 def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
