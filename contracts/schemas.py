@@ -260,13 +260,23 @@ def validate(
         validator.iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)), e.message)
     )
     return [
-        SchemaViolation(_json_path(e.absolute_path), e.message, _description(e.schema))
+        SchemaViolation(_json_path(e.absolute_path), e.message, _expected(e.validator, e.schema))
         for e in errors
     ]
 
 
-def _description(subschema: Any) -> str | None:
-    text = subschema.get("description") if isinstance(subschema, dict) else None
+VALUE_CHECKS = frozenset(
+    {"type", "enum", "const", "pattern", "minLength", "maxLength", "minimum", "maximum",
+     "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+)  # fmt: skip
+"""Validators about the value itself, where the subschema's description says what it should be
+(for ``required`` or ``additionalProperties`` the subschema is the enclosing object's)."""
+
+
+def _expected(validator: Any, subschema: Any) -> str | None:
+    if validator not in VALUE_CHECKS or not isinstance(subschema, dict):
+        return None
+    text = subschema.get("description")
     return text if isinstance(text, str) and text.strip() else None
 
 
