@@ -5,7 +5,7 @@ iterations ``log`` turns the window's host timings, the collector's latest repor
 replay-ingress snapshot into one row (docs/metrics.md). The device means leave the GPU by a
 non-blocking copy into pinned memory behind an event; a row is written once its event has
 completed (``flush``), so the tick loop never waits for the GPU. The pump also keeps what the
-summary reports of the metrics: the last report, the best mean reward, the final rates.
+summary reports of the metrics: the last report, the best mean reward, the final timings.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class MetricsPump:
         self.last_report: dict[str, float] | None = None
         self.best_mean_reward: float | None = None
         self.final: dict[str, float | None] = {}
-        """The last row's rates (``final_*`` of the summary, ``timings`` of the manifest)."""
+        """The last full row's timings (``final_*_ms`` of the summary, ``timings`` of the manifest)."""
 
     def open(self) -> None:
         self.writer = MetricsWriter(self.run_dir)
@@ -79,10 +79,9 @@ class MetricsPump:
         """Queue one row for ``tick`` (docs/contracts.md §metric-schema) from ``window`` ending at ``now``.
 
         ``partial``: the run's last window, shorter than ``training.log_interval`` (a time
-        budget ends between two rows). Its row is written, but the final rates stay those of
-        the last full window: a few iterations that include the run's last tick are not the
-        run's rate (a duration-stopped H200 soak reported 6.5k env steps/s against a tail of
-        116.6k). A run with no full window reports its only one.
+        budget ends between two rows). Its row is written, but the final timings stay those of
+        the last full window: a few iterations that include the run's last tick are not
+        typical of the run. A run with no full window reports its only one.
         """
         ingress, block = self.resources.ingress, self.collector.block
         assert ingress is not None and block is not None
@@ -102,21 +101,12 @@ class MetricsPump:
                 if "/" in name and math.isfinite(value):
                     scalars[name] = value
         if not (partial and self.final):
-            self._note_final(window, iters, iteration_time, fps, scalars)
+            self._note_final(window, iters, scalars)
         self._pending.append((step, scalars, _to_host(window.metric_sum, iters)))
         self.flush(block=False)
 
-    def _note_final(
-        self,
-        window: TickWindow,
-        iters: int,
-        iteration_time: float,
-        fps: float | None,
-        scalars: dict[str, float | None],
-    ) -> None:
+    def _note_final(self, window: TickWindow, iters: int, scalars: dict[str, float | None]) -> None:
         self.final.update(
-            env_steps_per_sec=fps,
-            replay_rows_per_sec=self.num_envs / iteration_time if iteration_time > 0 else None,
             inference_ms=scalars["Perf/learner_inference_ms"],
             inference_h2d_ms=scalars["Perf/learner_inference_h2d_ms"],
             inference_forward_ms=scalars["Perf/learner_inference_forward_ms"],

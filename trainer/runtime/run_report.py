@@ -92,6 +92,7 @@ class RunReport:
         if len(tail) >= 2 and tail[-1][0] > tail[0][0]:
             tail_fps = (tail[-1][1] - tail[0][1]) / (tail[-1][0] - tail[0][0])
         report = pump.last_report or {}
+        final_rate = state.final_span.env_steps_per_sec()
 
         def finite(key: str) -> float | None:
             value = report.get(key)
@@ -109,12 +110,12 @@ class RunReport:
                 stopped_by=state.stopped_by,
                 final_iteration=state.iteration,
             ),
-            "final_env_steps_per_sec": final.get("env_steps_per_sec"),
+            "final_env_steps_per_sec": final_rate,
             "tail_env_steps_per_sec": tail_fps,
             "steady_env_steps_per_sec": (
                 state.steady.env_steps_per_sec() if state.steady is not None else None
             ),
-            "final_learner_replay_rows_per_sec": final.get("replay_rows_per_sec"),
+            "final_learner_replay_rows_per_sec": final_rate,  # one replay row per env step
             "final_cycle_wall_ms": final.get("cycle_device_ms", final.get("cycle_host_ms")),
             "final_inference_ms": final.get("inference_ms"),
             "final_inference_h2d_ms": final.get("inference_h2d_ms"),

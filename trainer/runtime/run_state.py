@@ -24,6 +24,7 @@ from trainer.runtime.liveness import Waiter
 from trainer.runtime.protocols import Learner
 from trainer.runtime.replay_ingress import ReplayIngress
 from trainer.runtime.shared_tensors import StorageWatch
+from trainer.runtime.span_rate import SpanRate
 from trainer.runtime.steady_rate import SteadyRate
 
 TAIL_WINDOW = 100
@@ -97,6 +98,8 @@ class RunState:
         default_factory=lambda: collections.deque(maxlen=TAIL_WINDOW + 1)
     )
     """(perf_counter at the update's end, env steps) of the last TAIL_WINDOW + 1 updates."""
+    final_span: SpanRate = field(default_factory=SpanRate)
+    """The same marks over the run's last ten seconds (``final_env_steps_per_sec``)."""
     steady: SteadyRate | None = None
     """Marks the first and the last update of the run on the device's timeline (TickLoop)."""
 

@@ -1,7 +1,7 @@
 """The run's env steps/s over all its training iterations, on the device's timeline.
 
-The per-window rates (``Perf/total_fps``, ``final_env_steps_per_sec``) and the last-100
-tail are host clocks over windows of under a second at GPU speeds. The host runs ahead of an
+The per-window rate (``Perf/total_fps``) and the last-100 tail are host clocks over windows
+of under a second at GPU speeds (``final_env_steps_per_sec`` spans ten: span_rate.py). The host runs ahead of an
 asynchronous device by a number of ticks that changes whenever something waits for the
 device (a metric row's values, a checkpoint), so those windows scatter (docs/runtime.md,
 "Metrics"). This span is timed where the work finished: on CUDA by two timing events that the

@@ -218,6 +218,7 @@ class TickLoop:
         if tick == state.total_ticks - 1:
             state.steady.last_update_done(env_steps, end)
         state.tail.append((end, env_steps))
+        state.final_span.add(end, env_steps)
         self.pump.accumulate(w, metrics)
 
     def _after_update(self, tick: int, progress: ProgressWriter) -> None:
