@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contracts import rundir
 from contracts.names import ShutdownPhase
 from trainer.config.schema import TrainingCfg
 
@@ -49,9 +50,6 @@ MEMORY_BUDGET_FRACTION = 0.8
 CRITIC_ENSEMBLE = 2
 
 GIB = float(1 << 30)
-
-EVALUATION_SCHEMA = "evaluation.v1.json"
-"""The schema of ``evaluation.json`` (docs/evaluation.md), preloaded with the run's others."""
 
 
 class PreflightError(Exception):
@@ -210,16 +208,8 @@ def _load_schemas() -> None:
     from contracts.run_summary import MANIFEST_SCHEMA
     from contracts.schemas import SchemaUnavailable, preload
     from trainer.rundir.metrics import REGISTRY_SCHEMA
-    from trainer.rundir.run_config import RUN_CONFIG_SCHEMA
-    from trainer.rundir.summary import SUMMARY_SCHEMA
 
-    names = (
-        RUN_CONFIG_SCHEMA,
-        SUMMARY_SCHEMA,
-        MANIFEST_SCHEMA,
-        REGISTRY_SCHEMA,
-        EVALUATION_SCHEMA,
-    )
+    names = (*rundir.SCHEMAS.values(), MANIFEST_SCHEMA, REGISTRY_SCHEMA)
     try:
         preload(names)
     except SchemaUnavailable as err:

@@ -17,10 +17,8 @@ from typing import Any
 
 from contracts import rundir
 from contracts.git import git_text
-from contracts.jsonio import write_json_atomic
-from contracts.schemas import validate
 
-RUN_CONFIG_SCHEMA = "run_config.v1.json"
+RUN_CONFIG_SCHEMA = rundir.SCHEMAS[rundir.RUN_CONFIG]
 GIT_TIMEOUT_S = 2.0
 """Each git query may take this long; a slow or missing git records nulls."""
 
@@ -93,11 +91,10 @@ def write_run_config(run_dir: Path, doc: Mapping[str, Any]) -> Path:
         RunConfigInvalid: the document violates ``schemas/run_config.v1.json``.
         OSError: the file cannot be written.
     """
-    violations = validate(doc, RUN_CONFIG_SCHEMA)
-    if violations:
-        detail = "; ".join(str(v) for v in violations[:3])
-        raise RunConfigInvalid(f"run_config.json violates {RUN_CONFIG_SCHEMA}: {detail}")
-    return write_json_atomic(Path(run_dir) / rundir.RUN_CONFIG, doc)
+    try:
+        return rundir.write(Path(run_dir) / rundir.RUN_CONFIG, doc)
+    except ValueError as err:
+        raise RunConfigInvalid(f"{rundir.RUN_CONFIG} violates {err}") from None
 
 
 def create_run_dir(path: Path) -> Path:

@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from contracts import rundir
-from contracts.jsonio import write_json_atomic
 from contracts.names import Owner, ShutdownClassification, ShutdownPhase
 from contracts.schemas import validate
 
 logger = logging.getLogger(__name__)
 
-SUMMARY_SCHEMA = "run_summary.v1.json"
+SUMMARY_SCHEMA = rundir.SCHEMAS[rundir.RUN_SUMMARY]
 METRIC_SCHEMA_VERSION = 1
 MANIFEST_SCHEMA_VERSION = 1
 TAIL_WINDOW_ITERATIONS = 100
@@ -166,7 +165,7 @@ def write_summary(run_dir: str | Path, doc: dict[str, Any]) -> dict[str, Any]:
                 error_type="SummaryInvalid",
                 error=detail,
             )
-    write_json_atomic(Path(run_dir) / rundir.RUN_SUMMARY, doc)
+    rundir.write(Path(run_dir) / rundir.RUN_SUMMARY, doc)
     return doc
 
 
