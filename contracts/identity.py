@@ -1,9 +1,13 @@
 """What identifies a run: where and from which source it ran, what it trained on.
 
-The soak artifact records it in ``context.source`` / ``context.motion`` and the run summary in
-``algo``, ``task``, ``sim_backend``, ``log_dir`` and ``effective_seed`` (docs/schemas.md).
-``SourceTree`` and ``MotionRef`` build the artifact's sections; ``RunIdentity.from_artifact``
-reads the whole identity back from an artifact (the run summary it embeds included).
+The soak artifact records it in ``context.source`` / ``context.motion``; ``run_summary.json`` and
+``run_config.json``'s ``run`` record its eight document fields (``algo``, ``task``,
+``sim_backend``, ``log_dir``, ``start_time_utc``, ``configured_seed``,
+``configured_seed_source``, ``effective_seed``; docs/schemas.md), named once here
+(:data:`DOCUMENT_FIELDS`). ``SourceTree`` and ``MotionRef`` build the artifact's sections;
+``RunIdentity.document_fields`` is what the trainer's writers record, and
+``RunIdentity.from_artifact`` reads the whole identity back from an artifact (the run summary
+it embeds included).
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+__all__ = ["DOCUMENT_FIELDS", "MotionRef", "RunIdentity", "SourceTree"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,9 +90,22 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+DOCUMENT_FIELDS: tuple[tuple[str, str], ...] = (
+    ("algo", "algo"),
+    ("task", "task"),
+    ("sim", "sim_backend"),
+    ("run_dir", "log_dir"),
+    ("start_time_utc", "start_time_utc"),
+    ("configured_seed", "configured_seed"),
+    ("configured_seed_source", "configured_seed_source"),
+    ("seed", "effective_seed"),
+)
+"""``(attribute, JSON key)`` of each identity field the run's documents record, in order."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunIdentity:
-    """One run: its directory, owner (algo/task/sim), seed, source tree and motion clip.
+    """One run: its directory, owner (algo/task/sim), start, seed, source tree and motion clip.
 
     Fields a document does not carry are None (a run that died before its summary has no
     seed; a run outside a git checkout has no commit).
@@ -97,8 +116,20 @@ class RunIdentity:
     task: str | None
     sim: str | None
     seed: int | None
-    source: SourceTree | None
-    motion: MotionRef | None
+    """The effective seed (``effective_seed``)."""
+    source: SourceTree | None = None
+    motion: MotionRef | None = None
+    start_time_utc: str | None = None
+    """Launch time, ``YYYY-MM-DDTHH:MM:SSZ``."""
+    configured_seed: int | None = None
+    """``algo.seed`` as configured (None when the config left it open)."""
+    configured_seed_source: str | None = None
+    """``config``, ``override`` or ``generated``."""
+
+    def document_fields(self) -> dict[str, Any]:
+        """The identity as ``run_summary.json`` and ``run_config.json``'s ``run`` record it
+        (:data:`DOCUMENT_FIELDS`)."""
+        return {key: getattr(self, attr) for attr, key in DOCUMENT_FIELDS}
 
     @property
     def owner(self) -> str | None:

@@ -40,6 +40,7 @@ import typer
 
 from contracts import rundir
 from contracts.cli_app import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error, run_app
+from contracts.identity import RunIdentity
 from contracts.names import Owner, ShutdownClassification, ShutdownPhase
 from contracts.schemas import SchemaUnavailable
 from trainer.config.checks import check_semantics, resolve_log_dir
@@ -104,7 +105,8 @@ class _Startup:
     loaded: LoadedConfig | None = None
     run_dir: Path | None = None
     start_time_utc: str = ""
-    seed: SeedInfo | None = None
+    identity: RunIdentity | None = None
+    """Set once the run directory exists: a failure from then on writes its summary."""
     learner_device: str = "cpu"
     sharing: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -122,28 +124,23 @@ def _record_failure(
     status: str = "failed",
 ) -> None:
     """Write the failed run_summary.json once the run dir exists (best effort, logged)."""
-    if state.run_dir is None or state.loaded is None or state.seed is None:
+    if state.identity is None:
         return
-    from trainer.rundir.summary import write_failed_summary
+    from trainer.rundir.summary import RunFailure, RuntimeRecord, write_failed_summary
 
     try:
         write_failed_summary(
-            state.run_dir,
-            algo=state.loaded.algo,
-            task=state.loaded.task,
-            sim_backend=state.loaded.sim,
-            log_dir=str(state.run_dir),
-            start_time_utc=state.start_time_utc,
-            configured_seed=state.seed.configured_seed,
-            configured_seed_source=state.seed.configured_seed_source,
-            effective_seed=state.seed.effective_seed,
-            classification=classification,
-            owner=owner,
-            phase=state.phase,
-            exception=exc,
-            cuda_process_sharing=state.sharing,
-            learner_device=state.learner_device,
-            status=status,
+            state.identity,
+            RunFailure(
+                classification=classification,
+                owner=owner,
+                phase=state.phase,
+                exception=exc,
+                status=status,
+            ),
+            runtime=RuntimeRecord(
+                cuda_process_sharing=state.sharing, learner_device=state.learner_device
+            ),
         )
     except (OSError, SchemaUnavailable) as err:  # nothing unvalidated is written
         typer.echo(f"warning: cannot write run_summary.json in {state.run_dir}: {err}", err=True)
@@ -191,7 +188,7 @@ def _prepare(
     if not (algo and task and sim):
         raise ConfigError(FLAGS_TOGETHER)
     res = _resolve(algo, task, sim, overrides, conf_root=conf_root, cwd=cwd, env=environ, now=now)
-    state.loaded, state.seed = res.loaded, res.seed
+    state.loaded = res.loaded
 
     # Step 6: the run dir and run_config.json (device facts without a CUDA context).
     facts = cuda_facts()
@@ -240,26 +237,24 @@ def _write_run_dir(
     argv: Sequence[str] | None,
 ) -> None:
     """Step 6: create the run dir and write ``run_config.json``."""
-    loaded, seed = res.loaded, res.seed
-    doc = build_run_config(
+    loaded = res.loaded
+    identity = res.seed.identity(
+        run_dir=res.run_dir,
         algo=loaded.algo,
         task=loaded.task,
-        sim_backend=loaded.sim,
-        log_dir=res.run_dir,
+        sim=loaded.sim,
         start_time_utc=state.start_time_utc,
+    )
+    doc = build_run_config(
+        identity,
         devices=devices_record(res.training, learner_device, facts),
         config=res.config,
         overrides=[o.text for o in loaded.overrides],
-        seed={
-            "configured_seed": seed.configured_seed,
-            "configured_seed_source": seed.configured_seed_source,
-            "effective_seed": seed.effective_seed,
-        },
         owner_files=loaded.owner_files,
         argv=argv,
     )
     create_run_dir(res.run_dir)
-    state.run_dir = res.run_dir
+    state.run_dir, state.identity = res.run_dir, identity
     write_run_config(res.run_dir, doc)
     typer.echo(f"train: run directory {res.run_dir}", err=True)
 

@@ -395,7 +395,12 @@ def test_schemas_removed_after_preflight_still_give_a_valid_summary(
     import shutil
 
     from tests.harness.schemas.builders import make_completed_summary
-    from trainer.rundir.summary import write_failed_summary, write_summary
+    from trainer.rundir.summary import (
+        RunFailure,
+        RuntimeRecord,
+        write_failed_summary,
+        write_summary,
+    )
     from trainer.runtime import learner_loop
 
     written: list[dict] = []
@@ -403,17 +408,12 @@ def test_schemas_removed_after_preflight_still_give_a_valid_summary(
     def run_training_after_a_checkout(ctx: RunContext) -> int:
         shutil.rmtree(schema_dir)  # the files are gone for the rest of the run
         written.append(write_summary(ctx.run_dir, make_completed_summary(str(ctx.run_dir))))
-        written.append(
-            write_failed_summary(
-                ctx.run_dir, algo=ctx.algo, task=ctx.task, sim_backend=ctx.sim_backend,
-                log_dir=str(ctx.run_dir), start_time_utc=ctx.start_time_utc,
-                configured_seed=ctx.configured_seed,
-                configured_seed_source=ctx.configured_seed_source,
-                effective_seed=ctx.effective_seed, classification="learner_failure",
-                owner="learner", phase="finalize/logger_finish",
-                exception=RuntimeError("logger flush failed"), learner_device=ctx.learner_device,
-            )
+        failure = RunFailure(
+            classification="learner_failure", owner="learner", phase="finalize/logger_finish",
+            exception=RuntimeError("logger flush failed"),
         )  # fmt: skip
+        runtime = RuntimeRecord(learner_device=ctx.learner_device)
+        written.append(write_failed_summary(ctx.identity, failure, runtime=runtime))
         return 1
 
     monkeypatch.setattr(learner_loop, "run_training", run_training_after_a_checkout)

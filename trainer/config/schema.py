@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from contracts.identity import RunIdentity
 from trainer.sim.mjwarp_options import StreamPriority
 
 if TYPE_CHECKING:
@@ -146,6 +147,21 @@ class SeedInfo:
             effective_seed=configured,
         )
 
+    def identity(
+        self, *, run_dir: Path, algo: str, task: str, sim: str, start_time_utc: str
+    ) -> RunIdentity:
+        """The identity of the run started at ``start_time_utc`` in ``run_dir`` with this seed."""
+        return RunIdentity(
+            run_dir=str(run_dir),
+            algo=algo,
+            task=task,
+            sim=sim,
+            start_time_utc=start_time_utc,
+            seed=self.effective_seed,
+            configured_seed=self.configured_seed,
+            configured_seed_source=self.configured_seed_source,
+        )
+
 
 @dataclass(frozen=True, kw_only=True)
 class RunContext:
@@ -206,6 +222,17 @@ class RunContext:
 
     eval_cfg: EvalCfg | None = None
     """``EvalCfg``: the evaluation after training (None skips it; docs/evaluation.md)."""
+
+    @property
+    def identity(self) -> RunIdentity:
+        """The run as its documents record it."""
+        return self.seed.identity(
+            run_dir=self.run_dir,
+            algo=self.algo,
+            task=self.task,
+            sim=self.sim_backend,
+            start_time_utc=self.start_time_utc,
+        )
 
     @property
     def configured_seed(self) -> int | None:

@@ -1,7 +1,8 @@
 """run_config.json: what a run was asked to do, written when its directory is created.
 
-docs/contracts.md §run-directory: ``{run: {algo, task, sim_backend, log_dir, start_time_utc, hostname, git,
-devices}, config: <resolved>, overrides: [str]}``. ``train`` writes it in step 6, before
+docs/contracts.md §run-directory: ``{run: {<identity>, hostname, git, devices}, config:
+<resolved>, overrides: [str]}``, the identity's fields those of ``contracts.identity.RunIdentity``
+(algo, task, sim_backend, log_dir, start_time_utc and the seed's three). ``train`` writes it in step 6, before
 preflight, so even a run that fails preflight says what it was. The document is validated
 against ``schemas/run_config.v1.json`` before the atomic rename; readers (the soak judge,
 ``soak-report``) validate after loading.
@@ -17,6 +18,7 @@ from typing import Any
 
 from contracts import rundir
 from contracts.git import git_text
+from contracts.identity import RunIdentity
 
 RUN_CONFIG_SCHEMA = rundir.SCHEMAS[rundir.RUN_CONFIG]
 GIT_TIMEOUT_S = 2.0
@@ -43,16 +45,11 @@ def git_info(source_dir: Path | None = None) -> dict[str, Any]:
 
 
 def build_run_config(
+    identity: RunIdentity,
     *,
-    algo: str,
-    task: str,
-    sim_backend: str,
-    log_dir: Path,
-    start_time_utc: str,
     devices: Mapping[str, Any],
     config: Mapping[str, Any],
     overrides: Sequence[str],
-    seed: Mapping[str, Any] | None = None,
     owner_files: Sequence[Path] = (),
     argv: Sequence[str] | None = None,
     hostname: str | None = None,
@@ -61,22 +58,17 @@ def build_run_config(
     """Assemble the run_config document (not yet validated; see :func:`write_run_config`).
 
     Args:
+        identity: the run (its eight document fields: ``RunIdentity.document_fields``).
         devices: requested/resolved learner and collector devices and the CUDA facts.
         config: the resolved config (contract spelling, plain JSON types).
         overrides: the CLI ``KEY=VALUE`` arguments exactly as given.
-        seed: ``configured_seed``, ``configured_seed_source``, ``effective_seed``.
     """
     run: dict[str, Any] = {
-        "algo": algo,
-        "task": task,
-        "sim_backend": sim_backend,
-        "log_dir": str(log_dir),
-        "start_time_utc": start_time_utc,
+        **identity.document_fields(),
         "hostname": hostname if hostname is not None else platform.node(),
         "git": dict(git) if git is not None else git_info(),
         "devices": dict(devices),
     }
-    run.update(dict(seed or {}))
     if owner_files:
         run["owner_files"] = [str(p) for p in owner_files]
     if argv is not None:

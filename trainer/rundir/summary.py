@@ -1,7 +1,8 @@
 """run_summary.json: build, validate against schemas/run_summary.v1.json, write atomically.
 
-docs/contracts.md §run-summary. ``build_summary`` assembles the document from the always-fields, the
-completed-only fields and the runtime manifest; ``write_summary`` validates it before the
+docs/contracts.md §run-summary. ``build_summary`` assembles the document from the run's identity
+(``contracts.identity.RunIdentity``), its progress, the runtime manifest and its outcome (the
+completed-only fields, or a :class:`RunFailure`); ``write_summary`` validates it before the
 rename, so a reader never sees an invalid or half-written summary. When a failed run's
 full document does not validate (a broken snapshot, say), ``write_summary`` falls back to
 the contract's minimal failed form with the shutdown record, naming the violation in
@@ -13,10 +14,12 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from contracts import rundir
+from contracts.identity import RunIdentity
 from contracts.names import Owner, ShutdownClassification, ShutdownPhase
 from contracts.schemas import validate
 
@@ -61,50 +64,91 @@ def null_cuda_process_sharing(
     }
 
 
+@dataclass(frozen=True, kw_only=True)
+class RunProgress:
+    """How far the run got: the summary's ``wall_time_sec``, ``completed_iterations``,
+    ``total_env_steps`` and ``end_time_utc`` (default: now)."""
+
+    wall_time_sec: float
+    completed_iterations: int = 0
+    total_env_steps: int = 0
+    end_time_utc: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunFailure:
+    """Why a run did not complete: the summary's ``status`` (``failed``, ``cancelled`` or
+    ``collector_died``) and ``runtime_manifest.shutdown``'s classification, owner, phase and
+    exception (docs/contracts.md §shutdown); the exception is the failure itself or an
+    already built ``{type, message}``."""
+
+    classification: ShutdownClassification
+    owner: Owner
+    phase: ShutdownPhase
+    exception: BaseException | dict[str, str] | None
+    status: str = "failed"
+
+    def exception_entry(self) -> dict[str, str] | None:
+        """``shutdown.exception``: ``{type, message}`` or None."""
+        if isinstance(self.exception, BaseException):
+            return {
+                "type": type(self.exception).__name__,
+                "message": str(self.exception)[:ERROR_LIMIT],
+            }
+        return self.exception
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimeRecord:
+    """What the runtime recorded of a failed run, beyond its :class:`RunFailure`.
+
+    Attributes:
+        manifest: more runtime-manifest keys (snapshots, diagnostics).
+        cuda_process_sharing: the docs/contracts.md §cuda-process-sharing record; a null-mode
+            record for ``learner_device`` is attached when None.
+        shutdown: more shutdown keys (iteration, collector, snapshots, cleanup).
+        learner_device: the learner's torch device.
+    """
+
+    manifest: dict[str, Any] = field(default_factory=dict)
+    cuda_process_sharing: dict[str, Any] | None = None
+    shutdown: dict[str, Any] = field(default_factory=dict)
+    learner_device: str = "cpu"
+
+
 def build_summary(
-    *,
-    status: str,
-    algo: str,
-    task: str,
-    sim_backend: str,
-    log_dir: str,
-    start_time_utc: str,
-    wall_time_sec: float,
-    completed_iterations: int,
-    total_env_steps: int,
-    configured_seed: int | None,
-    configured_seed_source: str,
-    effective_seed: int,
+    identity: RunIdentity,
+    progress: RunProgress,
     runtime_manifest: dict[str, Any],
-    completed_fields: dict[str, Any] | None = None,
-    error_type: str | None = None,
-    error: str | None = None,
-    end_time_utc: str | None = None,
+    outcome: dict[str, Any] | RunFailure,
 ) -> dict[str, Any]:
-    """Assemble a run summary (not validated; see ``write_summary``)."""
+    """Assemble a run summary (not validated; see ``write_summary``).
+
+    Args:
+        identity: the run (its eight document fields: ``RunIdentity.document_fields``).
+        progress: how far it got.
+        runtime_manifest: the manifest's keys (its ``schema_version`` is added).
+        outcome: a completed run's completed-only fields, or why the run failed.
+    """
     doc: dict[str, Any] = {
-        "status": status,
+        "status": outcome.status if isinstance(outcome, RunFailure) else "completed",
         "metric_schema_version": METRIC_SCHEMA_VERSION,
         "runtime_manifest": {"schema_version": MANIFEST_SCHEMA_VERSION, **runtime_manifest},
-        "algo": algo,
-        "task": task,
-        "sim_backend": sim_backend,
-        "log_dir": log_dir,
-        "start_time_utc": start_time_utc,
-        "end_time_utc": end_time_utc or utc_stamp(),
-        "wall_time_sec": max(0.0, float(wall_time_sec)),
-        "completed_iterations": int(completed_iterations),
-        "total_env_steps": int(total_env_steps),
-        "configured_seed": configured_seed,
-        "configured_seed_source": configured_seed_source,
-        "effective_seed": int(effective_seed),
+        **identity.document_fields(),
+        "end_time_utc": progress.end_time_utc or utc_stamp(),
+        "wall_time_sec": max(0.0, float(progress.wall_time_sec)),
+        "completed_iterations": int(progress.completed_iterations),
+        "total_env_steps": int(progress.total_env_steps),
     }
-    if status == "completed":
-        doc.update(completed_fields or {})
-        doc["tail_window_iterations"] = TAIL_WINDOW_ITERATIONS
+    if isinstance(outcome, RunFailure):
+        exc = outcome.exception_entry() or {}
+        doc["error_type"] = exc.get("type") or "RunFailure"
+        doc["error"] = (exc.get("message") or f"{outcome.classification} in {outcome.phase}")[
+            :ERROR_LIMIT
+        ]
     else:
-        doc["error_type"] = error_type or "Exception"
-        doc["error"] = (error or "")[:ERROR_LIMIT]
+        doc.update(outcome)
+        doc["tail_window_iterations"] = TAIL_WINDOW_ITERATIONS
     return doc
 
 
@@ -170,97 +214,55 @@ def write_summary(run_dir: str | Path, doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_failed_summary(
-    run_dir: str | Path,
+    identity: RunIdentity,
+    failure: RunFailure,
     *,
-    algo: str,
-    task: str,
-    sim_backend: str,
-    log_dir: str,
-    start_time_utc: str,
-    configured_seed: int | None,
-    configured_seed_source: str,
-    effective_seed: int,
-    classification: ShutdownClassification,
-    owner: Owner,
-    phase: ShutdownPhase,
-    exception: BaseException | dict[str, str] | None,
-    cuda_process_sharing: dict[str, Any] | None = None,
-    manifest_extra: dict[str, Any] | None = None,
-    status: str = "failed",
-    wall_time_sec: float | None = None,
-    completed_iterations: int = 0,
-    total_env_steps: int = 0,
-    shutdown_extra: dict[str, Any] | None = None,
-    learner_device: str = "cpu",
+    progress: RunProgress | None = None,
+    runtime: RuntimeRecord | None = None,
     evaluation: dict[str, Any] | None = None,
     last_checkpoint: str | None = None,
 ) -> dict[str, Any]:
-    """Write the summary of a failed run (preflight or runtime) and return it.
+    """Write the summary of a failed run (preflight or runtime) into ``identity.run_dir``
+    and return it.
 
     Args:
-        classification, owner, phase: ``runtime_manifest.shutdown`` (docs/contracts.md §shutdown).
-        exception: the failure, or an already built ``{type, message}``.
-        cuda_process_sharing: the docs/contracts.md §cuda-process-sharing record; a null-mode record is attached when None.
-        manifest_extra: more runtime-manifest keys (snapshots, diagnostics).
-        shutdown_extra: more shutdown keys (iteration, collector, snapshots, cleanup).
+        identity: the run.
+        failure: why it did not complete.
+        progress: how far it got; default: no iteration, the wall time since its start.
+        runtime: what the runtime recorded; default: nothing but a null-mode sharing record.
         evaluation: ``run_summary.evaluation``; default: skipped, the run failed before it.
         last_checkpoint: the newest checkpoint this run wrote (a cancelled run saves the
             iteration it reached); omitted when None.
     """
-    exc = _exception_entry(exception)
-    shutdown = _failed_shutdown(classification, owner, phase, exc)
-    shutdown.update(shutdown_extra or {})
-    manifest: dict[str, Any] = dict(manifest_extra or {})
-    manifest["cuda_process_sharing"] = cuda_process_sharing or null_cuda_process_sharing(
-        learner_device
+    if identity.run_dir is None:
+        raise ValueError("a run summary is written into the run's directory; the identity has none")
+    runtime = runtime or RuntimeRecord()
+    shutdown = _failed_shutdown(failure)
+    shutdown.update(runtime.shutdown)
+    manifest: dict[str, Any] = dict(runtime.manifest)
+    manifest["cuda_process_sharing"] = runtime.cuda_process_sharing or null_cuda_process_sharing(
+        runtime.learner_device
     )
     manifest["shutdown"] = shutdown
-    if wall_time_sec is None:
-        wall_time_sec = _wall_time_since(start_time_utc)
-    doc = build_summary(
-        status=status,
-        algo=algo,
-        task=task,
-        sim_backend=sim_backend,
-        log_dir=log_dir,
-        start_time_utc=start_time_utc,
-        wall_time_sec=wall_time_sec,
-        completed_iterations=completed_iterations,
-        total_env_steps=total_env_steps,
-        configured_seed=configured_seed,
-        configured_seed_source=configured_seed_source,
-        effective_seed=effective_seed,
-        runtime_manifest=manifest,
-        error_type=(exc or {}).get("type") or "RunFailure",
-        error=(exc or {}).get("message") or f"{classification} in {phase}",
-    )
-    doc["evaluation"] = evaluation or _skipped_evaluation(classification, phase)
+    if progress is None:
+        progress = RunProgress(wall_time_sec=_wall_time_since(identity.start_time_utc or ""))
+    doc = build_summary(identity, progress, manifest, failure)
+    doc["evaluation"] = evaluation or _skipped_evaluation(failure.classification, failure.phase)
     if last_checkpoint is not None:
         doc["last_checkpoint"] = last_checkpoint
-    return write_summary(run_dir, doc)
+    return write_summary(identity.run_dir, doc)
 
 
-def _exception_entry(exception: BaseException | dict[str, str] | None) -> dict[str, str] | None:
-    if isinstance(exception, BaseException):
-        return {"type": type(exception).__name__, "message": str(exception)[:ERROR_LIMIT]}
-    return exception
-
-
-def _failed_shutdown(
-    classification: ShutdownClassification,
-    owner: Owner,
-    phase: ShutdownPhase,
-    exc: dict[str, str] | None,
-) -> dict[str, Any]:
-    """``runtime_manifest.shutdown`` of a failed run before the caller's extra keys."""
+def _failed_shutdown(failure: RunFailure) -> dict[str, Any]:
+    """``runtime_manifest.shutdown`` of a failed run before the runtime's extra keys."""
     return {
-        "classification": classification,
-        "owner": owner,
-        "phase": phase,
+        "classification": failure.classification,
+        "owner": failure.owner,
+        "phase": failure.phase,
         "iteration": None,
         "coordination_tick": None,
         "inference_epoch": None,
-        "exception": exc,
+        "exception": failure.exception_entry(),
         "collector": None,
         "cleanup": {"errors": []},
         "replay_ingress": None,

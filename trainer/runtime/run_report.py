@@ -16,7 +16,13 @@ from typing import Any
 import torch
 
 from contracts.names import Owner, ShutdownClassification, ShutdownPhase
-from trainer.rundir.summary import build_summary, write_failed_summary
+from trainer.rundir.summary import (
+    RunFailure,
+    RunProgress,
+    RuntimeRecord,
+    build_summary,
+    write_failed_summary,
+)
 from trainer.runtime.budget import TimeBudget
 from trainer.runtime.learner_startup import RunParts
 from trainer.runtime.run_manifest import RunManifest
@@ -65,23 +71,15 @@ class RunReport:
 
     # -- the summaries -------------------------------------------------------------------------
     def completed_summary(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        ctx = self.ctx
-        completed = self._completed_fields()
         return build_summary(
-            status="completed",
-            algo=ctx.algo,
-            task=ctx.task,
-            sim_backend=ctx.sim_backend,
-            log_dir=str(ctx.run_dir),
-            start_time_utc=ctx.start_time_utc,
+            self.ctx.identity, self._progress(), manifest, self._completed_fields()
+        )
+
+    def _progress(self) -> RunProgress:
+        return RunProgress(
             wall_time_sec=time.time() - self.state.start_wall,
             completed_iterations=self.state.run_iterations,
             total_env_steps=self.total_env_steps(),
-            configured_seed=ctx.seed.configured_seed,
-            configured_seed_source=ctx.seed.configured_seed_source,
-            effective_seed=ctx.seed.effective_seed,
-            runtime_manifest=manifest,
-            completed_fields=completed,
         )
 
     def _completed_fields(self) -> dict[str, Any]:
@@ -140,30 +138,25 @@ class RunReport:
         evaluation: dict[str, Any] | None,
     ) -> dict[str, Any]:
         """Write the failed summary; ``manifest`` without its ``shutdown`` and sharing keys."""
-        ctx = self.ctx
         sharing = manifest.pop("cuda_process_sharing", None)
-        return write_failed_summary(
-            ctx.run_dir,
-            algo=ctx.algo,
-            task=ctx.task,
-            sim_backend=ctx.sim_backend,
-            log_dir=str(ctx.run_dir),
-            start_time_utc=ctx.start_time_utc,
-            configured_seed=ctx.seed.configured_seed,
-            configured_seed_source=ctx.seed.configured_seed_source,
-            effective_seed=ctx.seed.effective_seed,
+        failure = RunFailure(
             classification=classification,
             owner=failure_owner(err, classification),
             phase=phase,
             exception=exception,
-            cuda_process_sharing=sharing,
-            manifest_extra=manifest,
             status=failure_status(err),
-            wall_time_sec=time.time() - self.state.start_wall,
-            completed_iterations=self.state.run_iterations,
-            total_env_steps=self.total_env_steps(),
-            shutdown_extra=shutdown_extra,
+        )
+        runtime = RuntimeRecord(
+            manifest=manifest,
+            cuda_process_sharing=sharing,
+            shutdown=shutdown_extra,
             learner_device=str(self.plan.device),
+        )
+        return write_failed_summary(
+            self.ctx.identity,
+            failure,
+            progress=self._progress(),
+            runtime=runtime,
             evaluation=evaluation,
             last_checkpoint=self.state.last_checkpoint,
         )

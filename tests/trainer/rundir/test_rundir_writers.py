@@ -8,37 +8,45 @@ import time
 import pytest
 import torch
 
+from contracts.identity import RunIdentity
 from contracts.jsonio import load_strict
 from contracts.schemas import validate
 from trainer.rundir.checkpoint import is_checkpoint_iteration, load_checkpoint, save_checkpoint
 from trainer.rundir.metrics import MetricsWriter, UnknownMetricTag, check_learner_tags, tag_entry
 from trainer.rundir.progress import ProgressWriter
 from trainer.rundir.summary import (
+    RunFailure,
+    RunProgress,
+    RuntimeRecord,
     SummaryInvalid,
     build_summary,
     write_failed_summary,
     write_summary,
 )
 
-SEED = {"configured_seed": 1, "configured_seed_source": "config", "effective_seed": 1}
-RUN = {
-    "algo": "flashsac",
-    "task": "g1_motion_tracking",
-    "sim_backend": "mujoco",
-    "start_time_utc": "2026-11-29T00:00:00Z",
-}
+
+def _identity(run_dir) -> RunIdentity:
+    return RunIdentity(
+        run_dir=str(run_dir),
+        algo="flashsac",
+        task="g1_motion_tracking",
+        sim="mujoco",
+        start_time_utc="2026-11-29T00:00:00Z",
+        seed=1,
+        configured_seed=1,
+        configured_seed_source="config",
+    )
 
 
 def test_preflight_failure_summary_validates_and_names_the_phase(tmp_path):
     doc = write_failed_summary(
-        tmp_path,
-        log_dir=str(tmp_path),
-        **RUN,
-        **SEED,
-        classification="learner_failure",
-        owner="learner",
-        phase="startup/cuda_preflight",
-        exception=RuntimeError("CUDA is not available; use --sim mujoco"),
+        _identity(tmp_path),
+        RunFailure(
+            classification="learner_failure",
+            owner="learner",
+            phase="startup/cuda_preflight",
+            exception=RuntimeError("CUDA is not available; use --sim mujoco"),
+        ),
     )
     on_disk = load_strict(tmp_path / "run_summary.json")
     assert on_disk == doc
@@ -55,19 +63,29 @@ def test_preflight_failure_summary_validates_and_names_the_phase(tmp_path):
     }
     assert on_disk["status"] == "failed" and on_disk["error_type"] == "RuntimeError"
     assert on_disk["runtime_manifest"]["cuda_process_sharing"]["effective"] is None
+    # the identity's eight fields, each under its document key
+    assert {k: on_disk[k] for k in _identity(tmp_path).document_fields()} == {
+        "algo": "flashsac",
+        "task": "g1_motion_tracking",
+        "sim_backend": "mujoco",
+        "log_dir": str(tmp_path),
+        "start_time_utc": "2026-11-29T00:00:00Z",
+        "configured_seed": 1,
+        "configured_seed_source": "config",
+        "effective_seed": 1,
+    }
 
 
 def test_failed_summary_with_a_broken_manifest_falls_back_to_the_minimal_form(tmp_path):
     doc = write_failed_summary(
-        tmp_path,
-        log_dir=str(tmp_path),
-        **RUN,
-        **SEED,
-        classification="collector_failure",
-        owner="collector",
-        phase="training/learner_update",
-        exception=ValueError("x" * 20000),
-        manifest_extra={"replay_ingress": {"occupancy": -1}},
+        _identity(tmp_path),
+        RunFailure(
+            classification="collector_failure",
+            owner="collector",
+            phase="training/learner_update",
+            exception=ValueError("x" * 20000),
+        ),
+        runtime=RuntimeRecord(manifest={"replay_ingress": {"occupancy": -1}}),
     )
     assert validate(doc, "run_summary.v1.json") == []
     assert set(doc) == {
@@ -85,15 +103,10 @@ def test_failed_summary_with_a_broken_manifest_falls_back_to_the_minimal_form(tm
 
 def test_invalid_completed_summary_is_never_written(tmp_path):
     doc = build_summary(
-        status="completed",
-        log_dir=str(tmp_path),
-        **RUN,
-        **SEED,
-        wall_time_sec=1.0,
-        completed_iterations=1,
-        total_env_steps=8,
+        _identity(tmp_path),
+        RunProgress(wall_time_sec=1.0, completed_iterations=1, total_env_steps=8),
         runtime_manifest={},
-        completed_fields={},
+        outcome={},
     )
     with pytest.raises(SummaryInvalid, match="run_summary.v1.json"):
         write_summary(tmp_path, doc)
