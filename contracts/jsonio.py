@@ -64,6 +64,25 @@ def load_strict(path: str | os.PathLike[str]) -> Any:
     return loads_strict(text)
 
 
+def is_exact_int(value: Any) -> bool:
+    """True for a Python int that is not a bool (docs/contracts.md §conventions exact int)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_finite_number(value: Any) -> bool:
+    """True for an int or float (not bool) with a finite value."""
+    return (is_exact_int(value) or isinstance(value, float)) and math.isfinite(value)
+
+
+def show(value: Any, limit: int = 80) -> str:
+    """Render a JSON value for a one-line message (JSON spelling: true, null, 1.0)."""
+    try:
+        text = json.dumps(value, allow_nan=True, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def sanitize(value: Any) -> Any:
     """Return a copy with every non-finite float replaced by None (tuples become lists)."""
     if isinstance(value, float):

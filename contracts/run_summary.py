@@ -1,26 +1,41 @@
-"""Validation of ``run_summary.json`` beyond what JSON Schema can say (docs/contracts.md §run-summary, §verdict, §soak-artifact).
+"""What a valid ``run_summary.json`` is, beyond what JSON Schema can say (docs/contracts.md §run-summary, §invariants, §verdict, §soak-artifact).
 
-``validate_run_summary`` applies ``schemas/run_summary.v1.json`` (which pulls in
-``runtime_manifest.v1.json``) and then the cross-field rules a schema cannot express: equal
-GPU UUIDs under MPS, a configured MPS mode that actually took effect in a completed run,
-collector exit code vs. signal in the shutdown snapshot, tail counters and timestamp order.
-``shutdown_problems`` is the shutdown contract of docs/contracts.md §verdict on its own, because a shutdown breach is
-classified ``shutdown_contract_violation`` rather than ``schema_violation``.
+:func:`check` is the whole definition, the schema and every cross-field rule of the document,
+grouped (:class:`SummaryCheck`) so a reader can weigh each group: ``contracts.rundir.read``
+refuses a summary that breaks any, and the soak's verdict gives each group its classification
+and its place in the order (that weighing is soak policy, and stays in the harness). The
+parts:
+
+- ``validate_run_summary`` applies ``schemas/run_summary.v1.json`` (which pulls in
+  ``runtime_manifest.v1.json``) and then the cross-field rules a schema cannot express: equal
+  GPU UUIDs under MPS, a configured MPS mode that actually took effect in a completed run,
+  collector exit code vs. signal in the shutdown snapshot, tail counters and timestamp order.
+- ``stamp_problems``: the two version stamps and the manifest object, which every other rule
+  reads.
+- ``shutdown_problems`` is the shutdown contract of docs/contracts.md §shutdown on its own.
+- A completed run's invariants (docs/contracts.md §invariants): the final inference flight
+  (well-formed counters, drained, never more than one tick in flight), the replay ingress
+  (``contracts.replay_ingress``) and the env-step identity ``total_env_steps = (warm-up +
+  completed_iterations) x num_envs``.
+
 ``resource_summary_fields`` derives the summary-sourced keys of the soak artifact's
-``resource_summary`` (docs/contracts.md §soak-artifact). Everything here is pure: no I/O, no torch. The trainer may import
-this module to check a summary before it renames it into place.
+``resource_summary`` (docs/contracts.md §soak-artifact). Everything here is pure: no I/O, no
+torch. The trainer's writer checks only the schema (``contracts.rundir.write``): a completed
+run that broke an invariant is recorded as it ran, for the verdict to judge.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import re
 import signal
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from contracts.jsonio import is_exact_int, is_finite_number, show
 from contracts.names import ShutdownClassification
+from contracts.replay_ingress import RI_PATH, replay_ingress_problems
 from contracts.schemas import SchemaViolation, validate
 
 RUN_SUMMARY_SCHEMA = "run_summary.v1.json"
@@ -35,25 +50,12 @@ UTC_SECOND_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 # newline, so a value it accepts is parsed again here, whole.
 _SCHEMA_TIMESTAMP = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$")
 _SHUTDOWN_SCHEMA = {"$ref": f"{MANIFEST_SCHEMA}#/$defs/shutdown"}
-
-
-def is_exact_int(value: Any) -> bool:
-    """True for a Python int that is not a bool (docs/contracts.md §conventions exact int)."""
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def is_finite_number(value: Any) -> bool:
-    """True for an int or float (not bool) with a finite value."""
-    return (is_exact_int(value) or isinstance(value, float)) and math.isfinite(value)
-
-
-def show(value: Any, limit: int = 80) -> str:
-    """Render a JSON value for a one-line message (JSON spelling: true, null, 1.0)."""
-    try:
-        text = json.dumps(value, allow_nan=True, ensure_ascii=False, sort_keys=True)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+FLIGHT_PATH = "$.runtime_manifest.inference_flight"
+FLIGHT_COUNTERS = ("queue_depth", "publication_lag")
+LIMITS_PATH = "$.runtime_manifest.runtime_limits"
+MAX_IN_FLIGHT = 1
+"""docs/contracts.md §invariants: at most one tick is ever in flight."""
+_REQUIRED = re.compile(r"'([^']+)' is a required property")
 
 
 def _prefixed(violations: list[SchemaViolation], prefix: str) -> list[SchemaViolation]:
@@ -281,6 +283,214 @@ def validate_run_summary(doc: Any, *, completed: bool) -> list[SchemaViolation]:
             )
         )
     return out + _semantic_problems(doc, completed=completed)
+
+
+def pinpoint(violation: SchemaViolation) -> SchemaViolation:
+    """Name the missing key in the path: ``$.x: 'y' is a required property`` becomes
+    ``$.x.y: is required but missing``; any other violation is returned as it is."""
+    match = _REQUIRED.fullmatch(violation.message)
+    if match is None:
+        return violation
+    return SchemaViolation(f"{violation.path}.{match.group(1)}", "is required but missing")
+
+
+def _outside(violations: list[SchemaViolation], *prefixes: str) -> list[SchemaViolation]:
+    """``violations`` but those at or under one of ``prefixes`` (another group reports them)."""
+
+    def under(path: str, prefix: str) -> bool:
+        return path == prefix or path.startswith((prefix + ".", prefix + "["))
+
+    # The pinpointed path, so "'x' is a required property" at the parent counts as under x.
+    return [v for v in violations if not any(under(pinpoint(v).path, p) for p in prefixes)]
+
+
+def stamp_problems(summary: Mapping[str, Any]) -> list[str]:
+    """The stamps every other rule relies on (docs/contracts.md §verdict step 2), whatever the
+    status: ``metric_schema_version`` the exact int 1, ``runtime_manifest`` an object whose
+    ``schema_version`` is the exact int 1. Whole sentences; empty when they hold."""
+    out: list[str] = []
+    if "metric_schema_version" not in summary:
+        out.append("run_summary stamp $.metric_schema_version is missing; expected the exact int 1")
+    elif not (
+        is_exact_int(summary["metric_schema_version"]) and summary["metric_schema_version"] == 1
+    ):
+        out.append(
+            f"run_summary stamp $.metric_schema_version={show(summary['metric_schema_version'])} must be the exact int 1"
+        )
+    manifest = summary.get("runtime_manifest")
+    if not isinstance(manifest, dict):
+        what = "missing" if "runtime_manifest" not in summary else show(manifest)
+        out.append(f"run_summary $.runtime_manifest must be an object, got {what}")
+    elif "schema_version" not in manifest:
+        out.append(
+            "run_summary stamp $.runtime_manifest.schema_version is missing; expected the exact int 1"
+        )
+    elif not (is_exact_int(manifest["schema_version"]) and manifest["schema_version"] == 1):
+        out.append(
+            f"run_summary stamp $.runtime_manifest.schema_version={show(manifest['schema_version'])} must be the exact int 1"
+        )
+    return out
+
+
+def _flight_problems(flight: Any) -> tuple[list[SchemaViolation], list[SchemaViolation]]:
+    """A completed run's final inference flight: its counters that are not exact ints >= 0,
+    else whether it drained. A flight that is not an object is a schema finding."""
+    if not isinstance(flight, dict):
+        return [], []
+    malformed: list[SchemaViolation] = []
+    for name in FLIGHT_COUNTERS:
+        value = flight.get(name)
+        if not is_exact_int(value) or value < 0:
+            got = "missing" if name not in flight else f"got {show(value)}"
+            malformed.append(
+                SchemaViolation(f"{FLIGHT_PATH}.{name}", f"must be an exact int >= 0, {got}")
+            )
+    depth, lag = flight.get("queue_depth"), flight.get("publication_lag")
+    if malformed or (depth == 0 and lag == 0):
+        return malformed, []
+    return [], [
+        SchemaViolation(
+            FLIGHT_PATH,
+            f"final inference flight is not drained (queue_depth={depth}, publication_lag={lag})",
+        )
+    ]
+
+
+def _in_flight_problems(flight: Any) -> list[SchemaViolation]:
+    """At most one tick in flight while running, none at the end (the message is the whole
+    sentence)."""
+    if not isinstance(flight, Mapping):
+        return []
+    out: list[SchemaViolation] = []
+    most = flight.get("max_in_flight")
+    if is_exact_int(most) and most > MAX_IN_FLIGHT:
+        path = f"{FLIGHT_PATH}.max_in_flight"
+        out.append(
+            SchemaViolation(
+                path,
+                f"inference flight exceeded one tick: {path}={most}, expected at most {MAX_IN_FLIGHT}",
+            )
+        )
+    left = flight.get("in_flight")
+    if is_exact_int(left) and left != 0:
+        path = f"{FLIGHT_PATH}.in_flight"
+        out.append(
+            SchemaViolation(
+                path, f"a tick was still in flight at the end: {path}={left}, expected 0"
+            )
+        )
+    return out
+
+
+def _env_step_problems(
+    summary: Mapping[str, Any], manifest: Mapping[str, Any]
+) -> list[SchemaViolation]:
+    """``total_env_steps = (warmup_ticks + completed_iterations) x num_envs`` when the manifest
+    records its ``runtime_limits`` (the message is the whole sentence)."""
+    limits = manifest.get("runtime_limits")
+    limits = limits if isinstance(limits, Mapping) else {}
+    total, done = summary.get("total_env_steps"), summary.get("completed_iterations")
+    warmup, envs = limits.get("warmup_ticks"), limits.get("num_envs")
+    if not all(is_exact_int(v) for v in (total, done, warmup, envs)):
+        return []  # an older producer without runtime_limits, or a schema finding
+    expected = (warmup + done) * envs
+    if total == expected:
+        return []
+    return [
+        SchemaViolation(
+            "$.total_env_steps",
+            f"run_summary $.total_env_steps={total} breaks (warmup_ticks + completed_iterations) x "
+            f"num_envs = ({warmup} + {done}) x {envs} = {expected} ({LIMITS_PATH})",
+        )
+    ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SummaryCheck:
+    """Every rule of a valid ``run_summary.json`` that one document breaks, by group.
+
+    Each group is a tuple of violations (JSON path, message); a group another group's
+    paths would repeat leaves them to it, so one fault is one violation.
+
+    Attributes:
+        completed: the status is ``completed``: the completed-run rules apply.
+        stamps: broken stamps (:func:`stamp_problems`, whole sentences). When there are
+            any, ``schema`` holds the whole schema's findings and no other rule is checked.
+        schema: the schema and :func:`validate_run_summary`'s cross-field rules, but for
+            the paths the groups below report.
+        flight_counters: a completed run's final inference-flight counters that are not
+            exact ints >= 0.
+        undrained: a completed run's final inference flight, not drained.
+        replay_ingress: a completed run's replay-ingress invariants (contracts.replay_ingress).
+        in_flight: a completed run's flight beyond one tick, or a tick left in flight (the
+            message is the whole sentence).
+        env_steps: a completed run's env-step identity (the message is the whole sentence).
+        shutdown: the shutdown contract (:func:`shutdown_problems`); None when the summary
+            has no shutdown record (the soak requires one, the document does not).
+    """
+
+    completed: bool
+    stamps: tuple[str, ...] = ()
+    schema: tuple[SchemaViolation, ...] = ()
+    flight_counters: tuple[SchemaViolation, ...] = ()
+    undrained: tuple[SchemaViolation, ...] = ()
+    replay_ingress: tuple[SchemaViolation, ...] = ()
+    in_flight: tuple[SchemaViolation, ...] = ()
+    env_steps: tuple[SchemaViolation, ...] = ()
+    shutdown: tuple[SchemaViolation, ...] | None = None
+
+    @property
+    def violations(self) -> list[SchemaViolation]:
+        """All of them, the schema's first; the summary is valid iff this is empty."""
+        if self.stamps:
+            return list(self.schema) or [SchemaViolation("$", stamp) for stamp in self.stamps]
+        return [
+            *self.schema,
+            *self.flight_counters,
+            *self.undrained,
+            *self.replay_ingress,
+            *self.in_flight,
+            *self.env_steps,
+            *(self.shutdown or ()),
+        ]
+
+
+def check(doc: Any) -> SummaryCheck:
+    """Check a parsed ``run_summary.json`` against the schema and every cross-field rule,
+    as a completed run when its status is ``completed``, else as a run that did not complete.
+    Never raises for any JSON value."""
+    if not isinstance(doc, dict):
+        return SummaryCheck(completed=False, schema=tuple(validate(doc, RUN_SUMMARY_SCHEMA)))
+    completed = doc.get("status") == "completed"
+    stamps = stamp_problems(doc)
+    if stamps:
+        schema = validate(doc, RUN_SUMMARY_SCHEMA)
+        return SummaryCheck(completed=completed, stamps=tuple(stamps), schema=tuple(schema))
+    manifest = doc["runtime_manifest"]
+    record = manifest.get("shutdown")
+    shutdown = None if record is None else tuple(shutdown_problems(record, completed=completed))
+    if not completed:
+        schema = _outside(validate_run_summary(doc, completed=False), SHUTDOWN_PATH)
+        return SummaryCheck(completed=False, schema=tuple(schema), shutdown=shutdown)
+    flight = manifest.get("inference_flight")
+    counters, undrained = _flight_problems(flight)
+    ingress = replay_ingress_problems(doc, manifest.get("replay_ingress"))
+    schema = _outside(
+        validate_run_summary(doc, completed=True),
+        SHUTDOWN_PATH,
+        RI_PATH,
+        *(f"{FLIGHT_PATH}.{name}" for name in FLIGHT_COUNTERS),
+    )
+    return SummaryCheck(
+        completed=True,
+        schema=tuple(schema),
+        flight_counters=tuple(counters),
+        undrained=tuple(undrained),
+        replay_ingress=tuple(SchemaViolation(path, message) for path, message in ingress),
+        in_flight=tuple(_in_flight_problems(flight)),
+        env_steps=tuple(_env_step_problems(doc, manifest)),
+        shutdown=shutdown,
+    )
 
 
 _RESOURCE_SOURCES: tuple[tuple[str, str, str], ...] = (

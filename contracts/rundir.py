@@ -7,9 +7,12 @@ Pure Python (no torch): the harness finds a run's files with it, the trainer nam
 writes with it.
 
 The JSON documents are read and written here too: :func:`read` (strict JSON, then the
-document's schema) and :func:`write` (the schema first, then an atomic write), each chosen by
-the document's file name (:data:`SCHEMAS`), and :func:`set_summary_section` is the one
-read-modify-write of ``run_summary.json`` after its run (``play`` records its section).
+document's schema and, for ``run_summary.json``, every cross-field rule of
+``contracts.run_summary.check``) and :func:`write` (the schema first, then an atomic write),
+each chosen by the document's file name (:data:`SCHEMAS`), and :func:`set_summary_section` is
+the one read-modify-write of ``run_summary.json`` after its run (``play`` records its section).
+The writer checks the schema only: a completed run that broke an invariant is recorded as it
+ran, and its readers (the soak's verdict first) see the breach.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from contracts.errors import StrictJsonError
+from contracts import run_summary
 from contracts.jsonio import load_strict, write_json_atomic
 from contracts.schemas import SchemaViolation, validate
 
@@ -133,7 +137,8 @@ def _first(schema: str, violations: Sequence[SchemaViolation]) -> str:
 
 
 def read(path: str | Path, document: str | None = None) -> Any:
-    """One JSON document of a run directory, strict JSON and valid against its schema.
+    """One JSON document of a run directory, strict JSON and valid: its schema, and for
+    ``run_summary.json`` every cross-field rule too (``contracts.run_summary.check``).
 
     Args:
         path: the file.
@@ -150,7 +155,10 @@ def read(path: str | Path, document: str | None = None) -> Any:
         raise DocumentError(path, "missing", "does not exist") from None
     except (OSError, StrictJsonError, ValueError, RecursionError) as err:
         raise DocumentError(path, "unreadable", str(err)) from err
-    violations = validate(doc, schema)
+    if schema == SCHEMAS[RUN_SUMMARY]:
+        violations = run_summary.check(doc).violations
+    else:
+        violations = validate(doc, schema)
     if violations:
         raise DocumentError(path, "invalid", _first(schema, violations), violations)
     return doc

@@ -25,9 +25,8 @@ import typer
 from contracts import rundir
 from contracts.cli_app import run_app
 from contracts.errors import HarnessError, StrictJsonError, UsageError
-from contracts.jsonio import dumps_strict, load_strict
+from contracts.jsonio import dumps_strict, is_exact_int, load_strict, show
 from contracts.paths import absolute
-from contracts.run_summary import is_exact_int, show
 from harness.metrics.events import ScalarEvent, read_scalars
 from harness.metrics.registry import REGISTRY_FILE, load_registry
 

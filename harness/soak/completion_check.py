@@ -1,12 +1,13 @@
-"""A completed run's own numbers held against each other and against its run directory
-(docs/soak.md "What the gate checks"; the verdict's steps 4.1 and 4.4).
+"""A completed run's summary held against its run directory and its run config
+(docs/soak.md "What the gate checks"; the verdict's step 4.4).
 
-The schema says what each field may hold; these checks say that the fields agree: the
-inference flight stayed within one tick, the env steps are ``(warm-up + iterations) x
-num_envs``, the run reached its iteration budget, every checkpoint has bytes, the
-``last_checkpoint`` exists, and every evaluated checkpoint is the file the run directory
-holds (its sha256). Each problem is ``(reason, classification)``; a field that is missing
-or of the wrong type is left to the schema step, so one fault gives one reason.
+The summary's agreement with itself (the inference flight within one tick, the env steps
+``(warm-up + iterations) x num_envs``) is the document's own rule, in
+``contracts.run_summary.check``; these checks need more than the document: the run reached
+its iteration budget, every checkpoint has bytes, the ``last_checkpoint`` exists, and every
+evaluated checkpoint is the file the run directory holds (its sha256). Each problem is
+``(reason, classification)``; a field that is missing or of the wrong type is left to the
+schema step, so one fault gives one reason.
 """
 
 from __future__ import annotations
@@ -18,28 +19,21 @@ from typing import Any
 
 from contracts import rundir
 from contracts.errors import StrictJsonError
-from contracts.jsonio import load_strict
+from contracts.jsonio import is_exact_int, load_strict, show
 from contracts.names import Classification
-from contracts.run_summary import is_exact_int, show
 
-__all__ = ["MAX_IN_FLIGHT", "completion_problems"]
+__all__ = ["completion_problems"]
 
 Problem = tuple[str, str]
-FLIGHT_PATH = "$.runtime_manifest.inference_flight"
-LIMITS_PATH = "$.runtime_manifest.runtime_limits"
-MAX_IN_FLIGHT = 1
-"""docs/contracts.md "Invariants": at most one tick is ever in flight."""
-SV, UF = Classification.SCHEMA_VIOLATION, Classification.UNKNOWN_FAILURE
+SV = Classification.SCHEMA_VIOLATION
 
 
 def completion_problems(summary: Mapping[str, Any], log_dir: Path) -> list[Problem]:
-    """Every disagreement of a completed summary with itself or its run directory."""
+    """Every disagreement of a completed summary with its run directory or run config."""
     manifest = summary.get("runtime_manifest")
     manifest = manifest if isinstance(manifest, Mapping) else {}
     run_config = _run_config(log_dir)
     return [
-        *_flight_problems(manifest.get("inference_flight")),
-        *_env_step_problems(summary, _limits(manifest)),
         *_budget_problems(summary, _limits(manifest), run_config),
         *_checkpoint_problems(summary, log_dir),
         *_evaluation_problems(summary, log_dir),
@@ -58,54 +52,6 @@ def _run_config(log_dir: Path) -> Mapping[str, Any]:
         return {}  # reported by the run-directory step
     config = doc.get("config") if isinstance(doc, dict) else None
     return config if isinstance(config, dict) else {}
-
-
-def _flight_problems(flight: Any) -> list[Problem]:
-    if not isinstance(flight, Mapping):
-        return []
-    out: list[Problem] = []
-    most = flight.get("max_in_flight")
-    if is_exact_int(most) and most > MAX_IN_FLIGHT:
-        out.append(
-            (
-                (
-                    f"inference flight exceeded one tick: {FLIGHT_PATH}.max_in_flight={most}, "
-                    f"expected at most {MAX_IN_FLIGHT}"
-                ),
-                UF,
-            )
-        )
-    left = flight.get("in_flight")
-    if is_exact_int(left) and left != 0:
-        out.append(
-            (
-                (
-                    f"a tick was still in flight at the end: {FLIGHT_PATH}.in_flight={left}, "
-                    "expected 0"
-                ),
-                UF,
-            )
-        )
-    return out
-
-
-def _env_step_problems(summary: Mapping[str, Any], limits: Mapping[str, Any]) -> list[Problem]:
-    total, done = summary.get("total_env_steps"), summary.get("completed_iterations")
-    warmup, envs = limits.get("warmup_ticks"), limits.get("num_envs")
-    if not all(is_exact_int(v) for v in (total, done, warmup, envs)):
-        return []  # an older producer without runtime_limits, or a schema finding
-    expected = (warmup + done) * envs
-    if total == expected:
-        return []
-    return [
-        (
-            (
-                f"run_summary $.total_env_steps={total} breaks (warmup_ticks + completed_iterations) x "
-                f"num_envs = ({warmup} + {done}) x {envs} = {expected} ({LIMITS_PATH})"
-            ),
-            SV,
-        )
-    ]
 
 
 def _budget_problems(

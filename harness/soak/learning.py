@@ -32,9 +32,8 @@ from typing import Any
 
 from contracts import rundir
 from contracts.errors import UsageError
-from contracts.jsonio import dumps_strict
+from contracts.jsonio import dumps_strict, show
 from contracts.names import Classification
-from contracts.run_summary import show
 from contracts.schemas import SchemaViolation, validate
 from harness.metrics.events import EventFileError, read_scalars
 from harness.soak.learning_clips import (

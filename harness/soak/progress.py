@@ -22,8 +22,7 @@ from typing import Any
 
 from contracts import rundir
 from contracts.errors import StrictJsonError
-from contracts.jsonio import loads_strict
-from contracts.run_summary import is_exact_int
+from contracts.jsonio import is_exact_int, loads_strict
 
 TAIL_BYTES = 8192
 

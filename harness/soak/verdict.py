@@ -8,11 +8,16 @@ artifacts, acceleration fallbacks, shutdown). Given a ``LearningCfg``, the learn
 follows; its enforced findings come last. The soak passes only if no reason was recorded.
 Every rejection names the JSON path (or the file) it is about. Pure apart from reading the run directory: no
 process handling, no writes, no torch.
+
+What a valid summary is, is not decided here: ``contracts.run_summary.check`` finds every
+broken rule of the document, by group, and this module is the soak's policy over them: the
+order, the classification each group sets, that broken stamps stop the checks, and what the
+soak requires beyond the document (a shutdown record, the run directory's artifacts, no
+acceleration fallback).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,29 +25,28 @@ from typing import Any, Literal
 
 from contracts import rundir
 from contracts.errors import StrictJsonError
-from contracts.jsonio import loads_strict
+from contracts.jsonio import is_exact_int, loads_strict, show
 from contracts.names import Classification
 from contracts.run_summary import (
     SHUTDOWN_PATH,
-    is_exact_int,
+    SummaryCheck,
+    check,
+    pinpoint,
     resource_summary_fields,
-    show,
-    shutdown_problems,
     validate_run_summary,
 )
 from contracts.schemas import SchemaViolation
 from harness.soak.completion_check import completion_problems
 from harness.soak.headline import failure_reason, unclassified
-from harness.soak.ingress_check import RI_PATH, replay_ingress_problems
 from harness.soak.learning import LearningCfg, judge_learning, not_judged
 
 __all__ = ["Verdict", "judge_run_dir", "resource_summary_fields", "validate_run_summary"]
 
-FLIGHT_PATH = "$.runtime_manifest.inference_flight"
-FLIGHT_COUNTERS = ("queue_depth", "publication_lag")
 FALLBACKS_PATH = "$.runtime_manifest.cuda_graph.learner.fallbacks"
 DIAGNOSTICS_PATH = "$.runtime_manifest.backend_diagnostics.diagnostics"
-_REQUIRED = re.compile(r"'([^']+)' is a required property")
+SV = Classification.SCHEMA_VIOLATION
+SCHEMA_REASON = "run_summary schema violation at {path}: {message}"
+SHUTDOWN_REASON = "shutdown contract violated at {path}: {message}"
 MAX_SCHEMA_REASONS = 12
 MAX_MESSAGE = 240  # jsonschema quotes the whole offending value; a 16000-char error stays readable  # a fuzzed summary can break hundreds of rules; the first few say enough
 
@@ -112,14 +116,13 @@ class _Findings:
 
 
 def _pinpoint(violation: SchemaViolation) -> tuple[str, str]:
-    """Name the missing key in the path: ``$.x: 'y' is a required property`` -> ``$.x.y``."""
-    match = _REQUIRED.fullmatch(violation.message)
-    if match is None:
-        message = violation.message
-        return violation.path, message if len(message) <= MAX_MESSAGE else message[
-            : MAX_MESSAGE - 3
-        ] + "..."
-    return f"{violation.path}.{match.group(1)}", "is required but missing"
+    """The path naming a missing key (``contracts.run_summary.pinpoint``), the message cut
+    to :data:`MAX_MESSAGE`."""
+    violation = pinpoint(violation)
+    message = violation.message
+    if len(message) > MAX_MESSAGE:
+        message = message[: MAX_MESSAGE - 3] + "..."
+    return violation.path, message
 
 
 def _load_summary(path: Path) -> tuple[dict[str, Any] | None, str | None, str | None]:
@@ -162,41 +165,7 @@ def _load_summary(path: Path) -> tuple[dict[str, Any] | None, str | None, str | 
     return doc, None, None
 
 
-def _stamp_problems(summary: dict[str, Any]) -> list[str]:
-    """docs/contracts.md §verdict step 2: exact-int stamps and a manifest object (any status)."""
-    out: list[str] = []
-    if "metric_schema_version" not in summary:
-        out.append("run_summary stamp $.metric_schema_version is missing; expected the exact int 1")
-    elif not (
-        is_exact_int(summary["metric_schema_version"]) and summary["metric_schema_version"] == 1
-    ):
-        out.append(
-            f"run_summary stamp $.metric_schema_version={show(summary['metric_schema_version'])} must be the exact int 1"
-        )
-    manifest = summary.get("runtime_manifest")
-    if not isinstance(manifest, dict):
-        what = "missing" if "runtime_manifest" not in summary else show(manifest)
-        out.append(f"run_summary $.runtime_manifest must be an object, got {what}")
-    elif "schema_version" not in manifest:
-        out.append(
-            "run_summary stamp $.runtime_manifest.schema_version is missing; expected the exact int 1"
-        )
-    elif not (is_exact_int(manifest["schema_version"]) and manifest["schema_version"] == 1):
-        out.append(
-            f"run_summary stamp $.runtime_manifest.schema_version={show(manifest['schema_version'])} must be the exact int 1"
-        )
-    return out
-
-
-def _outside(violations: list[SchemaViolation], *prefixes: str) -> list[SchemaViolation]:
-    def under(path: str, prefix: str) -> bool:
-        return path == prefix or path.startswith((prefix + ".", prefix + "["))
-
-    # The pinpointed path, so "'x' is a required property" at the parent counts as under x.
-    return [v for v in violations if not any(under(_pinpoint(v)[0], p) for p in prefixes)]
-
-
-def _check_failed_run(summary: dict[str, Any], findings: _Findings) -> None:
+def _check_failed_run(summary: dict[str, Any], found: SummaryCheck, findings: _Findings) -> None:
     """docs/contracts.md §verdict step 3: the run did not complete."""
     status = summary.get("status")
     if "status" not in summary:
@@ -205,28 +174,19 @@ def _check_failed_run(summary: dict[str, Any], findings: _Findings) -> None:
         findings.add(
             f"run_summary status is '{status if isinstance(status, str) else show(status)}', expected 'completed' ($.status)"
         )
-    violations = _outside(validate_run_summary(summary, completed=False), SHUTDOWN_PATH)
-    findings.add_violations(
-        violations,
-        "run_summary schema violation at {path}: {message}",
-        Classification.SCHEMA_VIOLATION,
-    )
-    manifest = summary["runtime_manifest"]
-    shutdown = manifest.get("shutdown")
-    if shutdown is None:
+    findings.add_violations(found.schema, SCHEMA_REASON, Classification.SCHEMA_VIOLATION)
+    if found.shutdown is None:
         findings.add(
             f"shutdown diagnostics are unavailable ({SHUTDOWN_PATH} is missing or null)",
             Classification.UNKNOWN_FAILURE,
         )
         return
-    problems = shutdown_problems(shutdown, completed=False)
-    if problems:
+    if found.shutdown:
         findings.add_violations(
-            problems,
-            "shutdown contract violated at {path}: {message}",
-            Classification.SHUTDOWN_CONTRACT_VIOLATION,
+            found.shutdown, SHUTDOWN_REASON, Classification.SHUTDOWN_CONTRACT_VIOLATION
         )
         return
+    shutdown = summary["runtime_manifest"]["shutdown"]
     text = f"shutdown classification={shutdown['classification']}, owner={shutdown['owner']}, phase={shutdown['phase']}"
     exception = shutdown.get("exception")
     if isinstance(exception, dict):
@@ -238,35 +198,6 @@ def _check_failed_run(summary: dict[str, Any], findings: _Findings) -> None:
     # The producer knows why it stopped: its classification replaces the monitor's (docs/contracts.md §verdict).
     findings.replaced = findings.classification
     findings.classification = findings.replaced_with = shutdown["classification"]
-
-
-def _check_flight(manifest: dict[str, Any], findings: _Findings) -> None:
-    """docs/contracts.md §verdict step 4.1: the final inference flight is drained.
-
-    Fails closed: a counter that is not an exact int >= 0 is a finding here, not a value to
-    skip, so the gate never depends on the schema step to catch it (its schema violations at
-    these two paths are left out of step 4.3 to keep one reason per fault).
-    """
-    flight = manifest.get("inference_flight")
-    if not isinstance(flight, dict):
-        return  # absence and shape of the object are schema findings (step 4.3)
-    bad = False
-    for name in FLIGHT_COUNTERS:
-        value = flight.get(name)
-        if not is_exact_int(value) or value < 0:
-            got = "missing" if name not in flight else f"got {show(value)}"
-            findings.add(
-                f"final inference flight counter {FLIGHT_PATH}.{name} must be an exact int >= 0, {got}",
-                Classification.SCHEMA_VIOLATION,
-            )
-            bad = True
-    depth, lag = flight.get("queue_depth"), flight.get("publication_lag")
-    if not bad and (depth != 0 or lag != 0):
-        findings.add(
-            f"final inference flight is not drained (queue_depth={depth}, publication_lag={lag}) "
-            f"at {FLIGHT_PATH}",
-            Classification.UNKNOWN_FAILURE,
-        )
 
 
 def _reached_iteration(summary: dict[str, Any]) -> Any:
@@ -332,47 +263,39 @@ def _missing_artifacts(log_dir: Path, summary: dict[str, Any]) -> list[str]:
     return missing
 
 
-def _check_completed_run(summary: dict[str, Any], log_dir: Path, findings: _Findings) -> None:
+def _check_completed_run(
+    summary: dict[str, Any], found: SummaryCheck, log_dir: Path, findings: _Findings
+) -> None:
     """docs/contracts.md §verdict step 4, most actionable first."""
-    manifest = summary["runtime_manifest"]
-    _check_flight(manifest, findings)
-    for path, message in replay_ingress_problems(summary, manifest.get("replay_ingress")):
-        findings.add(
-            f"replay_ingress invariant violated at {path}: {message}",
-            Classification.SCHEMA_VIOLATION,
-        )
-    violations = _outside(
-        validate_run_summary(summary, completed=True),
-        SHUTDOWN_PATH,
-        RI_PATH,
-        *(f"{FLIGHT_PATH}.{name}" for name in FLIGHT_COUNTERS),
-    )
-    findings.add_violations(
-        violations,
-        "run_summary schema violation at {path}: {message}",
-        Classification.SCHEMA_VIOLATION,
-    )
-    missing = _missing_artifacts(log_dir, summary)
+    # 4.1: a malformed flight counter fails closed here, not only in the schema step
+    for v in found.flight_counters:
+        findings.add(f"final inference flight counter {v.path} {v.message}", SV)
+    for v in found.undrained:
+        findings.add(f"{v.message} at {v.path}", Classification.UNKNOWN_FAILURE)
+    for v in found.replay_ingress:  # 4.2
+        findings.add(f"replay_ingress invariant violated at {v.path}: {v.message}", SV)
+    findings.add_violations(found.schema, SCHEMA_REASON, SV)  # 4.3
+    missing = _missing_artifacts(log_dir, summary)  # 4.4
     if missing:
         findings.add(
             f"run directory is missing required artifacts: {', '.join(missing)} (in {log_dir})",
-            Classification.SCHEMA_VIOLATION,
+            SV,
         )
+    for v in found.in_flight:
+        findings.add(v.message, Classification.UNKNOWN_FAILURE)
+    for v in found.env_steps:
+        findings.add(v.message, SV)
     for reason, classification in completion_problems(summary, log_dir):
         findings.add(reason, classification)
-    _check_fallbacks(manifest, findings)
-    shutdown = manifest.get("shutdown")
-    if shutdown is None:
+    _check_fallbacks(summary["runtime_manifest"], findings)  # 4.5
+    if found.shutdown is None:  # 4.6
         findings.add(
             f"completed runtime_manifest is missing shutdown diagnostics ({SHUTDOWN_PATH})",
             Classification.SHUTDOWN_CONTRACT_VIOLATION,
         )
         return
-    problems = shutdown_problems(shutdown, completed=True)
     findings.add_violations(
-        problems,
-        "shutdown contract violated at {path}: {message}",
-        Classification.SHUTDOWN_CONTRACT_VIOLATION,
+        found.shutdown, SHUTDOWN_REASON, Classification.SHUTDOWN_CONTRACT_VIOLATION
     )
 
 
@@ -466,15 +389,15 @@ def _judge_summary(log_dir: Path, findings: _Findings) -> tuple[dict[str, Any] |
         assert reason is not None and classification is not None
         findings.add(reason, classification)
         return None, reason
-    stamp_problems = _stamp_problems(summary)
-    if stamp_problems:
-        for problem in stamp_problems:
-            findings.add(problem, Classification.SCHEMA_VIOLATION)
+    found = check(summary)
+    if found.stamps:  # step 2: every later rule reads the stamps
+        for problem in found.stamps:
+            findings.add(problem, SV)
         return summary, None
-    if summary.get("status") != "completed":
-        _check_failed_run(summary, findings)
+    if found.completed:
+        _check_completed_run(summary, found, log_dir, findings)
     else:
-        _check_completed_run(summary, log_dir, findings)
+        _check_failed_run(summary, found, findings)
     return summary, None
 
 

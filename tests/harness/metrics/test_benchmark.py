@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.run_summary import show
+from contracts.jsonio import show
 from harness.metrics.cli import ROWS, extract
 from tests.harness.metrics.event_files import scalar_event, write_event_file
 

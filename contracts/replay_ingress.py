@@ -1,10 +1,11 @@
-"""The replay-ingress invariants of a completed run (docs/soak.md, the verdict's step 4.2).
+"""The replay-ingress invariants of a completed run summary (docs/contracts.md §invariants).
 
 ``runtime_manifest.replay_ingress`` holds the ingress counters; a completed run must have
 consistent counters (:data:`INVARIANTS`, checked only when every counter they name is an
 exact int), a drained, used ingress, and published/released chunk counts equal to
 ``total_env_steps / ingress_slot_rows``. :func:`replay_ingress_problems` returns every
-violation as a ``(json path, message)`` pair.
+violation as a ``(json path, message)`` pair; ``contracts.run_summary.check`` applies them
+to a completed summary, and the soak's verdict reports them in its step 4.2. Pure Python.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from contracts.run_summary import is_exact_int, is_finite_number, show
+from contracts.jsonio import is_exact_int, is_finite_number, show
 
 RI_PATH = "$.runtime_manifest.replay_ingress"
 RI_COUNTERS = (
