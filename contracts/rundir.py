@@ -8,7 +8,8 @@ writes with it.
 
 The JSON documents are read and written here too: :func:`read` (strict JSON, then the
 document's schema and, for ``run_summary.json``, every cross-field rule of
-``contracts.run_summary.check``) and :func:`write` (the schema first, then an atomic write),
+``contracts.run_summary.check``; or, ``lenient``, strict JSON alone for a reader that must
+show a partial or broken run) and :func:`write` (the schema first, then an atomic write),
 each chosen by the document's file name (:data:`SCHEMAS`), and :func:`set_summary_section` is
 the one read-modify-write of ``run_summary.json`` after its run (``play`` records its section).
 The writer checks the schema only: a completed run that broke an invariant is recorded as it
@@ -22,8 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from contracts.errors import StrictJsonError
 from contracts import run_summary
+from contracts.errors import StrictJsonError
 from contracts.jsonio import load_strict, write_json_atomic
 from contracts.schemas import SchemaViolation, validate
 
@@ -136,16 +137,19 @@ def _first(schema: str, violations: Sequence[SchemaViolation]) -> str:
     return f"{schema}: {violations[0]}{more}"
 
 
-def read(path: str | Path, document: str | None = None) -> Any:
+def read(path: str | Path, document: str | None = None, *, lenient: bool = False) -> Any:
     """One JSON document of a run directory, strict JSON and valid: its schema, and for
     ``run_summary.json`` every cross-field rule too (``contracts.run_summary.check``).
 
     Args:
         path: the file.
         document: which document it is (:data:`RUN_SUMMARY`, ...); default: its file name.
+        lenient: strict JSON only, any JSON value, no schema or rule: for a reader that must
+            show what a partial or broken run left (a report, a table, the soak monitor) and
+            checks what it uses itself.
 
     Raises:
-        DocumentError: the file is missing, unreadable or invalid.
+        DocumentError: the file is missing, unreadable or (unless lenient) invalid.
     """
     path = Path(path)
     schema = _schema(path, document)
@@ -155,6 +159,8 @@ def read(path: str | Path, document: str | None = None) -> Any:
         raise DocumentError(path, "missing", "does not exist") from None
     except (OSError, StrictJsonError, ValueError, RecursionError) as err:
         raise DocumentError(path, "unreadable", str(err)) from err
+    if lenient:
+        return doc
     if schema == SCHEMAS[RUN_SUMMARY]:
         violations = run_summary.check(doc).violations
     else:

@@ -393,15 +393,13 @@ def print_summary_table(run_dir: Path) -> None:
     (``contracts.summary_table``: g1-soak shows the same rows under its verdict)."""
     from tabulate import tabulate
 
-    from contracts.errors import StrictJsonError
     from contracts.evaluation_text import evaluation_rows
-    from contracts.jsonio import load_strict
     from contracts.summary_table import summary_rows
     from trainer.play.record import summary_rows as play_rows
 
-    try:
-        summary = load_strict(run_dir / rundir.RUN_SUMMARY)
-    except (OSError, StrictJsonError):
+    try:  # lenient: the table shows what the run wrote
+        summary = rundir.read(run_dir / rundir.RUN_SUMMARY, lenient=True)
+    except rundir.DocumentError:
         return  # the failure was already reported on stderr
     if isinstance(summary, dict):
         rows = [

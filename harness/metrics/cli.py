@@ -24,8 +24,8 @@ import typer
 
 from contracts import rundir
 from contracts.cli_app import run_app
-from contracts.errors import HarnessError, StrictJsonError, UsageError
-from contracts.jsonio import dumps_strict, is_exact_int, load_strict, show
+from contracts.errors import HarnessError, UsageError
+from contracts.jsonio import dumps_strict, is_exact_int, show
 from contracts.paths import absolute
 from harness.metrics.events import ScalarEvent, read_scalars
 from harness.metrics.registry import REGISTRY_FILE, load_registry
@@ -118,10 +118,10 @@ def load_summary(run_dir: Path) -> dict[str, Any] | None:
     path = run_dir / rundir.RUN_SUMMARY
     if not path.exists():
         return None
-    try:
-        doc = load_strict(path)
-    except (OSError, StrictJsonError) as err:
-        raise HarnessError(f"run summary {path} is unreadable: {err}") from err
+    try:  # lenient: an unstamped legacy summary is read too (--legacy-unversioned)
+        doc = rundir.read(path, lenient=True)
+    except rundir.DocumentError as err:
+        raise HarnessError(f"run summary {path} is unreadable: {err.detail}") from err
     if not isinstance(doc, dict):
         raise HarnessError(
             f"run summary {path} is not a JSON object (got {type(doc).__name__}); fix or remove it"

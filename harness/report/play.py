@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from contracts import rundir
-from contracts.errors import StrictJsonError
-from contracts.jsonio import load_strict
 
 __all__ = ["play_html", "run_dir_of"]
 
@@ -32,8 +30,8 @@ def run_dir_of(artifact: dict[str, Any]) -> Path | None:
 
 def _play_section(run_dir: Path) -> dict[str, Any] | None:
     try:
-        summary = load_strict(run_dir / rundir.RUN_SUMMARY)
-    except (OSError, StrictJsonError):
+        summary = rundir.read(run_dir / rundir.RUN_SUMMARY, lenient=True)
+    except rundir.DocumentError:
         return None
     play = summary.get("play") if isinstance(summary, dict) else None
     return play if isinstance(play, dict) else None

@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from contracts import rundir
-from contracts.errors import StrictJsonError
-from contracts.jsonio import load_strict
 from harness.metrics.events import EventFileError, ScalarEvent, read_scalars
 
 CONSOLE_TAIL_LINES = 40
@@ -41,12 +39,13 @@ class RunData:
 
 
 def _read_json(path: Path) -> tuple[Any, str | None]:
+    """A document as the run left it (lenient: the report shows a broken run too)."""
     try:
-        return load_strict(path), None
-    except FileNotFoundError:
-        return None, f"{path.name} is missing"
-    except (OSError, StrictJsonError, ValueError, RecursionError) as err:
-        return None, f"{path.name} is unreadable: {err}"
+        return rundir.read(path, lenient=True), None
+    except rundir.DocumentError as err:
+        if err.problem == "missing":
+            return None, f"{path.name} is missing"
+        return None, f"{path.name} is unreadable: {err.detail}"
 
 
 def _scalars(data: RunData) -> None:

@@ -32,8 +32,11 @@ def soak_figures(artifact: Path, run_dir: Path) -> tuple[Figures, list[str]]:
     verdict = doc.get("status") if isinstance(doc, dict) else None
     if doc is not None and verdict != "passed":
         problems.append(f"soak {verdict}: {doc.get('failure_reason')}")
-    summary, missing = _load(run_dir / rundir.RUN_SUMMARY, "run summary")
-    problems += missing
+    try:  # lenient: the figures of a failed soak's run are still read
+        summary = rundir.read(run_dir / rundir.RUN_SUMMARY, lenient=True)
+    except rundir.DocumentError as err:
+        summary = None
+        problems.append(f"cannot read the run summary {err.path}: {err.detail}")
     summary = summary if isinstance(summary, dict) else {}
     figures = {
         "verdict": verdict if isinstance(verdict, str) else None,

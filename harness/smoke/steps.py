@@ -129,7 +129,10 @@ def judge_soak(step: str, rc: int, run_dir: Path, artifact: Path) -> Outcome:
     ipc = parse.has_ipc_warning(console)
     if ipc:
         problems.append(f"the soak console has torch's warning {parse.CUDA_IPC_WARNING!r}")
-    summary, _ = _read_json(run_dir / rundir.RUN_SUMMARY)
+    try:  # lenient: a failed soak's rates are still shown
+        summary = rundir.read(run_dir / rundir.RUN_SUMMARY, lenient=True)
+    except rundir.DocumentError:
+        summary = None
     summary = summary if isinstance(summary, dict) else {}
     tail = summary.get("tail_env_steps_per_sec")
     run_rate = summary.get("steady_env_steps_per_sec")

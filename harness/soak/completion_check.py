@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts import rundir
-from contracts.errors import StrictJsonError
-from contracts.jsonio import is_exact_int, load_strict, show
+from contracts.jsonio import is_exact_int, show
 from contracts.names import Classification
 
 __all__ = ["completion_problems"]
@@ -47,8 +46,8 @@ def _limits(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _run_config(log_dir: Path) -> Mapping[str, Any]:
     try:
-        doc = load_strict(log_dir / rundir.RUN_CONFIG)
-    except (OSError, StrictJsonError, RecursionError):
+        doc = rundir.read(log_dir / rundir.RUN_CONFIG, lenient=True)
+    except rundir.DocumentError:
         return {}  # reported by the run-directory step
     config = doc.get("config") if isinstance(doc, dict) else None
     return config if isinstance(config, dict) else {}
@@ -147,8 +146,8 @@ def _evaluated_checkpoints(
     if not isinstance(relative, str):
         return
     try:
-        doc = load_strict(log_dir / relative)
-    except (OSError, StrictJsonError, RecursionError):
+        doc = rundir.read(log_dir / relative, rundir.EVALUATION, lenient=True)
+    except rundir.DocumentError:
         return  # the learning verdict reports an unreadable evaluation.json
     points = doc.get("points") if isinstance(doc, dict) else None
     if isinstance(points, list):

@@ -470,17 +470,14 @@ class SoakMonitor:
 def _plan_from_run_config(log_dir: Path, min_duration_s: float) -> SoakPlan | None:
     """The plan of a trainer whose run_config.json carries algo.max_iterations and
     training.duration_seconds (this repository's ``train``); None until it exists."""
-    from contracts.errors import StrictJsonError
-    from contracts.jsonio import load_strict
-
     path = log_dir / rundir.RUN_CONFIG
     if not path.is_file():
         return None
-    try:
-        config = load_strict(path)["config"]
+    try:  # lenient: any trainer's run_config.json, read for what it says
+        config = rundir.read(path, lenient=True)["config"]
         cap = config["algo"].get("max_iterations")
         budget = config.get("training", {}).get("duration_seconds")
-    except (OSError, StrictJsonError, KeyError, TypeError, AttributeError):
+    except (rundir.DocumentError, KeyError, TypeError, AttributeError):
         return SoakPlan(None, None, min_duration_s)
     iterations = cap if isinstance(cap, int) and not isinstance(cap, bool) else None
     duration = float(budget) if isinstance(budget, int | float) and budget > 0 else None
@@ -488,13 +485,10 @@ def _plan_from_run_config(log_dir: Path, min_duration_s: float) -> SoakPlan | No
 
 
 def _motion_from_run_config(log_dir: Path) -> str | None:
-    from contracts.errors import StrictJsonError
-    from contracts.jsonio import load_strict
-
     try:
-        doc = load_strict(log_dir / rundir.RUN_CONFIG)
+        doc = rundir.read(log_dir / rundir.RUN_CONFIG, lenient=True)
         value = doc["config"]["env"]["commands"]["motion"]["motion_file"]
-    except (OSError, StrictJsonError, KeyError, TypeError):
+    except (rundir.DocumentError, KeyError, TypeError):
         return None
     return value if isinstance(value, str) else None
 

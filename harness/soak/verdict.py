@@ -240,10 +240,10 @@ def _missing_artifacts(log_dir: Path, summary: dict[str, Any]) -> list[str]:
     if not config_path.is_file():
         missing.append(rundir.RUN_CONFIG)
     else:
-        try:
-            run_config = loads_strict(config_path.read_bytes().decode("utf-8"))
-        except (OSError, UnicodeDecodeError, StrictJsonError, RecursionError) as err:
-            missing.append(f"a readable run_config.json ({err})")
+        try:  # lenient: the run config of any trainer, read for its checkpoint plan
+            run_config = rundir.read(config_path, lenient=True)
+        except rundir.DocumentError as err:
+            missing.append(f"a readable run_config.json ({err.detail})")
         else:
             if not isinstance(run_config, dict):
                 missing.append(f"{rundir.RUN_CONFIG} as a JSON object")

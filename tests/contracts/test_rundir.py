@@ -59,6 +59,25 @@ def test_read_gives_a_valid_document_and_says_why_not_otherwise(tmp_path: Path) 
     assert problems == {"nan.json": "unreadable", "empty.json": "invalid", "gone.json": "missing"}
 
 
+def test_a_lenient_read_is_strict_json_alone(tmp_path: Path) -> None:
+    """What a report or a table reads: whatever the run left, if it is strict JSON."""
+    path = tmp_path / rundir.RUN_SUMMARY
+    path.write_text('{"status": "failed"}')
+    with pytest.raises(rundir.DocumentError) as info:
+        rundir.read(path)
+    assert info.value.problem == "invalid"
+    assert rundir.read(path, lenient=True) == {"status": "failed"}
+    path.write_text("[1]")
+    assert rundir.read(path, lenient=True) == [1]
+    path.write_text('{"a": NaN}')
+    with pytest.raises(rundir.DocumentError) as info:
+        rundir.read(path, lenient=True)
+    assert info.value.problem == "unreadable" and "non-finite" in info.value.detail
+    with pytest.raises(rundir.DocumentError) as info:
+        rundir.read(tmp_path / rundir.RUN_CONFIG, lenient=True)
+    assert info.value.problem == "missing"
+
+
 def test_write_never_writes_an_invalid_document(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"^evaluation\.v1\.json: "):
         rundir.write(tmp_path / rundir.EVALUATION, {"points": []})

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from contracts.jsonio import load_strict
+from contracts.jsonio import load_strict, write_json_atomic
 from contracts.schemas import validate
 from trainer import cli
 from trainer.__main__ import dispatch
@@ -314,6 +314,20 @@ def test_passing_preflight_hands_a_resolved_run_context_to_the_runtime(
     run_config = load_strict(ctx.run_dir / "run_config.json")
     assert validate(run_config, "run_config.v1.json") == []
     assert run_config["run"]["configured_seed_source"] == "override"
+    # evaluate reads the run config train wrote through the contract, schema-checked
+    from contracts.errors import UsageError
+    from trainer.evaluation.offline import resolve_target
+
+    (ctx.run_dir / "model_1.pt").write_bytes(b"")
+    target = resolve_target(ctx.run_dir)
+    assert target.run_config == {
+        "algo": "flashsac", "task": "g1_motion_tracking", "sim": "mujoco",
+        "overrides": run_config["overrides"],
+    }  # fmt: skip
+    del run_config["run"]["hostname"]
+    write_json_atomic(ctx.run_dir / "run_config.json", run_config)
+    with pytest.raises(UsageError, match=r"not a run_config\.json written by train .*hostname"):
+        resolve_target(ctx.run_dir)
 
 
 def test_sigint_before_training_exits_130_with_an_external_cancellation_summary(

@@ -21,8 +21,7 @@ from typing import Any
 import torch
 
 from contracts import rundir
-from contracts.errors import StrictJsonError, UsageError
-from contracts.jsonio import load_strict
+from contracts.errors import UsageError
 from contracts.motions import MOTION_KEY
 from contracts.names import Backend
 from trainer.config.errors import ConfigError
@@ -74,11 +73,14 @@ def _read_run_config(run_dir: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        doc = load_strict(path)
-        return {"algo": doc["run"]["algo"], "task": doc["run"]["task"],
-                "sim": doc["run"]["sim_backend"], "overrides": list(doc["overrides"])}  # fmt: skip
-    except (OSError, StrictJsonError, KeyError, TypeError) as err:
-        raise UsageError(f"{path} is not a run_config.json written by train ({err})") from err
+        doc = rundir.read(path)
+    except rundir.DocumentError as err:
+        raise UsageError(
+            f"{path} is not a run_config.json written by train ({err.detail})"
+        ) from err
+    run = doc["run"]  # the schema requires these
+    return {"algo": run["algo"], "task": run["task"], "sim": run["sim_backend"],
+            "overrides": list(doc["overrides"])}  # fmt: skip
 
 
 def resolve_target(path: Path) -> Target:

@@ -23,8 +23,6 @@ from typing import Any
 
 from contracts import rundir
 from contracts.cli_app import EXIT_FAILED, EXIT_OK
-from contracts.errors import StrictJsonError
-from contracts.jsonio import load_strict
 from contracts.parent_death import die_with_parent_preexec
 from trainer.play.record import PlayRecord, record_play, skipped
 
@@ -79,8 +77,8 @@ def play_requested(overrides: Sequence[Any]) -> bool:
 
 def _summary(run_dir: Path) -> dict[str, Any]:
     try:
-        doc = load_strict(run_dir / rundir.RUN_SUMMARY)
-    except (OSError, StrictJsonError):
+        doc = rundir.read(run_dir / rundir.RUN_SUMMARY, lenient=True)
+    except rundir.DocumentError:
         return {}
     return doc if isinstance(doc, dict) else {}
 

@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contracts import rundir
-from contracts.errors import StrictJsonError
-from contracts.jsonio import load_strict
 from contracts.rundir import checkpoint_files
 from trainer.config.errors import ConfigError
 from trainer.play.precheck import PlayInputError, locate
@@ -65,16 +63,16 @@ def find_checkpoint(run_dir: Path) -> Path:
 
 def _read_run_config(run_dir: Path) -> dict[str, Any]:
     path = run_dir / rundir.RUN_CONFIG
-    try:
-        doc = load_strict(path)
-    except FileNotFoundError:
-        msg = (
-            f"{run_dir} has no run_config.json; play needs the run directory train wrote "
-            "(a checkpoint must stay in it)"
-        )
-        raise PlayInputError(msg) from None
-    except (OSError, StrictJsonError) as err:
-        raise PlayInputError(f"{path} is unreadable: {err}") from err
+    try:  # lenient: the config section is checked below, the rest play does not read
+        doc = rundir.read(path, lenient=True)
+    except rundir.DocumentError as err:
+        if err.problem == "missing":
+            msg = (
+                f"{run_dir} has no run_config.json; play needs the run directory train wrote "
+                "(a checkpoint must stay in it)"
+            )
+            raise PlayInputError(msg) from None
+        raise PlayInputError(f"{path} is unreadable: {err.detail}") from err
     if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
         raise PlayInputError(f"{path} has no 'config' object; it was not written by train")
     return doc
