@@ -47,6 +47,7 @@ def summary_rows(summary: Mapping[str, Any], run_dir: str | None = None) -> list
         ("iterations", _fmt(summary.get("completed_iterations"), ",d")),
         ("env steps", _fmt(summary.get("total_env_steps"), ",d")),
         ("env steps/s (steady)", _fmt(summary.get("steady_env_steps_per_sec"), ",.0f")),
+        ("env steps/s (whole training)", _fmt(summary.get("training_env_steps_per_sec"), ",.0f")),
         ("env steps/s (final / tail)", (f"{_fmt(summary.get('final_env_steps_per_sec'), ',.0f')}"
          f" / {_fmt(summary.get('tail_env_steps_per_sec'), ',.0f')}")),
         ("mean episode length", _fmt(summary.get("mean_episode_length"))),

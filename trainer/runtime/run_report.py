@@ -91,6 +91,7 @@ class RunReport:
             tail_fps = (tail[-1][1] - tail[0][1]) / (tail[-1][0] - tail[0][0])
         report = pump.last_report or {}
         final_rate = state.final_span.env_steps_per_sec()
+        training_s = self.budget.elapsed_s()  # training/startup_complete to the last tick
 
         def finite(key: str) -> float | None:
             value = report.get(key)
@@ -112,6 +113,9 @@ class RunReport:
             "tail_env_steps_per_sec": tail_fps,
             "steady_env_steps_per_sec": (
                 state.steady.env_steps_per_sec() if state.steady is not None else None
+            ),
+            "training_env_steps_per_sec": (
+                self.total_env_steps() / training_s if training_s else None
             ),
             "final_learner_replay_rows_per_sec": final_rate,  # one replay row per env step
             "final_cycle_wall_ms": final.get("cycle_device_ms", final.get("cycle_host_ms")),
