@@ -16,7 +16,7 @@ CUDA_IPC_WARNING = "Producer process has been terminated before all shared CUDA 
 RATE_SPREAD_MAX = 2.0
 """Steady ``train:`` rates may differ by at most this factor from each other and from the
 run's own tail rate; an unwindowed rate once jumped 170x within one run
-(docs/runtime.md "Three rates")."""
+(docs/runtime.md "Four rates")."""
 STEADY_FROM = 0.25
 """Rate lines count as steady from this fraction of the last line's iteration on."""
 

@@ -50,9 +50,8 @@ def test_a_pass_shows_the_trainers_summary_table(tmp_path: Path) -> None:
     for label in ("status", "iterations", "env steps", "mean reward (final / best)", "error"):
         assert f" {label} " in trainer
     assert f"{summary['total_env_steps']:,}" in trainer and "completed" in trainer
-    steady = render_summary(
-        _artifact("passed", None, {**summary, "steady_env_steps_per_sec": 123456.7}),
-        tmp_path / "a.json",
-    )
+    rates = {"steady_env_steps_per_sec": 123456.7, "training_env_steps_per_sec": 98765.4}
+    steady = render_summary(_artifact("passed", None, {**summary, **rates}), tmp_path / "a.json")
     assert " env steps/s (steady) " in steady and "123,457" in steady
+    assert " env steps/s (whole training) " in steady and "98,765" in steady
     assert max(len(line) for line in text.splitlines()[:-2]) <= 100  # COLUMNS=100 in tests

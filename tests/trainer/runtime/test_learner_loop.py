@@ -108,6 +108,11 @@ def test_completed_run_passes_the_soak_checks(make_ctx):
     assert sorted(p.name for p in ctx.run_dir.glob("model_*.pt")) == ["model_4.pt", "model_6.pt"]
     assert len(list(ctx.run_dir.glob("events.out.tfevents.*"))) == 1
     assert summary["final_mean_reward"] is not None and summary["mean_episode_length"] is not None
+    # the whole-training rate: every committed row over the span the time budget measured
+    span = summary["time_budget"]["training_seconds"]
+    assert summary["training_env_steps_per_sec"] == pytest.approx(
+        summary["total_env_steps"] / span, rel=0.05
+    )
     lines = [json.loads(line) for line in (ctx.run_dir / "progress.jsonl").read_text().splitlines()]
     phases = [line["phase"] for line in lines]
     assert phases[0] == "startup/begin" and phases[-1] == "finalize/logger_finish"
