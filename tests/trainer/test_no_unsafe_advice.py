@@ -88,11 +88,7 @@ def test_train_refuses_a_clip_it_cannot_read_safely_without_unsafe_advice(
         np.savez(clip, joint_pos=np.array([{"a": 1}], dtype=object))
     else:
         clip.write_bytes(HOSTILE_PICKLE * 40)
-    override = f"env.commands.motion.motion_file={clip}"
-    code, out = _run(
-        sys.executable, "-m", "trainer", "check-config",
-        "--algo", "flashsac", "--task", "g1_motion_tracking", "--sim", "mujoco", override,
-    )  # fmt: skip
+    code, out = _check_config_with_clip(clip)
     assert code == 2, out[-2000:]
     assert out.strip().splitlines()[-1] == (
         f"error: motion file '{clip}' {why}; re-export it with numpy.savez"
@@ -103,13 +99,18 @@ def test_train_refuses_a_clip_it_cannot_read_safely_without_unsafe_advice(
 def test_train_names_a_clip_of_a_format_it_does_not_read(tmp_path: Path) -> None:
     tsv = tmp_path / "clip.tsv"
     tsv.write_text("a\tb\n1\t2\n", encoding="utf-8")
-    override = f"env.commands.motion.motion_file={tsv}"
-    code, out = _run(
-        sys.executable, "-m", "trainer", "check-config",
-        "--algo", "flashsac", "--task", "g1_motion_tracking", "--sim", "mujoco", override,
-    )  # fmt: skip
+    code, out = _check_config_with_clip(tsv)
     assert code == 2, out[-2000:]
     assert out.strip().splitlines()[-1] == (
         f"error: motion file '{tsv}' is a '.tsv' file; clips are .npz or .csv, pass one"
     )
     assert not any(word in out for word in UNSAFE)
+
+
+def _check_config_with_clip(clip: Path) -> tuple[int, str]:
+    """``python -m trainer check-config`` of the CPU owner with ``clip`` as its motion file."""
+    return _run(
+        sys.executable, "-m", "trainer", "check-config",
+        "--algo", "flashsac", "--task", "g1_motion_tracking", "--sim", "mujoco",
+        f"env.commands.motion.motion_file={clip}",
+    )  # fmt: skip
