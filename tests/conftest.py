@@ -1,5 +1,7 @@
 """Shared pytest setup: the `gpu` marker skips cleanly without CUDA; private cache and schema
-directories; no test may leave a process behind.
+directories; no test may leave a process behind; how many times a fault scenario runs
+(``--fault-repeats``, ``--expensive-fault-repeats``: tests/faults/repeat.py, docs/soak.md
+"Running the fault suite, and its repetition").
 
 The orphan check: pytest makes itself a child subreaper, so a process whose parent died
 (an orphan) is re-parented to pytest instead of init and stays its descendant. After each
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import os
 import shutil
 import signal
@@ -108,7 +111,31 @@ def _describe(procs: list[psutil.Process]) -> str:
     return "; ".join(parts)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fault suite", "repeating the fault scenarios (tests/faults/repeat.py)")
+    group.addoption(
+        "--fault-repeats",
+        type=int,
+        default=3,
+        metavar="N",
+        help="run each fault scenario N times; the N outcomes must be identical (default 3)",
+    )
+    group.addoption(
+        "--expensive-fault-repeats",
+        type=int,
+        default=1,
+        metavar="N",
+        help=(
+            "run each real-trainer stop and kill scenario (20-40 s each) N times; the N "
+            "outcomes must be identical (default 1; 3 for the full repetition)"
+        ),
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    for name in ("--fault-repeats", "--expensive-fault-repeats"):
+        if config.getoption(name) < 1:
+            raise pytest.UsageError(f"{name} must be at least 1")
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
@@ -165,6 +192,22 @@ class FixtureProcesses:
 def fixture_processes() -> FixtureProcesses:
     """For fixtures of wider scope that keep processes across tests (``FixtureProcesses``)."""
     return FixtureProcesses()
+
+
+@dataclasses.dataclass(frozen=True)
+class FaultRepeats:
+    """How many times a fault scenario runs (``--fault-repeats``, ``--expensive-fault-repeats``)."""
+
+    cheap: int
+    expensive: int
+
+
+@pytest.fixture(scope="session")
+def fault_repeats(pytestconfig: pytest.Config) -> FaultRepeats:
+    return FaultRepeats(
+        cheap=pytestconfig.getoption("--fault-repeats"),
+        expensive=pytestconfig.getoption("--expensive-fault-repeats"),
+    )
 
 
 @pytest.fixture(autouse=True)

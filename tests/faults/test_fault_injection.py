@@ -3,8 +3,10 @@
 Every scenario starts the real runner as a subprocess with tiny intervals, waits for it,
 then asserts the exit code, the exact ``failure_classification``, a reason substring and
 that the written artifact validates against schemas/soak_artifact.0.3.0.json. The
-children live in tests/faults/children/. After the module no process carrying one of the
-suite's soak markers may survive.
+children live in tests/faults/children/. Each scenario runs ``--fault-repeats`` times
+(default 3), each repeat in its own directory, and the repeats' outcomes must be identical
+(tests/faults/repeat.py); the assertions then read the first repeat. No process carrying
+one of a repeat's soak markers may outlive it (the module checks again at its end).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,7 @@ from contracts.jsonio import load_strict
 from contracts.procfs import is_same_process, read_stat
 from contracts.schemas import validate
 from harness.soak.rejudge import replay
+from tests.faults.repeat import assert_identical, repeat_roots, soak_outcome
 
 CHILDREN = Path(__file__).resolve().parent / "children"
 SOAK_RUN = [
@@ -46,18 +50,33 @@ FAST = [
     "--min-duration-seconds",
     "0",
 ]
-LEAK_TRENDS = ["--trend-warmup-seconds", "0", "--trend-min-window-seconds", "1"]
+# no warm-up: the trend reads the child from its start, so trend scenarios run their repeats
+# one after another (a neighbour slowing the child's start shows as RSS growth)
+LEAK_TRENDS = ("--trend-warmup-seconds", "0", "--trend-min-window-seconds", "1")
 RUN_TIMEOUT_S = 60
 
 
 class Soak:
-    """One finished soak: exit code, stdout JSON and the artifact."""
+    """One finished soak: exit code, stdout JSON, the artifact and the processes of the soak
+    still alive when it had exited (``survivors``), run in the directory ``root``."""
 
-    def __init__(self, proc: subprocess.CompletedProcess[str], artifact_path: Path) -> None:
+    def __init__(
+        self, proc: subprocess.CompletedProcess[str], artifact_path: Path, root: Path
+    ) -> None:
+        self.root = root
         self.returncode = proc.returncode
         self.stderr = proc.stderr
         self.result = json.loads(proc.stdout)
         self.artifact: dict[str, Any] = load_strict(artifact_path)
+        self.soak_id: str = self.artifact["monitor"]["soak_id"]
+        _SOAK_IDS.append(self.soak_id)
+        self.survivors = _marked_pids(self.soak_id)
+
+    def outcome(self) -> dict[str, Any]:
+        """What the repeats of a scenario must share (tests/faults/repeat.py)."""
+        return soak_outcome(
+            self.artifact, exit_code=self.returncode, root=self.root, survivors=self.survivors
+        )
 
     @property
     def classification(self) -> str | None:
@@ -69,41 +88,79 @@ class Soak:
 
 
 _SOAK_IDS: list[str] = []
+_REPEATS = 3  # set from --fault-repeats by _no_leftover_processes
 
 
 def _argv(
-    tmp_path: Path, child: str, *child_args: str, extra: tuple[str, ...] = ()
+    root: Path, child: str, *child_args: str, extra: tuple[str, ...] = ()
 ) -> tuple[list[str], Path]:
-    artifact = tmp_path / "artifact.json"
+    """The soak of ``child`` in ``root``; ``{root}`` in a child argument becomes ``root``."""
+    artifact = root / "artifact.json"
     argv = [
         *SOAK_RUN,
         "--json",
         *FAST,
         *extra,
         "--log-dir",
-        str(tmp_path / "run"),
+        str(root / "run"),
         "--output",
         str(artifact),
         "--",
         sys.executable,
         str(CHILDREN / child),
         "{log_dir}",
-        *child_args,
+        *(arg.replace("{root}", str(root)) for arg in child_args),
     ]
     return argv, artifact
 
 
-def run_soak(tmp_path: Path, child: str, *child_args: str, extra: tuple[str, ...] = ()) -> Soak:
-    argv, artifact = _argv(tmp_path, child, *child_args, extra=extra)
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
-    assert proc.stdout, proc.stderr
-    soak = Soak(proc, artifact)
-    _SOAK_IDS.append(soak.artifact["monitor"]["soak_id"])
-    return soak
+def run_soaks(
+    tmp_path: Path,
+    child: str,
+    *child_args: str,
+    extra: tuple[str, ...] = (),
+    side_by_side: bool = True,
+) -> list[Soak]:
+    """Run the scenario ``--fault-repeats`` times, one directory each, and assert that the
+    outcomes are identical. The repeats run side by side (their processes, markers and
+    directories are their own), except where a neighbour would change what a check
+    measures (``side_by_side=False``: the trend scenarios, see ``LEAK_TRENDS``; the GPU's
+    memory is the whole device's)."""
+
+    def one(root: Path) -> Soak:
+        argv, artifact = _argv(root, child, *child_args, extra=extra)
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False
+        )
+        assert proc.stdout, proc.stderr
+        return Soak(proc, artifact, root)
+
+    roots = repeat_roots(tmp_path, _REPEATS)
+    if side_by_side and len(roots) > 1:
+        with ThreadPoolExecutor(len(roots)) as pool:
+            soaks = list(pool.map(one, roots))
+    else:
+        soaks = [one(root) for root in roots]
+    assert_identical([soak.outcome() for soak in soaks], f"{child} {' '.join(child_args)}")
+    return soaks
+
+
+def run_soak(
+    tmp_path: Path,
+    child: str,
+    *child_args: str,
+    extra: tuple[str, ...] = (),
+    side_by_side: bool = True,
+) -> Soak:
+    """The first of :func:`run_soaks`' identical repeats."""
+    return run_soaks(tmp_path, child, *child_args, extra=extra, side_by_side=side_by_side)[0]
 
 
 def assert_valid(soak: Soak) -> None:
     assert validate(soak.artifact, "soak_artifact.0.3.0.json") == []
+    # no process of the soak outlived it but those the artifact names as residuals
+    residual = {p["pid"] for p in soak.artifact["post_shutdown"]["residual_processes"]}
+    assert set(soak.survivors) <= residual, soak.survivors
     assert soak.result["status"] == soak.artifact["status"]
     assert soak.result["failure_classification"] == soak.classification
     assert soak.returncode == (0 if soak.artifact["status"] == "passed" else 1)
@@ -147,7 +204,9 @@ def _marked_pids(soak_id: str) -> list[int]:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _no_leftover_processes() -> Iterator[None]:
+def _no_leftover_processes(fault_repeats: Any) -> Iterator[None]:
+    global _REPEATS
+    _REPEATS = fault_repeats.cheap
     yield
     leftovers = {soak_id: _marked_pids(soak_id) for soak_id in _SOAK_IDS}
     for pids in leftovers.values():
@@ -169,7 +228,7 @@ def test_clean_run_passes_with_a_valid_artifact(tmp_path: Path) -> None:
     assert art["resource_summary"]["replay_ingress_final_occupancy"] == 0
     assert art["resource_summary"]["max_progress_bytes"] > 0
     assert art["monitor"]["sample_count"] == len(art["samples"]) >= 2
-    assert art["console_log"] == str(tmp_path / "run" / "soak-console.log")
+    assert art["console_log"] == str(soak.root / "run" / "soak-console.log")
     first = art["samples"][0]["process"]["processes"]
     assert first and first[0]["discovered_by"] == "tree" and first[0]["escaped"] is False
     assert any(s["progress"]["last"] for s in art["samples"])
@@ -315,6 +374,8 @@ INVARIANT_CASES = [
     ("overflowing_number", "invalid_run_summary", "number 1e400 is not finite"),
     ("end_time_newline", "schema_violation", "$.end_time_utc"),
     ("end_time_99", "schema_violation", "$.end_time_utc"),
+    ("env_fallback", "acceleration_fallback", "env task_cuda_graph fell back at run time"),
+    ("learner_fallback", "acceleration_fallback", "learner fusion fell back at run time"),
 ]
 
 
@@ -393,12 +454,12 @@ def test_run_shorter_than_min_duration_fails(tmp_path: Path) -> None:
     assert_failed(soak, "too_short", "soak completed before min_duration_seconds=30")
 
 
-def test_sigint_to_the_soak_is_external_cancellation(tmp_path: Path) -> None:
-    argv, artifact = _argv(tmp_path, "hang.py", "forever")
+def _sigint_soak(root: Path) -> Soak:
+    argv, artifact = _argv(root, "hang.py", "forever")
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 20
-        while not (tmp_path / "run" / "progress.jsonl").exists() and time.monotonic() < deadline:
+        while not (root / "run" / "progress.jsonl").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT_S)
@@ -406,8 +467,14 @@ def test_sigint_to_the_soak_is_external_cancellation(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    soak = Soak(subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr), artifact)
-    _SOAK_IDS.append(soak.artifact["monitor"]["soak_id"])
+    return Soak(subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr), artifact, root)
+
+
+def test_sigint_to_the_soak_is_external_cancellation(tmp_path: Path) -> None:
+    with ThreadPoolExecutor(_REPEATS) as pool:
+        soaks = list(pool.map(_sigint_soak, repeat_roots(tmp_path, _REPEATS)))
+    assert_identical([soak.outcome() for soak in soaks], "SIGINT to the soak")
+    soak = soaks[0]
     assert_failed(soak, "external_cancellation", "soak cancelled by SIGINT")
     assert soak.artifact["returncode"] == -signal.SIGTERM
 
@@ -423,7 +490,7 @@ def test_sigint_to_the_soak_is_external_cancellation(tmp_path: Path) -> None:
     ],
 )
 def test_leaking_trainer_is_a_resource_leak(tmp_path: Path, kind: str, series: str) -> None:
-    soak = run_soak(tmp_path, "leak.py", kind, "2.0", extra=tuple(LEAK_TRENDS))
+    soak = run_soak(tmp_path, "leak.py", kind, "2.0", extra=LEAK_TRENDS, side_by_side=False)
     assert_failed(soak, "resource_leak", "sustained resource growth: ")
     assert f"{series} " in soak.reason
     trends = soak.artifact["resource_trends"]
@@ -433,7 +500,7 @@ def test_leaking_trainer_is_a_resource_leak(tmp_path: Path, kind: str, series: s
 
 @pytest.mark.slow
 def test_one_time_fd_plateau_is_not_a_leak(tmp_path: Path) -> None:
-    soak = run_soak(tmp_path, "leak.py", "plateau", "2.0", extra=tuple(LEAK_TRENDS))
+    soak = run_soak(tmp_path, "leak.py", "plateau", "2.0", extra=LEAK_TRENDS, side_by_side=False)
     assert_valid(soak)
     assert soak.artifact["status"] == "passed", soak.reason
     series = soak.artifact["resource_trends"]["series"]["fd_count"]
@@ -443,7 +510,12 @@ def test_one_time_fd_plateau_is_not_a_leak(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_report_mode_records_growth_without_failing(tmp_path: Path) -> None:
     soak = run_soak(
-        tmp_path, "leak.py", "eventfd", "2.0", extra=(*LEAK_TRENDS, "--trend-mode", "report")
+        tmp_path,
+        "leak.py",
+        "eventfd",
+        "2.0",
+        extra=(*LEAK_TRENDS, "--trend-mode", "report"),
+        side_by_side=False,
     )
     assert_valid(soak)
     assert soak.artifact["status"] == "passed", soak.reason
@@ -452,34 +524,42 @@ def test_report_mode_records_growth_without_failing(tmp_path: Path) -> None:
 
 
 def test_escaped_setsid_grandchild_is_a_residual(tmp_path: Path) -> None:
-    pidfile = tmp_path / "escaped.pid"
-    soak = run_soak(tmp_path, "escape_setsid.py", str(pidfile))
+    soaks: list[Soak] = []
+    try:
+        soaks = run_soaks(tmp_path, "escape_setsid.py", "{root}/escaped.pid")
+        for soak in soaks:  # each repeat's escaped grandchild: a residual, still alive
+            pid = int((soak.root / "escaped.pid").read_text())
+            assert_failed(soak, "resource_leak", f"residual child processes after shutdown: {pid}")
+            residual = soak.artifact["post_shutdown"]["residual_processes"]
+            assert [p["pid"] for p in residual] == [pid] == soak.survivors
+            assert residual[0]["escaped"] is True
+            assert soak.artifact["resource_summary"]["residual_process_count"] == 1
+            seen_escaped = [
+                p
+                for s in soak.artifact["samples"]
+                for p in s["process"]["processes"]
+                if p["pid"] == pid
+            ]
+            assert seen_escaped and all(p["escaped"] for p in seen_escaped)
+    finally:
+        for soak in soaks:
+            _kill_escaped(soak.root / "escaped.pid")
+
+
+def _kill_escaped(pidfile: Path) -> None:
+    """SIGKILL the grandchild named in ``pidfile`` and wait until it is gone."""
+    if not pidfile.exists():
+        return
     pid = int(pidfile.read_text())
     stat = read_stat(pid)
-    try:
-        assert_failed(soak, "resource_leak", f"residual child processes after shutdown: {pid}")
-        residual = soak.artifact["post_shutdown"]["residual_processes"]
-        assert [p["pid"] for p in residual] == [pid]
-        assert residual[0]["escaped"] is True
-        assert soak.artifact["resource_summary"]["residual_process_count"] == 1
-        seen_escaped = [
-            p
-            for s in soak.artifact["samples"]
-            for p in s["process"]["processes"]
-            if p["pid"] == pid
-        ]
-        assert seen_escaped and all(p["escaped"] for p in seen_escaped)
-    finally:
-        if stat is not None and is_same_process(pid, stat.start_time_ticks):
-            os.kill(pid, signal.SIGKILL)
+    if stat is None:
+        return
+    if is_same_process(pid, stat.start_time_ticks):
+        os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 5
-    while (
-        stat is not None
-        and is_same_process(pid, stat.start_time_ticks)
-        and time.monotonic() < deadline
-    ):
+    while is_same_process(pid, stat.start_time_ticks) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert stat is None or not is_same_process(pid, stat.start_time_ticks)
+    assert not is_same_process(pid, stat.start_time_ticks)
 
 
 # -- the GPU path on a real CUDA device (skipped without one) ------------------------
@@ -489,7 +569,7 @@ GPU_EXTRA = (*LEAK_TRENDS, "--startup-timeout-seconds", "90")
 @pytest.mark.gpu
 @pytest.mark.slow
 def test_gpu_memory_leak_is_growing(tmp_path: Path) -> None:
-    soak = run_soak(tmp_path, "gpu_alloc.py", "leak", "3.0", extra=GPU_EXTRA)
+    soak = run_soak(tmp_path, "gpu_alloc.py", "leak", "3.0", extra=GPU_EXTRA, side_by_side=False)
     assert_failed(soak, "resource_leak", "gpu_memory_mib ")
     gpu = [s["gpu"] for s in soak.artifact["samples"]]
     assert all(g["source"] == "nvml" for g in gpu), gpu[0]
@@ -499,7 +579,7 @@ def test_gpu_memory_leak_is_growing(tmp_path: Path) -> None:
 @pytest.mark.gpu
 @pytest.mark.slow
 def test_gpu_one_time_allocation_is_bounded(tmp_path: Path) -> None:
-    soak = run_soak(tmp_path, "gpu_alloc.py", "plateau", "3.0", extra=GPU_EXTRA)
+    soak = run_soak(tmp_path, "gpu_alloc.py", "plateau", "3.0", extra=GPU_EXTRA, side_by_side=False)
     assert_valid(soak)
     assert soak.artifact["status"] == "passed", soak.reason
     assert soak.artifact["resource_summary"]["max_gpu_used_memory_mib"] >= 1024

@@ -10,6 +10,11 @@ Each scenario then waits for every process of the killed parent's session to be 
 suite-wide check in tests/conftest.py fails any test that leaves a process behind, and a
 wider-scoped fixture that owns a session (``fixture_processes``) that its teardown leaves
 processes in; both checks are tested here on an inner pytest run.
+
+Every scenario runs more than once, one repeat after another in a directory of its own, and
+the repeats' outcomes must be identical (tests/faults/repeat.py): ``--fault-repeats`` times
+(default 3), the two that start the real trainer ``--expensive-fault-repeats`` times
+(default 1, 20-30 s each).
 """
 
 from __future__ import annotations
@@ -27,12 +32,12 @@ import psutil
 import pytest
 
 from contracts.jsonio import load_strict, loads_strict
+from tests.faults.repeat import Outcome, repeated
 
 pytestmark = pytest.mark.slow
 
 BIN = Path(sys.executable).parent
 DEADLINE_S = 300.0
-REPEATS = 3
 TINY_OVERRIDES = ("algo.batch_size=8", "algo.learning_starts=2", "algo.save_interval=3")
 
 ENV_BESIDE_PARENT = textwrap.dedent(
@@ -99,8 +104,12 @@ def _progress_iteration(run_dir: Path) -> int:
     )
 
 
-@pytest.mark.parametrize("repeat", range(REPEATS))
-def test_the_env_beside_dies_with_its_parent(repeat: int) -> None:
+@repeated("cheap")
+def test_the_env_beside_dies_with_its_parent(tmp_path: Path) -> Outcome:
+    return _env_beside_killed()
+
+
+def _env_beside_killed() -> Outcome:
     parent = subprocess.Popen(
         [sys.executable, "-c", ENV_BESIDE_PARENT],
         stdout=subprocess.PIPE,
@@ -114,10 +123,16 @@ def test_the_env_beside_dies_with_its_parent(repeat: int) -> None:
     finally:
         _kill_and_wait_for_session(parent)
     assert not _alive(child)
+    return {"child_alive": _alive(child), "session_left": len(_session(parent.pid))}
 
 
-def test_a_killed_learner_takes_its_collector_with_it(tmp_path: Path, isolated_cache) -> None:
-    run_dir = tmp_path / "run"
+@pytest.mark.timeout(1800)
+@repeated("expensive")
+def test_a_killed_learner_takes_its_collector_with_it(tmp_path: Path, isolated_cache) -> Outcome:
+    return _learner_killed(tmp_path / "run")
+
+
+def _learner_killed(run_dir: Path) -> Outcome:
     train = subprocess.Popen(
         [
             sys.executable, "-m", "trainer", "train", "--algo", "flashsac",
@@ -140,16 +155,27 @@ def test_a_killed_learner_takes_its_collector_with_it(tmp_path: Path, isolated_c
     finally:
         _kill_and_wait_for_session(train)
     assert not any(_alive(p) for p in collectors)
+    return {
+        "collectors": len(collectors),
+        "collectors_alive": sum(_alive(p) for p in collectors),
+        "session_left": len(_session(train.pid)),
+    }
 
 
-def test_a_killed_soak_stops_its_trainer_the_normal_way(tmp_path: Path, isolated_cache) -> None:
-    run_dir = tmp_path / "run"
+@pytest.mark.timeout(1800)
+@repeated("expensive")
+def test_a_killed_soak_stops_its_trainer_the_normal_way(tmp_path: Path, isolated_cache) -> Outcome:
+    return _soak_killed(tmp_path)
+
+
+def _soak_killed(root: Path) -> Outcome:
+    run_dir = root / "run"
     soak = subprocess.Popen(
         [
             str(BIN / "g1-soak"), "--sim", "mujoco", "--motion", "synthetic", "--num-envs", "4",
             "--iterations", "100000", "--min-duration-seconds", "0", "--learning-mode", "report",
             *[arg for o in TINY_OVERRIDES for arg in ("--extra-override", o)],
-            "--log-dir", str(run_dir), "--output", str(tmp_path / "soak.json"),
+            "--log-dir", str(run_dir), "--output", str(root / "soak.json"),
         ],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
@@ -167,7 +193,15 @@ def test_a_killed_soak_stops_its_trainer_the_normal_way(tmp_path: Path, isolated
     reached = summary["completed_iterations"]
     assert summary["last_checkpoint"] == str(run_dir / f"model_{reached}.pt")
     assert (run_dir / f"model_{reached}.pt").stat().st_size > 0
-    assert not (tmp_path / "soak.json").exists()  # a SIGKILL'd soak writes nothing
+    assert not (root / "soak.json").exists()  # a SIGKILL'd soak writes nothing
+    return {  # the iteration reached is the one thing a repeat may change
+        "status": summary["status"],
+        "error": summary["error"],
+        "shutdown": summary["runtime_manifest"]["shutdown"]["classification"],
+        "checkpoint_is_last": (run_dir / f"model_{reached}.pt").stat().st_size > 0,
+        "artifact": (root / "soak.json").exists(),
+        "session_left": len(_session(trainer_session)),
+    }
 
 
 LEAKING_TEST = textwrap.dedent(
@@ -200,14 +234,20 @@ def _inner_suite(tmp_path: Path, name: str, source: str) -> subprocess.Completed
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("repeat", range(REPEATS))
-def test_the_suite_fails_a_test_that_leaves_an_orphan(tmp_path: Path, repeat: int) -> None:
-    pidfile = tmp_path / "orphan.pid"
-    inner = _inner_suite(tmp_path, "test_leak.py", f"PIDFILE = {str(pidfile)!r}\n{LEAKING_TEST}")
+@repeated("cheap")
+def test_the_suite_fails_a_test_that_leaves_an_orphan(tmp_path: Path) -> Outcome:
+    return _leaves_an_orphan(tmp_path)
+
+
+def _leaves_an_orphan(root: Path) -> Outcome:
+    pidfile = root / "orphan.pid"
+    inner = _inner_suite(root, "test_leak.py", f"PIDFILE = {str(pidfile)!r}\n{LEAKING_TEST}")
     orphan = int(pidfile.read_text())
     assert inner.returncode == 1, inner.stdout[-3000:]
-    assert f"the test left processes behind (killed now): {orphan} (sleep 600)" in inner.stdout
+    caught = f"the test left processes behind (killed now): {orphan} (sleep 600)"
+    assert caught in inner.stdout
     assert not psutil.pid_exists(orphan) or psutil.Process(orphan).status() == "zombie"
+    return {"returncode": inner.returncode, "caught": caught.replace(str(orphan), "<pid>")}
 
 
 # A module-scoped fixture owning a server's session, like the Ray head of the campaign tests:
@@ -258,12 +298,17 @@ SERVER_TESTS = textwrap.dedent(
 
 
 @pytest.mark.parametrize("stops", [True, False], ids=["stops-its-session", "leaves-it"])
+@repeated("cheap")
 def test_a_wider_fixtures_session_is_its_own_until_its_teardown(
     tmp_path: Path, stops: bool
-) -> None:
-    pidfile, orphan_file = tmp_path / "server.pids", tmp_path / "orphan.pid"
+) -> Outcome:
+    return _fixture_session(tmp_path, stops)
+
+
+def _fixture_session(root: Path, stops: bool) -> Outcome:
+    pidfile, orphan_file = root / "server.pids", root / "orphan.pid"
     inner = _inner_suite(
-        tmp_path,
+        root,
         "test_server.py",
         f"PIDFILE = {str(pidfile)!r}\nORPHAN = {str(orphan_file)!r}\n"
         f"STOPS_ITS_SESSION = {stops!r}\n{SERVER_TESTS}",
@@ -281,3 +326,9 @@ def test_a_wider_fixtures_session_is_its_own_until_its_teardown(
     fixture_error = f"the server fixture left processes behind (killed now): {described}"
     assert (fixture_error in out) is not stops, out[-3000:]
     assert not any(_pid_alive(pid) for pid in [orphan, *spawned])
+    return {
+        "returncode": inner.returncode,
+        "caught": len(caught),
+        "fixture_error": fixture_error in out,
+        "alive": sum(_pid_alive(pid) for pid in [orphan, *spawned]),
+    }

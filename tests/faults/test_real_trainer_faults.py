@@ -4,15 +4,20 @@ soak stopped by SIGINT, SIGTERM or SIGHUP. Each asserts the exact classification
 naming the cause, an artifact that validates against its schema and that no process of the
 soak survives; ``train`` itself is Ctrl-C'd too.
 
-The trainer runs at a tiny size (4 envs, batch 8, a checkpoint every 3 iterations). Each
-hang runs ``REPEATS`` times (its detection depends on timing, so every repeat must give the
-same outcome); the stop scenarios run once per signal, the same shutdown path three times.
+The trainer runs at a tiny size (4 envs, batch 8, a checkpoint every 3 iterations). Every
+scenario runs more than once, one repeat after another in a directory of its own, and the
+repeats' outcomes must be identical (tests/faults/repeat.py): the hang ``--fault-repeats``
+times (default 3; its detection depends on timing), the stops and the Ctrl-C
+``--expensive-fault-repeats`` times (default 1, 30-40 s each; 3 for the full repetition).
+Where a stop lands (the iteration, so the checkpoint's number, and the training phase) is
+all a repeat may change.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -26,12 +31,12 @@ import pytest
 
 from contracts.jsonio import load_strict, loads_strict
 from contracts.schemas import validate
+from tests.faults.repeat import Outcome, normalize, repeated, soak_outcome
 from trainer.runtime.fault_hooks import HANG_AT_ITERATION_ENV
 
 pytestmark = pytest.mark.slow
 
 BIN = Path(sys.executable).parent
-REPEATS = 3
 SAMPLE_S = 0.5
 STALE_S = 15.0  # above the trainer's 10 s progress-line interval
 DEADLINE_S = 300.0
@@ -97,11 +102,17 @@ def _marked(soak_id: str) -> list[int]:
     return found
 
 
-def _artifact(tmp_path: Path) -> dict[str, Any]:
-    doc = load_strict(tmp_path / "soak.json")
+def _artifact(root: Path) -> dict[str, Any]:
+    doc = load_strict(root / "soak.json")
     assert validate(doc, "soak_artifact.0.3.0.json") == []
     assert _marked(doc["monitor"]["soak_id"]) == []
     return doc
+
+
+def _outcome(doc: dict[str, Any], root: Path, exit_code: int) -> dict[str, Any]:
+    return soak_outcome(
+        doc, exit_code=exit_code, root=root, survivors=_marked(doc["monitor"]["soak_id"])
+    )
 
 
 # -- a hung training loop ---------------------------------------------------------------------
@@ -113,17 +124,21 @@ def _first_stuck_sample(samples: list[dict[str, Any]], tick: int) -> int:
     raise AssertionError(f"no sample shows loop_tick {tick}")
 
 
-@pytest.mark.parametrize("repeat", range(REPEATS))
+@pytest.mark.timeout(1800)  # three soaks of the real trainer, one after another
+@repeated("cheap")
 def test_a_hung_training_loop_is_stale_although_its_heartbeat_writes(
-    tmp_path: Path, isolated_cache, monkeypatch: pytest.MonkeyPatch, repeat: int
-) -> None:
+    tmp_path: Path, isolated_cache, monkeypatch: pytest.MonkeyPatch
+) -> Outcome:
     monkeypatch.setenv(HANG_AT_ITERATION_ENV, "4")
-    argv = _soak_argv(
-        tmp_path, "--stale-progress-seconds", str(STALE_S), "--stop-grace-seconds", "5"
-    )
+    return _hung_soak(tmp_path)
+
+
+def _hung_soak(root: Path) -> Outcome:
+    argv = _soak_argv(root, "--stale-progress-seconds", str(STALE_S), "--stop-grace-seconds", "5")
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert _finish(proc) == 1
-    doc = _artifact(tmp_path)
+    exit_code = _finish(proc)
+    assert exit_code == 1
+    doc = _artifact(root)
     assert loads_strict(proc.stdout.read())["failure_classification"] == "timeout/stale_tick"
     assert (doc["status"], doc["failure_classification"]) == ("failed", "timeout/stale_tick")
     samples = doc["samples"]
@@ -139,27 +154,38 @@ def test_a_hung_training_loop_is_stale_although_its_heartbeat_writes(
     first = _first_stuck_sample(samples, 5)
     # the files kept growing after the loop stopped: bytes alone would never call it stale
     assert samples[-1]["progress"]["bytes_total"] > samples[first]["progress"]["bytes_total"]
-    # caught on the first sample past the threshold: within stale + one sample interval
-    assert samples[-1]["elapsed_s"] - samples[first]["elapsed_s"] > STALE_S
+    # caught on the first sample past the threshold (the one before it was not past it), on
+    # the monitor's grid of one sample interval: within stale + one sample interval
+    since_first = [s["elapsed_s"] - samples[first]["elapsed_s"] for s in samples]
+    assert since_first[-1] > STALE_S >= since_first[-2]
     assert len(samples) - 1 - first <= math.ceil(STALE_S / SAMPLE_S) + 1
     # the hung loop ignores SIGTERM (its handler only sets a flag the loop never reads)
     assert doc["monitor"]["termination"] == ["SIGTERM", "SIGKILL"]
+    assert doc["monitor"]["stop_grace_s"] == 5
     assert doc["post_shutdown"]["residual_processes"] == []
+    return _outcome(doc, root, exit_code)
 
 
 # -- stopping a soak ----------------------------------------------------------------------------
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize(
     "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name
 )
+@repeated("expensive")
 def test_a_stopped_soak_keeps_the_run_summary_and_its_checkpoint(
     tmp_path: Path, isolated_cache, sig: signal.Signals
-) -> None:
-    argv = _soak_argv(tmp_path)
+) -> Outcome:
+    return _stopped_soak(tmp_path, sig)
+
+
+def _stopped_soak(root: Path, sig: signal.Signals) -> Outcome:
+    argv = _soak_argv(root)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    _poll(_reached_iteration(tmp_path / "run", 4), "iteration 4", proc)
+    _poll(_reached_iteration(root / "run", 4), "iteration 4", proc)
     proc.send_signal(sig)
-    assert _finish(proc) == 1
-    doc = _artifact(tmp_path)
+    exit_code = _finish(proc)
+    assert exit_code == 1
+    doc = _artifact(root)
     assert loads_strict(proc.stdout.read())["status"] == "failed"
     assert doc["failure_classification"] == "external_cancellation"
     assert doc["failure_reason"].startswith(f"soak cancelled by {sig.name}")
@@ -173,23 +199,56 @@ def test_a_stopped_soak_keeps_the_run_summary_and_its_checkpoint(
     reached = summary["completed_iterations"]
     assert reached >= 4
     checkpoint = Path(summary["last_checkpoint"])
-    assert checkpoint == tmp_path / "run" / f"model_{reached}.pt" and checkpoint.stat().st_size
+    assert checkpoint == root / "run" / f"model_{reached}.pt" and checkpoint.stat().st_size
     assert doc["post_shutdown"]["residual_processes"] == []
+    # where the stop landed (iteration, checkpoint, training phase) is all a repeat may change
+    return _outcome(_iteration_blanked_doc(doc, reached), root, exit_code)
 
 
+def _iteration_blanked_doc(doc: dict[str, Any], reached: int) -> dict[str, Any]:
+    """``doc`` with the point the stop landed on blanked in its reason and findings."""
+    judgement = {
+        source: [{**f, "reason": _iteration_blanked(f["reason"], reached)} for f in findings]
+        if isinstance(findings, list)
+        else findings
+        for source, findings in doc["judgement"].items()
+    }
+    reason = doc["failure_reason"]
+    return {
+        **doc,
+        "failure_reason": None if reason is None else _iteration_blanked(reason, reached),
+        "judgement": judgement,
+    }
+
+
+def _iteration_blanked(text: str, reached: int) -> str:
+    """``text`` with the point the stop landed on blanked: the iteration, its checkpoint's
+    name and the training phase (``training/<phase>``; startup and finalize stay)."""
+    text = text.replace(f"iteration {reached}", "iteration <k>")
+    text = text.replace(f"model_{reached}.pt", "model_<k>.pt")
+    return re.sub(r"\btraining/[a-z_]+", "training/<phase>", text)
+
+
+@pytest.mark.timeout(1800)
+@repeated("expensive")
 def test_train_ctrl_c_exits_130_with_one_line_and_a_cancelled_summary(
     tmp_path: Path, isolated_cache
-) -> None:
-    run_dir = tmp_path / "run"
+) -> Outcome:
+    return _ctrl_c_train(tmp_path)
+
+
+def _ctrl_c_train(root: Path) -> Outcome:
+    run_dir = root / "run"
     argv = [sys.executable, "-m", "trainer", "train", *TRAIN_ARGS, f"training.log_dir={run_dir}"]
-    stderr = tmp_path / "stderr.txt"
+    stderr = root / "stderr.txt"
     with open(stderr, "w", encoding="utf-8") as err:
         proc = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True
         )
     _poll(_reached_iteration(run_dir, 4), "iteration 4", proc)
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
-    assert _finish(proc) == 130
+    exit_code = _finish(proc)
+    assert exit_code == 130
     text = stderr.read_text(encoding="utf-8")
     assert "Traceback" not in text
     said = [line for line in text.splitlines() if line.startswith("run cancelled by SIGINT")]
@@ -199,8 +258,18 @@ def test_train_ctrl_c_exits_130_with_one_line_and_a_cancelled_summary(
     reached = summary["completed_iterations"]
     assert summary["last_checkpoint"] == str(run_dir / f"model_{reached}.pt")
     assert f"last checkpoint: {run_dir / f'model_{reached}.pt'}" in said[0]
-    assert "cancelled" in proc.stdout.read()  # the summary table
+    table = proc.stdout.read()
+    assert "cancelled" in table  # the summary table
     _poll_gone(proc.pid)  # nothing of the group is left, the collector included
+    return {
+        "exit_code": exit_code,
+        "traceback": "Traceback" in text,
+        "line": normalize(_iteration_blanked(said[0], reached), root=root),
+        "status": summary["status"],
+        "shutdown_classification": summary["runtime_manifest"]["shutdown"]["classification"],
+        "checkpoint_is_last": Path(summary["last_checkpoint"]).stat().st_size > 0,
+        "group_left": [p.pid for p in _group(proc.pid) if p.info["status"] != "zombie"],
+    }
 
 
 def _poll_gone(pgid: int) -> None:

@@ -87,6 +87,21 @@ def _collector(alive: bool, exitcode: int | None) -> Callable[[dict[str, Any]], 
     return _set("runtime_manifest.shutdown.collector", record)
 
 
+def _env_fallback(summary: dict[str, Any]) -> None:
+    summary["runtime_manifest"]["backend_diagnostics"]["diagnostics"]["task_cuda_graph"] = {
+        "requested": True,
+        "enabled": False,
+        "fell_back": True,
+        "disable_reason": "torch CUDA graph capture failed: RuntimeError: z",
+    }
+
+
+def _learner_fallback(summary: dict[str, Any]) -> None:
+    summary["runtime_manifest"]["cuda_graph"]["learner"]["fallbacks"] = [
+        {"feature": "fusion", "reason": "graph warm-up/capture failed: TypeError('x')"}
+    ]
+
+
 MUTATIONS: dict[str, Callable[[dict[str, Any]], None]] = {
     "ok": lambda s: None,
     "schema_missing_field": _drop("final_mean_reward"),
@@ -120,6 +135,8 @@ MUTATIONS: dict[str, Callable[[dict[str, Any]], None]] = {
     "short_of_budget": _short_of_budget,
     "end_time_newline": _set("end_time_utc", "2026-11-29T10:31:00Z\n"),
     "end_time_99": _set("end_time_utc", "2026-11-29T99:99:99Z"),
+    "env_fallback": _env_fallback,
+    "learner_fallback": _learner_fallback,
 }
 
 

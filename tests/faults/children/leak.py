@@ -35,7 +35,8 @@ def main() -> int:
         elif kind == "shm":
             path = shm_dir / f"g1soak-fault-{os.getpid()}-{i}"
             created.append(path)
-            held.append(open(path, "wb"))  # noqa: SIM115 - kept open on purpose
+            # unbuffered: it leaks the descriptor, not an 8 KiB buffer the RSS trend would see
+            held.append(open(path, "wb", buffering=0))  # noqa: SIM115 - kept open on purpose
         elif kind == "plateau" and i == steps // 2:
             for _ in range(8):
                 held.extend(os.pipe())

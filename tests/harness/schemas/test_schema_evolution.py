@@ -1,5 +1,6 @@
 """Within a version a schema only gains optional keys (docs/schemas.md, "Schema evolution"):
-a run summary recorded a week ago, valid v1 when it was written, still passes today's gate."""
+a run summary recorded a week ago, valid v1 when it was written, still passes today's gate.
+The soak of it runs ``--fault-repeats`` times with identical outcomes (tests/faults/repeat.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from contracts.jsonio import load_strict
 from contracts.run_summary import validate_run_summary
 from contracts.schemas import SchemaStore, validate
 from harness.soak.verdict import judge_run_dir
+from tests.faults.repeat import Outcome, repeated, soak_outcome
 from tests.harness.schemas.builders import make_run_dir
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -53,7 +55,8 @@ def test_a_recorded_v1_run_directory_passes_the_gate(tmp_path: Path, recorded: P
     assert (verdict.status, verdict.failure_reason) == ("passed", None)
 
 
-def test_a_soak_of_a_trainer_writing_the_recorded_summary_passes(tmp_path: Path) -> None:
+@repeated()
+def test_a_soak_of_a_trainer_writing_the_recorded_summary_passes(tmp_path: Path) -> Outcome:
     artifact = tmp_path / "artifact.json"
     proc = subprocess.run(
         [
@@ -69,3 +72,4 @@ def test_a_soak_of_a_trainer_writing_the_recorded_summary_passes(tmp_path: Path)
     assert validate(doc, "soak_artifact.0.3.0.json") == []
     assert (doc["status"], doc["failure_classification"]) == ("passed", None)
     assert doc["post_shutdown"]["residual_processes"] == []
+    return soak_outcome(doc, exit_code=proc.returncode, root=tmp_path, survivors=[])

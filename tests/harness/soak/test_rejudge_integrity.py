@@ -1,6 +1,7 @@
 """``g1-soak rejudge`` never takes a failed artifact's word for it: a hand-edited artifact
 stays failed, because the run directory is judged again and the artifact's seal
-(``content_sha256``) must still match (docs/soak.md, "Re-judging an artifact")."""
+(``content_sha256``) must still match (docs/soak.md, "Re-judging an artifact"). Each rejudge
+runs ``--fault-repeats`` times (default 3) with identical outcomes (tests/faults/repeat.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from contracts.jsonio import load_strict, write_json_atomic
 from contracts.schemas import validate
 from harness.soak.integrity import DIGEST_KEY, seal
+from tests.faults.repeat import Outcome, normalize, repeated
 
 CHILDREN = Path(__file__).resolve().parents[2] / "faults" / "children"
 SOAK_RUN = "import sys; from harness.soak.cli import soak_run_main; soak_run_main()"
@@ -58,7 +60,20 @@ def _rejudge(source: Path, output: Path) -> tuple[int, dict]:
     return proc.returncode, json.loads(proc.stdout)
 
 
-def test_an_untouched_failed_artifact_is_sealed_and_rejudges_to_itself(failed_soak, tmp_path):
+def _outcome(code: int, doc: dict, tmp_path: Path) -> Outcome:
+    return {
+        "code": code,
+        "status": doc["status"],
+        "classification": doc["failure_classification"],
+        "reason": normalize(doc["failure_reason"], root=tmp_path),
+        "schema_errors": [str(v) for v in validate(doc, "soak_artifact.0.3.0.json")],
+    }
+
+
+@repeated()
+def test_an_untouched_failed_artifact_is_sealed_and_rejudges_to_itself(
+    failed_soak, tmp_path
+) -> Outcome:
     original = load_strict(failed_soak)
     assert len(original[DIGEST_KEY]) == 64
     code, result = _rejudge(failed_soak, tmp_path / "again.json")
@@ -69,11 +84,13 @@ def test_an_untouched_failed_artifact_is_sealed_and_rejudges_to_itself(failed_so
         "schema_violation",
     )
     assert validate(again, "soak_artifact.0.3.0.json") == []
+    return _outcome(code, again, tmp_path)
 
 
+@repeated()
 def test_a_hand_edited_failed_artifact_stays_failed_naming_the_run_directory(
     failed_soak: Path, tmp_path: Path
-) -> None:
+) -> Outcome:
     edited = _hand_edited(failed_soak, tmp_path / "edited.json", reseal=True)
     code, result = _rejudge(edited, tmp_path / "rejudged.json")
     doc = load_strict(tmp_path / "rejudged.json")
@@ -87,11 +104,13 @@ def test_a_hand_edited_failed_artifact_stays_failed_naming_the_run_directory(
         "1 finding(s) (classification schema_violation), the artifact records no finding"
     ) in doc["failure_reason"]
     assert DIGEST_KEY not in doc["failure_reason"]  # resealed: only the run dir gives it away
+    return _outcome(code, doc, tmp_path)
 
 
+@repeated()
 def test_an_edit_without_the_seal_is_named_even_without_the_run_directory(
     failed_soak: Path, tmp_path: Path
-) -> None:
+) -> Outcome:
     doc = load_strict(failed_soak)
     doc["console_log"] = str(tmp_path / "gone" / "soak-console.log")  # judged on another host
     write_json_atomic(tmp_path / "copy.json", seal(doc))
@@ -105,3 +124,4 @@ def test_an_edit_without_the_seal_is_named_even_without_the_run_directory(
         "so none of its numbers can be trusted"
     )
     assert out["failure_classification"] == "unknown_failure"
+    return _outcome(code, out, tmp_path)
