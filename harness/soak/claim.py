@@ -71,9 +71,9 @@ def claim_soak_paths(log_dir: Path, output: Path, *, overwrite: bool = False) ->
     """Hold the soak's claim on ``output`` and ``log_dir`` for the ``with`` block.
 
     Raises:
-        UsageError: the artifact's directory cannot be written or is full, another soak
-            holds either path, the artifact exists (without ``overwrite``), or the run
-            directory is not empty.
+        UsageError: the artifact's directory or the run directory cannot be written, the
+            artifact's is full, another soak holds either path, the artifact exists (without
+            ``overwrite``), or the run directory is not empty.
     """
     _check_writable_dir(output)
     fds = [_lock(lock_path(output), f"--output {output}")]
@@ -115,6 +115,8 @@ def _made_dir(log_dir: Path) -> Path:
     except OSError as err:
         why = err.strerror or str(err)
         raise UsageError(f"--log-dir {log_dir}: cannot create it ({why}); pick a writable path")
+    if not os.access(log_dir, os.W_OK | os.X_OK):
+        raise UsageError(f"--log-dir {log_dir} is not writable; pick a writable path")
     return log_dir
 
 

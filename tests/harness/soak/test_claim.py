@@ -2,7 +2,11 @@
 launched the soak refuses an artifact path it cannot write, a full disk, and a path another
 running soak holds; a crashed soak leaves no claim behind; a byte that is not UTF-8 in a path
 or a summary string is escaped, never a reason to lose the artifact; a full disk at the end
-is named."""
+is named.
+
+Each scenario runs ``--fault-repeats`` times (default 3), each repeat in a directory of its
+own, and returns its outcome: the repeats' outcomes must be identical (tests/faults/repeat.py).
+"""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from contracts.schemas import validate
 from harness.soak import claim as claim_module
 from harness.soak.claim import claim_soak_paths
 from harness.soak.cli import soak_run_main
+from tests.faults.repeat import Outcome, normalize, repeated
 
 CHILDREN = Path(__file__).resolve().parents[2] / "faults" / "children"
 SOAK_RUN = "import sys; from harness.soak.cli import soak_run_main; soak_run_main()"
@@ -49,7 +54,8 @@ def _refused(proc: subprocess.CompletedProcess[str], marker: Path) -> str:
     return lines[0]
 
 
-def test_an_unwritable_output_is_refused_before_the_launch(tmp_path: Path) -> None:
+@repeated()
+def test_an_unwritable_output_is_refused_before_the_launch(tmp_path: Path) -> Outcome:
     (tmp_path / "file").write_text("not a directory")
     output, marker = tmp_path / "file" / "soak.json", tmp_path / "launched"
     proc = subprocess.run(
@@ -60,9 +66,56 @@ def test_an_unwritable_output_is_refused_before_the_launch(tmp_path: Path) -> No
     assert f"--output {output}: cannot create its directory {output.parent}" in line
     assert "pick a writable path" in line
     assert not (tmp_path / "run").exists()
+    return {"line": normalize(line, root=tmp_path)}
 
 
-def test_a_full_disk_is_refused_before_the_launch_naming_it(tmp_path, monkeypatch, capsys):
+@repeated()
+def test_a_log_dir_that_cannot_be_created_is_refused_before_the_launch(tmp_path: Path) -> Outcome:
+    (tmp_path / "file").write_text("not a directory")
+    log_dir, marker = tmp_path / "file" / "run", tmp_path / "launched"
+    proc = subprocess.run(
+        _soak_argv(log_dir, tmp_path / "soak.json", *_marker_child(marker)),
+        capture_output=True, text=True, timeout=WAIT_S, check=False,
+    )  # fmt: skip
+    line = _refused(proc, marker)
+    assert (
+        line
+        == f"error: --log-dir {log_dir}: cannot create it (Not a directory); pick a writable path"
+    )
+    assert not (tmp_path / "soak.json").exists()
+    return {"line": normalize(line, root=tmp_path)}
+
+
+@repeated()
+def test_an_unwritable_log_dir_is_refused_before_the_launch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Outcome:
+    """A run directory it may read but not write (root writes anywhere, so os.access plays
+    the kernel's answer for another user)."""
+    log_dir, marker = tmp_path / "run", tmp_path / "launched"
+    log_dir.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(
+        claim_module.os,
+        "access",
+        lambda path, mode: (
+            False if Path(path) == log_dir and mode & os.W_OK else real_access(path, mode)
+        ),
+    )
+    code = soak_run_main(
+        [*QUICK, "--log-dir", str(log_dir), "--output", str(tmp_path / "a.json"), "--",
+         sys.executable, *_marker_child(marker)]
+    )  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and not marker.exists() and list(log_dir.iterdir()) == []
+    assert err == f"error: --log-dir {log_dir} is not writable; pick a writable path"
+    return {"code": code, "err": normalize(err, root=tmp_path)}
+
+
+@repeated()
+def test_a_full_disk_is_refused_before_the_launch_naming_it(
+    tmp_path, monkeypatch, capsys
+) -> Outcome:
     monkeypatch.setattr(
         claim_module.shutil, "disk_usage", lambda _path: type("U", (), {"free": 4096})()
     )
@@ -76,6 +129,7 @@ def test_a_full_disk_is_refused_before_the_launch_naming_it(tmp_path, monkeypatc
     assert err == (
         f"error: no space left on device at {tmp_path}; free space or pick another --output"
     )
+    return {"code": code, "err": normalize(err, root=tmp_path), "launched": marker.exists()}
 
 
 NO_SPACE_ON_WRITE = (
@@ -89,7 +143,8 @@ NO_SPACE_ON_WRITE = (
 )
 
 
-def test_a_full_disk_when_the_artifact_is_written_is_named(tmp_path: Path) -> None:
+@repeated()
+def test_a_full_disk_when_the_artifact_is_written_is_named(tmp_path: Path) -> Outcome:
     output = tmp_path / "a.json"
     argv = _soak_argv(
         tmp_path / "run", output, str(CHILDREN / "fake_trainer.py"), "{log_dir}", "ok"
@@ -102,6 +157,11 @@ def test_a_full_disk_when_the_artifact_is_written_is_named(tmp_path: Path) -> No
         f"{output}; free space or pick another --output"
     )
     assert json.loads(proc.stdout)["artifact"] is None
+    return {
+        "returncode": proc.returncode,
+        "said": normalize(proc.stderr.strip().splitlines()[-1], root=tmp_path),
+        "artifact": output.exists(),
+    }
 
 
 # -- two soaks, one path ---------------------------------------------------------------
@@ -161,10 +221,12 @@ def _assert_passed(artifact_path: Path) -> None:
     assert doc["post_shutdown"]["residual_processes"] == []
 
 
+@pytest.mark.slow  # two soaks a repeat
 @pytest.mark.parametrize("shared", ["output", "log_dir"])
+@repeated()
 def test_a_second_soak_on_a_claimed_path_is_refused_and_launches_nothing(
     tmp_path: Path, soaks: list[GatedSoak], shared: str
-) -> None:
+) -> Outcome:
     first = GatedSoak(tmp_path / "a", tmp_path / "a" / "run", tmp_path / "a.json")
     soaks.append(first)
     log_dir = first.log_dir if shared == "log_dir" else tmp_path / "b" / "run"
@@ -181,9 +243,11 @@ def test_a_second_soak_on_a_claimed_path_is_refused_and_launches_nothing(
         assert line == f"error: --log-dir {log_dir} is not empty; pass a missing or empty directory"
     assert first.release()["status"] == "passed"
     _assert_passed(first.output)  # the first soak's artifact, not overwritten
+    return {"line": normalize(line, root=tmp_path), "launched": marker.exists()}
 
 
-def test_a_run_dir_claimed_before_its_trainer_starts_is_refused(tmp_path: Path) -> None:
+@repeated()
+def test_a_run_dir_claimed_before_its_trainer_starts_is_refused(tmp_path: Path) -> Outcome:
     """The window a second soak started a second later falls in: the first one holds the
     run directory, still empty, and has not launched yet (here: this test holds it)."""
     log_dir, marker = tmp_path / "run", tmp_path / "second-launched"
@@ -195,21 +259,28 @@ def test_a_run_dir_claimed_before_its_trainer_starts_is_refused(tmp_path: Path) 
     line = _refused(proc, marker)
     assert line.startswith(f"error: --log-dir {log_dir} is claimed by another running soak")
     assert list(log_dir.iterdir()) == [] and not (tmp_path / "second.json").exists()
+    return {"line": normalize(line, root=tmp_path), "launched": marker.exists()}
 
 
-def test_a_crashed_soak_leaves_no_claim_behind(tmp_path: Path, soaks: list[GatedSoak]) -> None:
+@pytest.mark.slow  # two soaks a repeat
+@repeated()
+def test_a_crashed_soak_leaves_no_claim_behind(tmp_path: Path, soaks: list[GatedSoak]) -> Outcome:
     crashed = GatedSoak(tmp_path / "a", tmp_path / "a" / "run", tmp_path / "soak.json")
     soaks.append(crashed)
     crashed.kill()
-    assert not crashed.output.exists()
+    crashed_wrote = crashed.output.exists()
+    assert not crashed_wrote
     second = GatedSoak(tmp_path / "b", tmp_path / "b" / "run", crashed.output)
     soaks.append(second)
-    assert second.release()["status"] == "passed"
+    status = second.release()["status"]
+    assert status == "passed"
     _assert_passed(second.output)
+    return {"crashed_wrote": crashed_wrote, "second": status}
 
 
 # -- bytes that are not UTF-8 ----------------------------------------------------------
-def test_a_path_that_is_not_utf8_is_escaped_and_the_soak_passes(tmp_path: Path) -> None:
+@repeated()
+def test_a_path_that_is_not_utf8_is_escaped_and_the_soak_passes(tmp_path: Path) -> Outcome:
     root = os.fsencode(tmp_path)
     log_dir, output = root + b"/run\xff", root + b"/soak\xfe.json"
     proc = subprocess.run(
@@ -223,9 +294,15 @@ def test_a_path_that_is_not_utf8_is_escaped_and_the_soak_passes(tmp_path: Path) 
     assert doc["console_log"] == f"{tmp_path}/run\\xff/soak-console.log"
     assert "$.console_log" in doc["non_utf8_escaped"]
     assert json.loads(proc.stdout)["artifact"] == f"{tmp_path}/soak\\xfe.json"
+    return {
+        "status": doc["status"],
+        "console_log": normalize(doc["console_log"], root=tmp_path),
+        "escaped": doc["non_utf8_escaped"],
+    }
 
 
-def test_a_summary_string_that_is_not_utf8_is_escaped_and_judged(tmp_path: Path) -> None:
+@repeated()
+def test_a_summary_string_that_is_not_utf8_is_escaped_and_judged(tmp_path: Path) -> Outcome:
     output = tmp_path / "soak.json"
     proc = subprocess.run(
         _soak_argv(tmp_path / "run", output, str(CHILDREN / "fake_trainer.py"), "{log_dir}",
@@ -239,10 +316,17 @@ def test_a_summary_string_that_is_not_utf8_is_escaped_and_judged(tmp_path: Path)
     assert "shutdown classification=learner_failure" in doc["failure_reason"]
     assert doc["run_summary"]["error"] == "CUDA error in /data/run\\xff: an illegal memory access"
     assert doc["non_utf8_escaped"] == ["$.run_summary.error"]
+    return {
+        "classification": doc["failure_classification"],
+        "reason": doc["failure_reason"],
+        "error": doc["run_summary"]["error"],
+        "escaped": doc["non_utf8_escaped"],
+    }
 
 
 # -- an existing artifact --------------------------------------------------------------
-def test_an_existing_artifact_is_kept_unless_overwrite_says_replace(tmp_path: Path) -> None:
+@repeated()
+def test_an_existing_artifact_is_kept_unless_overwrite_says_replace(tmp_path: Path) -> Outcome:
     output = tmp_path / "soak.json"
     output.write_text('{"kept": true}\n', encoding="utf-8")
     marker = tmp_path / "launched"
@@ -250,7 +334,8 @@ def test_an_existing_artifact_is_kept_unless_overwrite_says_replace(tmp_path: Pa
         _soak_argv(tmp_path / "a", output, *_marker_child(marker)),
         capture_output=True, text=True, timeout=WAIT_S, check=False,
     )  # fmt: skip
-    assert _refused(proc, marker) == (
+    refusal = _refused(proc, marker)
+    assert refusal == (
         f"error: --output {output} already exists; pass a new artifact path, or --overwrite to "
         "replace it"
     )
@@ -262,3 +347,4 @@ def test_an_existing_artifact_is_kept_unless_overwrite_says_replace(tmp_path: Pa
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     _assert_passed(output)
+    return {"refusal": normalize(refusal, root=tmp_path), "overwritten": proc.returncode}
