@@ -1,26 +1,35 @@
 """Hand-written corpus of bad run summaries: each is one small mutation of a valid completed
-summary, rejected by the docs/contracts.md §verdict judge with the expected classification and a JSON path."""
+summary, rejected by the docs/contracts.md §verdict judge with the expected classification and a JSON path.
+
+Damaged run directories (the summary's file, the other artifacts, the learning verdict) are
+``RUN_DIR_CASES``. ``GATE_ROWS`` ties each row of docs/soak.md "What the gate checks" to the
+cases that break it, and the row's classifications and reason forms must be what they give."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
 from contracts.jsonio import load_strict, write_json_atomic
 from contracts.schemas import validate
 from harness.soak import verdict as verdict_module
+from harness.soak.learning import LearningCfg
 from harness.soak.verdict import judge_run_dir
-from tests.harness.schemas.builders import make_completed_summary, make_run_dir
+from tests.harness.schemas.builders import make_completed_summary, make_failed_summary, make_run_dir
 from tests.harness.schemas.evaluation_builders import (
+    DECLINING_CURVE,
     HEALTHY_CURVE,
     make_evaluation,
     summary_section,
+    training_scalars,
     write_evaluation,
+    write_training_events,
 )
 
 Doc = dict[str, Any]
@@ -102,6 +111,21 @@ def _short_of_budget(doc: Doc) -> None:
     doc.update(completed_iterations=20, tail_iteration_count=20)
     doc["total_env_steps"] = (warmup + 20) * rows
     _ri(doc).update(published_sequence=warmup + 20, release_sequence=warmup + 20)
+
+
+def _env_fallback(doc: Doc) -> None:
+    _bd(doc)["diagnostics"]["task_cuda_graph"] = {
+        "requested": True,
+        "enabled": False,
+        "fell_back": True,
+        "disable_reason": "torch CUDA graph capture failed: RuntimeError: z",
+    }
+
+
+def _learner_fallback(doc: Doc) -> None:
+    _m(doc)["cuda_graph"]["learner"]["fallbacks"] = [
+        {"feature": "fusion", "reason": "graph warm-up/capture failed: TypeError('x')"}
+    ]
 
 
 SV, UF, SCV = "schema_violation", "unknown_failure", "shutdown_contract_violation"
@@ -457,6 +481,8 @@ CASES: list[tuple[str, Callable[[Doc], None], str, str]] = [
         "$.end_time_utc",
     ),
     ("end-time-99", _set(_top, "end_time_utc", "2026-11-29T99:99:99Z"), SV, "$.end_time_utc"),
+    ("env-fallback", _env_fallback, "acceleration_fallback", "env task_cuda_graph fell back"),
+    ("learner-fallback", _learner_fallback, "acceleration_fallback", "learner fusion fell back"),
 ]
 
 
@@ -571,8 +597,40 @@ def test_rfc3339_offset_timestamps_are_rejected_by_design_with_the_documented_li
     assert line in (REPO / "docs" / "schemas.md").read_text(encoding="utf-8")
 
 
+# -- damaged run directories: the summary's file, the other artifacts, the learning verdict ----
+class RunDirCase(NamedTuple):
+    id: str
+    damage: Callable[[Path], None]
+    """Damages the valid completed run directory it is given."""
+    classification: str
+    reason: str
+    learning: LearningCfg | None = None
+    """Judge the learning verdict too, with these settings."""
+
+
+def _summary_text(run: Path, old: str, new: str | bytes) -> None:
+    path = run / "run_summary.json"
+    text = path.read_text(encoding="utf-8")
+    assert old in text
+    if isinstance(new, bytes):
+        path.write_bytes(text.encode("utf-8").replace(old.encode("utf-8"), new))
+    else:
+        path.write_text(text.replace(old, new), encoding="utf-8")
+
+
+def _summary(run: Path, summary: Doc) -> None:
+    write_json_atomic(run / "run_summary.json", summary)
+
+
 def _empty_checkpoint(run: Path) -> None:
     (run / "model_20.pt").write_bytes(b"")
+
+
+def _evaluation(run: Path, doc: Doc) -> None:
+    write_evaluation(run, doc)
+    summary = load_strict(run / "run_summary.json")
+    summary["evaluation"] = summary_section(doc)
+    write_json_atomic(run / "run_summary.json", summary)
 
 
 def _evaluation_of_another_checkpoint(run: Path) -> None:
@@ -580,40 +638,194 @@ def _evaluation_of_another_checkpoint(run: Path) -> None:
     for point in doc["points"]:
         if point["checkpoint"] is not None:
             point["checkpoint_sha256"] = hashlib.sha256(b"another run's weights").hexdigest()
-    write_evaluation(run, doc)
-    summary = load_strict(run / "run_summary.json")
-    summary["evaluation"] = summary_section(doc)
-    write_json_atomic(run / "run_summary.json", summary)
+    _evaluation(run, doc)
 
 
-def _overflowing_number(run: Path) -> None:
-    path = run / "run_summary.json"
-    path.write_text(path.read_text().replace('"wall_time_sec": 1860.5', '"wall_time_sec": 1e400'))
+def _evaluation_of_a_missing_checkpoint(run: Path) -> None:
+    doc = make_evaluation(HEALTHY_CURVE)
+    doc["points"][0].update(checkpoint="model_5.pt", checkpoint_sha256="ab" * 32)
+    _evaluation(run, doc)
+
+
+def _declining_learning(run: Path) -> None:
+    _evaluation(run, make_evaluation(DECLINING_CURVE))
+    write_training_events(run, training_scalars())
+
+
+W = '"wall_time_sec": 1860.5'
+RUN_DIR_CASES = [
+    RunDirCase("no-summary", lambda r: (r / "run_summary.json").unlink(), "missing_run_summary",
+               "trainer did not write run_summary.json"),
+    RunDirCase("nan-token", lambda r: _summary_text(r, W, '"wall_time_sec": NaN'),
+               "invalid_run_summary", "non-finite number token"),
+    RunDirCase("infinity-token", lambda r: _summary_text(r, W, '"wall_time_sec": Infinity'),
+               "invalid_run_summary", "non-finite number token"),
+    RunDirCase("1e400", lambda r: _summary_text(r, W, '"wall_time_sec": 1e400'),
+               "invalid_run_summary", "number 1e400 is not finite"),
+    RunDirCase("duplicate-key", lambda r: _summary_text(r, W, f"{W}, {W}"),
+               "invalid_run_summary", "duplicate key 'wall_time_sec'"),
+    RunDirCase("not-utf8", lambda r: _summary_text(r, '"flashsac"', b'"flash\xffsac"'),
+               "invalid_run_summary", "run_summary.json is invalid"),
+    RunDirCase("not-an-object", lambda r: (r / "run_summary.json").write_text("[1, 2]"),
+               "invalid_run_summary", "top-level value at $ is an array"),
+    RunDirCase("failed-without-shutdown",
+               lambda r: _summary(r, {**make_failed_summary(), "runtime_manifest": {"schema_version": 1}}),
+               UF, "shutdown diagnostics are unavailable"),
+    RunDirCase("failed-claiming-normal",
+               lambda r: _summary(r, make_failed_summary("normal_completion")),
+               SCV, f"shutdown contract violated at {SD}.classification"),
+    RunDirCase("no-run-config", lambda r: (r / "run_config.json").unlink(), SV,
+               "run directory is missing required artifacts: run_config.json"),
+    RunDirCase("two-event-files",
+               lambda r: (r / "events.out.tfevents.1764410401.host.124.0").write_bytes(b""),
+               SV, "exactly one events.out.tfevents.* (found 2"),
+    RunDirCase("missing-checkpoint", lambda r: (r / "model_20.pt").unlink(), SV,
+               "run directory is missing required artifacts: model_20.pt"),
+    RunDirCase("zero-byte-checkpoint", _empty_checkpoint, SV, "model_20.pt in"),
+    RunDirCase("evaluation-sha256-mismatch", _evaluation_of_another_checkpoint, SV,
+               "evaluation.json $.points[0] is the evaluation of another checkpoint"),
+    RunDirCase("evaluation-of-a-missing-checkpoint", _evaluation_of_a_missing_checkpoint, SV,
+               "evaluation.json $.points[0] evaluated model_5.pt, which is not in"),
+    RunDirCase("learning-regression", _declining_learning, "learning_regression",
+               "learning regression: final uniform-start R-MPKPE 78.1 mm",
+               LearningCfg(mode="enforce")),
+    RunDirCase("learning-unverified", lambda r: None, "learning_unverified",
+               "learning not verified: run_summary has no evaluation section",
+               LearningCfg(mode="enforce")),
+]  # fmt: skip
+
+
+def _judge_damaged(tmp_path: Path, case: RunDirCase):
+    run = make_run_dir(tmp_path, make_completed_summary(str(tmp_path)))
+    case.damage(run)
+    return judge_run_dir(
+        run, monitor_reasons=[], monitor_classification=None, learning=case.learning
+    )
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in RUN_DIR_CASES])
+def test_damaged_run_dir_is_rejected_naming_the_cause(tmp_path, case: RunDirCase) -> None:
+    verdict = _judge_damaged(tmp_path, case)
+    assert verdict.status == "failed"
+    assert verdict.failure_classification == case.classification, verdict.failure_reason
+    assert case.reason in verdict.failure_reason
+    if case.damage is _empty_checkpoint:
+        assert "is empty (0 bytes)" in verdict.failure_reason
+
+
+# -- docs/soak.md "What the gate checks" and this suite --------------------------------------
+SOAK_MD = REPO / "docs" / "soak.md"
+GATE_ROWS = {
+    # the table's invariant (the start of its first cell) -> the cases above that break it
+    "`run_summary.json` exists": ["no-summary"],
+    "it is UTF-8, strict JSON": [
+        "not-utf8", "nan-token", "infinity-token", "1e400", "duplicate-key", "not-an-object",
+    ],
+    "the stamps": [
+        "stamp-float", "stamp-bool", "stamp-str", "stamp-missing", "manifest-version-2",
+        "manifest-version-true", "manifest-version-1.0",
+    ],
+    "a run that did not complete": ["failed-without-shutdown", "failed-claiming-normal"],
+    "the final inference flight is drained": [
+        "flight-queue-depth", "flight-publication-lag", "flight-queue-depth-1.0",
+        "flight-publication-lag-0.0", "flight-queue-depth-missing",
+    ],
+    "every replay-ingress": [
+        "ri-null", "ri-counter-float", "ri-depth-zero", "ri-release-ahead",
+        "ri-occupancy-mismatch", "ri-high-water-zero", "ri-dropped", "ri-closed-plus-stop",
+        "steps-vs-chunks",
+    ],
+    "the completed run's schema": [
+        "missing-final-mean-reward", "bad-timestamp", "end-time-newline", "end-time-99",
+        "tail-window", "mps-not-validated", "placement-unknown", "iterations-negative",
+    ],
+    "`run_config.json`, exactly one event file": [
+        "no-run-config", "two-event-files", "missing-checkpoint",
+    ],
+    "at most one tick in flight": ["max-in-flight-5", "tick-in-flight-at-end"],
+    "`total_env_steps = (warmup_ticks": ["env-steps-doubled"],
+    "a run sized in iterations": ["completed-short-of-budget"],
+    "no checkpoint `model_*.pt` is empty": ["zero-byte-checkpoint"],
+    "`last_checkpoint` names a file": ["last-checkpoint-nowhere"],
+    "every evaluation point that names a checkpoint": [
+        "evaluation-sha256-mismatch", "evaluation-of-a-missing-checkpoint",
+    ],
+    "no acceleration fell back": ["env-fallback", "learner-fallback"],
+    "the shutdown record is present": [
+        "shutdown-missing", "shutdown-learner-failure", "phase-not-finalize",
+        "collector-exit-1", "collector-alive", "shutdown-signal-mismatch",
+        "shutdown-cleanup-errors",
+    ],
+    "the learning verdict": ["learning-regression", "learning-unverified"],
+}  # fmt: skip
+
+
+def _gate_table() -> list[tuple[str, str, str]]:
+    """(invariant, reason names, classification) of each row of the table in soak.md."""
+    section = SOAK_MD.read_text(encoding="utf-8").split("\n## What the gate checks\n", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    assert rows[0].startswith("| Invariant | Reason names | Classification |")
+    cells = [[c.strip() for c in row.strip("|").split(" | ")] for row in rows[1:]]
+    assert all(len(c) == 3 for c in cells), [c for c in cells if len(c) != 3]
+    return [(c[0], c[1], c[2]) for c in cells]
+
+
+def _row_key(invariant: str) -> str:
+    keys = [key for key in GATE_ROWS if invariant.startswith(key)]
+    assert len(keys) == 1, f"soak.md row {invariant!r} matches {keys or 'no'} GATE_ROWS key"
+    return keys[0]
+
+
+def _reason_pattern(text: str) -> re.Pattern[str]:
+    """A table's reason text as a pattern: ``...`` and ``<name>`` stand for any text."""
+    parts = re.split(r"\.\.\.|<[^>]+>", text)
+    return re.compile(".*?".join(re.escape(part) for part in parts), re.DOTALL)
+
+
+def _judge_case(case_id: str, tmp_path: Path):
+    for case in CASES:
+        if case[0] == case_id:
+            summary = make_completed_summary(str(tmp_path))
+            case[1](summary)
+            return judge_run_dir(
+                make_run_dir(tmp_path, summary), monitor_reasons=[], monitor_classification=None
+            )
+    (case,) = [c for c in RUN_DIR_CASES if c.id == case_id]
+    return _judge_damaged(tmp_path, case)
+
+
+def test_every_invariant_soak_md_lists_has_mutation_cases() -> None:
+    table = _gate_table()
+    keys = [_row_key(invariant) for invariant, _, _ in table]
+    assert sorted(keys) == sorted(GATE_ROWS), "a GATE_ROWS key names no soak.md row"
+    known = {c[0] for c in CASES} | {c.id for c in RUN_DIR_CASES}
+    assert all(GATE_ROWS[key] for key in keys)
+    assert {i for ids in GATE_ROWS.values() for i in ids} <= known
 
 
 @pytest.mark.parametrize(
-    ("damage", "classification", "reason"),
-    [
-        pytest.param(_empty_checkpoint, SV, "model_20.pt in", id="zero-byte-checkpoint"),
-        pytest.param(
-            _evaluation_of_another_checkpoint,
-            SV,
-            "evaluation.json $.points[0] is the evaluation of another checkpoint",
-            id="evaluation-sha256-mismatch",
-        ),
-        pytest.param(
-            _overflowing_number, "invalid_run_summary", "number 1e400 is not finite", id="1e400"
-        ),
-    ],
+    ("invariant", "reasons", "classifications"),
+    [pytest.param(*row, id=_row_key(row[0])) for row in _gate_table()],
 )
-def test_damaged_run_dir_is_rejected_naming_the_cause(
-    tmp_path, damage, classification: str, reason: str
+def test_each_documented_invariant_fails_as_soak_md_says(
+    tmp_path: Path, invariant: str, reasons: str, classifications: str
 ) -> None:
-    run = make_run_dir(tmp_path, make_completed_summary(str(tmp_path)))
-    damage(run)
-    verdict = judge_run_dir(run, monitor_reasons=[], monitor_classification=None)
-    assert verdict.status == "failed"
-    assert verdict.failure_classification == classification, verdict.failure_reason
-    assert reason in verdict.failure_reason
-    if damage is _empty_checkpoint:
-        assert "is empty (0 bytes)" in verdict.failure_reason
+    """Every case of a row fails with one of the row's classifications and a reason of the
+    row's form; together they give every classification and every reason form it names."""
+    allowed = set(re.findall(r"`([a-z_]+)`", classifications))
+    forms = re.findall(r"`([^`]+)`", reasons) or re.findall(r"`([^`]+)`", invariant)
+    patterns = [_reason_pattern(form) for form in forms]
+    seen_classes, seen_forms = set(), set()
+    for index, case_id in enumerate(GATE_ROWS[_row_key(invariant)]):
+        verdict = _judge_case(case_id, tmp_path / str(index))
+        assert verdict.status == "failed", case_id
+        assert verdict.failure_classification in allowed, (case_id, verdict.failure_reason)
+        seen_classes.add(verdict.failure_classification)
+        matched = {i for i, p in enumerate(patterns) if p.search(verdict.failure_reason)}
+        assert matched, f"{case_id}: {verdict.failure_reason!r} matches none of {forms}"
+        seen_forms |= matched
+    assert seen_classes == allowed, f"no case gives {allowed - seen_classes}"
+    assert seen_forms == set(range(len(forms))), (
+        f"no case gives {[forms[i] for i in set(range(len(forms))) - seen_forms]}"
+    )
