@@ -33,14 +33,13 @@ from contracts.run_summary import (
     check,
     pinpoint,
     resource_summary_fields,
-    validate_run_summary,
 )
 from contracts.schemas import SchemaViolation
 from harness.soak.completion_check import completion_problems
 from harness.soak.headline import failure_reason, unclassified
 from harness.soak.learning import LearningCfg, judge_learning, not_judged
 
-__all__ = ["Verdict", "judge_run_dir", "resource_summary_fields", "validate_run_summary"]
+__all__ = ["Verdict", "judge_run_dir", "resource_summary_fields"]
 
 FALLBACKS_PATH = "$.runtime_manifest.cuda_graph.learner.fallbacks"
 DIAGNOSTICS_PATH = "$.runtime_manifest.backend_diagnostics.diagnostics"

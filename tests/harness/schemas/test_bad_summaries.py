@@ -16,9 +16,9 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from contracts import run_summary as run_summary_contract
 from contracts.jsonio import load_strict, write_json_atomic
 from contracts.schemas import validate
-from harness.soak import verdict as verdict_module
 from harness.soak.learning import LearningCfg
 from harness.soak.verdict import judge_run_dir
 from tests.harness.schemas.builders import make_completed_summary, make_failed_summary, make_run_dir
@@ -536,7 +536,7 @@ def test_schema_alone_accepts_the_valid_summary_and_rejects_manifest_version_2()
 def test_flight_check_fails_closed_on_its_own(tmp_path, monkeypatch, value: Any) -> None:
     """Step 4.1 rejects a flight counter that is not an exact int >= 0 by itself: with the
     schema step switched off, the run still fails, naming the counter's path."""
-    monkeypatch.setattr(verdict_module, "validate_run_summary", lambda doc, completed: [])
+    monkeypatch.setattr(run_summary_contract, "validate_run_summary", lambda doc, completed: [])
     summary = make_completed_summary(str(tmp_path))
     summary["runtime_manifest"]["inference_flight"]["publication_lag"] = value
     verdict = judge_run_dir(
