@@ -39,6 +39,7 @@ from contracts.replay_ingress import RI_PATH, replay_ingress_problems
 from contracts.schemas import SchemaViolation, validate
 
 RUN_SUMMARY_SCHEMA = "run_summary.v1.json"
+"""The summary's schema, named here once (``contracts.rundir.SCHEMAS`` takes it from here)."""
 MANIFEST_SCHEMA = "runtime_manifest.v1.json"
 SHUTDOWN_PATH = "$.runtime_manifest.shutdown"
 SHUTDOWN_CLASSIFICATIONS: tuple[str, ...] = tuple(c.value for c in ShutdownClassification)

@@ -99,10 +99,11 @@ def event_files(run_dir: str | Path) -> list[Path]:
 
 SCHEMAS: dict[str, str] = {
     RUN_CONFIG: "run_config.v1.json",
-    RUN_SUMMARY: "run_summary.v1.json",
+    RUN_SUMMARY: run_summary.RUN_SUMMARY_SCHEMA,
     EVALUATION: "evaluation.v1.json",
 }
-"""The schema of each JSON document of the run directory, by file name."""
+"""The schema of each JSON document of the run directory, by file name (the summary's is
+``contracts.run_summary``'s, which checks it)."""
 
 DocumentProblem = Literal["missing", "unreadable", "invalid"]
 
