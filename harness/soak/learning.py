@@ -53,7 +53,7 @@ iterations 30,000-65,000 of the H200 seed-form soak (docs/soak.md "Learning verd
 REGRESSION = Classification.LEARNING_REGRESSION
 UNVERIFIED = Classification.LEARNING_UNVERIFIED
 REASON_PREFIX = {REGRESSION: "learning regression: ", UNVERIFIED: "learning not verified: "}
-EVALUATION_SCHEMA = "evaluation.v1.json"
+EVALUATION_SCHEMA = rundir.SCHEMAS[rundir.EVALUATION]
 _SECTION_SCHEMA = {"$ref": f"{EVALUATION_SCHEMA}#/$defs/summary_section"}
 LOSS_PREFIX = "Loss/"
 MAX_LISTED_POINTS = 4

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from contracts import rundir
 from trainer.evaluation.metrics import METRIC_NAMES
 from trainer.evaluation.protocol import START_MODES, Protocol
 
@@ -27,7 +28,7 @@ __all__ = [
     "summary_section",
 ]
 
-EVALUATION_SCHEMA = "evaluation.v1.json"
+EVALUATION_SCHEMA = rundir.SCHEMAS[rundir.EVALUATION]
 BEST_CRITERION = "uniform_success_rate_then_r_mpkpe"
 
 
