@@ -56,9 +56,11 @@ def loads_strict(text: str) -> Any:
 
 
 def load_strict(path: str | os.PathLike[str]) -> Any:
-    """Read and parse a strict JSON file (UTF-8)."""
+    """Read and parse a strict JSON file (UTF-8). The bytes are decoded as they are, without
+    text mode's newline translation, so an error's line, column and char are the file's."""
+    raw = Path(path).read_bytes()
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise StrictJsonError(f"not UTF-8: {err}") from err
     return loads_strict(text)

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from contracts import rundir
 from contracts.errors import StrictJsonError
-from contracts.jsonio import is_exact_int, loads_strict, show
+from contracts.jsonio import is_exact_int, show
 from contracts.names import Classification
 from contracts.run_summary import (
     SHUTDOWN_PATH,
@@ -125,43 +125,45 @@ def _pinpoint(violation: SchemaViolation) -> tuple[str, str]:
 
 
 def _load_summary(path: Path) -> tuple[dict[str, Any] | None, str | None, str | None]:
-    """Return (summary, reason, classification) per docs/contracts.md §verdict step 1."""
+    """Return (summary, reason, classification) per docs/contracts.md §verdict step 1: the
+    contract's lenient read (strict JSON; the later steps weigh the rules), an object."""
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None, "trainer did not write run_summary.json", Classification.MISSING_RUN_SUMMARY
-    except OSError as err:
-        return (
-            None,
-            f"run_summary.json is invalid: cannot read {path}: {err.strerror or err}",
-            Classification.INVALID_RUN_SUMMARY,
-        )
-    try:
-        doc = loads_strict(raw.decode("utf-8"))
-    except UnicodeDecodeError as err:
-        return (
-            None,
-            f"run_summary.json is invalid: not UTF-8 ({err.reason} at byte {err.start})",
-            Classification.INVALID_RUN_SUMMARY,
-        )
-    except StrictJsonError as err:
-        return None, f"run_summary.json is invalid: {err}", Classification.INVALID_RUN_SUMMARY
-    except RecursionError:
-        return (
-            None,
-            "run_summary.json is invalid: nesting too deep to parse",
-            Classification.INVALID_RUN_SUMMARY,
-        )
+        doc = rundir.read(path, rundir.RUN_SUMMARY, lenient=True)
+    except rundir.DocumentError as err:
+        if err.problem == "missing":
+            return (
+                None,
+                "trainer did not write run_summary.json",
+                Classification.MISSING_RUN_SUMMARY,
+            )
+        return None, _invalid(_unreadable(err)), Classification.INVALID_RUN_SUMMARY
     if not isinstance(doc, dict):
         kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
             type(doc), "a number"
         )
         return (
             None,
-            f"run_summary.json is invalid: top-level value at $ is {kind}, expected an object",
+            _invalid(f"top-level value at $ is {kind}, expected an object"),
             Classification.INVALID_RUN_SUMMARY,
         )
     return doc, None, None
+
+
+def _invalid(detail: str) -> str:
+    return f"run_summary.json is invalid: {detail}"  # as docs/troubleshooting.md quotes it
+
+
+def _unreadable(err: rundir.DocumentError) -> str:
+    """Why an unreadable summary could not be read, from the error the read raised from."""
+    cause = err.__cause__
+    if isinstance(cause, StrictJsonError) and isinstance(cause.__cause__, UnicodeDecodeError):
+        bad = cause.__cause__
+        return f"not UTF-8 ({bad.reason} at byte {bad.start})"
+    if isinstance(cause, OSError):
+        return f"cannot read {err.path}: {cause.strerror or cause}"
+    if isinstance(cause, RecursionError):
+        return "nesting too deep to parse"
+    return err.detail
 
 
 def _check_failed_run(summary: dict[str, Any], found: SummaryCheck, findings: _Findings) -> None:

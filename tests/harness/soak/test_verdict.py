@@ -57,6 +57,31 @@ def test_non_utf8_and_directory_summaries_are_invalid(tmp_path) -> None:
     assert _judge(run).failure_classification == "invalid_run_summary"
 
 
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b'{"s": "\xff"}', "not UTF-8 (invalid start byte at byte 7)"),
+        (b'{\r\n"a": 1,\r\n"b": x}', "not JSON: Expecting value: line 3 column 6 (char 17)"),
+        (b"[" * 100_000, "nesting too deep to parse"),
+    ],
+    ids=["not-utf8", "crlf-file-positions", "deep"],
+)
+def test_an_unreadable_summary_names_why(tmp_path, raw: bytes, reason: str) -> None:
+    run = make_run_dir(tmp_path)
+    (run / "run_summary.json").write_bytes(raw)
+    verdict = _judge(run)
+    assert verdict.failure_classification == "invalid_run_summary"
+    assert verdict.failure_reason == f"run_summary.json is invalid: {reason}"
+
+
+def test_a_summary_that_is_a_directory_cannot_be_read(tmp_path) -> None:
+    run = make_run_dir(tmp_path)
+    (run / "run_summary.json").mkdir()
+    assert _judge(run).failure_reason == (
+        f"run_summary.json is invalid: cannot read {run / 'run_summary.json'}: Is a directory"
+    )
+
+
 def test_stamp_failure_stops_the_checks(tmp_path) -> None:
     summary = make_completed_summary(str(tmp_path))
     summary["metric_schema_version"] = True
