@@ -105,9 +105,8 @@ def repository_problems(repo: Path = REPO) -> list[Problem]:
 def test_repository_cites_only_doc_sections_that_exist() -> None:
     problems = repository_problems()
     assert not problems, (
-        f"{len(problems)} section citations do not resolve (rewrite legacy ones with the "
-        "issue-14 tool, cite docs/<page>.md §<heading-anchor>):\n"
-        + "\n".join(str(p) for p in problems)
+        f"{len(problems)} section citations do not resolve "
+        "(cite docs/<page>.md §<heading-anchor>):\n" + "\n".join(str(p) for p in problems)
     )
 
 

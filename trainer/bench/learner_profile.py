@@ -15,9 +15,9 @@ compile and CUDA graph as configured), then measures:
 
 On the CPU the same runs eagerly and the "kernels" are leaf aten ops (categories from op
 names, optimizer ops by their ``Optimizer.step`` scope). ``--variants
-legacy,renorm,losses,networks,combo,multi_kernel,fused`` runs the cycle without the issue-19
-fusions, with each one alone, and with all five, in one process (``no_combo``: the first
-three; ``no_multi_kernel``: all but multi-kernel).
+legacy,renorm,losses,networks,combo,multi_kernel,fused`` runs the cycle without the five
+update-cycle fusions (``algo.fuse_*``), with each one alone, and with all five, in one
+process (``no_combo``: the first three; ``no_multi_kernel``: all but multi-kernel).
 """
 
 from __future__ import annotations
@@ -568,7 +568,7 @@ def main(
         str,
         typer.Option(
             help="Comma list of owner (the fusions algo.fuse_* switch on, as train), legacy (no"
-            " issue-19 fusion), renorm, losses, networks, combo, multi_kernel (each alone), fused"
+            " algo.fuse_* fusion), renorm, losses, networks, combo, multi_kernel (each alone), fused"
             " (all five), no_combo (the first three), no_multi_kernel (fused without"
             " multi_kernel)."
         ),
