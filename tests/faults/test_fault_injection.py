@@ -30,6 +30,10 @@ from contracts.schemas import validate
 from harness.soak.rejudge import replay
 from tests.faults.repeat import assert_identical, repeat_roots, soak_outcome
 
+pytestmark = pytest.mark.slow
+"""Every scenario is a real ``soak-run`` of a child, ``--fault-repeats`` times: 2-7 s each on
+2 cores, so the whole module is in the slow tier (README.md "Run the tests")."""
+
 CHILDREN = Path(__file__).resolve().parent / "children"
 SOAK_RUN = [
     sys.executable,
@@ -433,14 +437,12 @@ def test_hang_before_progress_is_a_startup_timeout(tmp_path: Path) -> None:
     assert soak.artifact["returncode"] == -signal.SIGTERM
 
 
-@pytest.mark.slow
 def test_hang_after_progress_is_stale(tmp_path: Path) -> None:
     soak = run_soak(tmp_path, "hang.py", "after")
     assert_failed(soak, "timeout/stale_tick", "training progress did not change for 1.5 s")
     assert soak.artifact["returncode"] == -signal.SIGTERM
 
 
-@pytest.mark.slow
 def test_trainer_ignoring_sigterm_is_killed(tmp_path: Path) -> None:
     soak = run_soak(tmp_path, "hang.py", "ignore_sigterm")
     assert_failed(soak, "timeout/stale_tick", "training progress did not change")
@@ -480,7 +482,6 @@ def test_sigint_to_the_soak_is_external_cancellation(tmp_path: Path) -> None:
 
 
 # -- resource trends and residuals (docs/contracts.md §liveness-and-residuals, §resource-trends) ----------------------------
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("kind", "series"),
     [
@@ -498,7 +499,6 @@ def test_leaking_trainer_is_a_resource_leak(tmp_path: Path, kind: str, series: s
     assert trends["series"]["rss_kib"]["verdict"] == "bounded"
 
 
-@pytest.mark.slow
 def test_one_time_fd_plateau_is_not_a_leak(tmp_path: Path) -> None:
     soak = run_soak(tmp_path, "leak.py", "plateau", "2.0", extra=LEAK_TRENDS, side_by_side=False)
     assert_valid(soak)
@@ -507,7 +507,6 @@ def test_one_time_fd_plateau_is_not_a_leak(tmp_path: Path) -> None:
     assert series["verdict"] == "bounded" and series["growth"] >= 16
 
 
-@pytest.mark.slow
 def test_report_mode_records_growth_without_failing(tmp_path: Path) -> None:
     soak = run_soak(
         tmp_path,
@@ -567,7 +566,6 @@ GPU_EXTRA = (*LEAK_TRENDS, "--startup-timeout-seconds", "90")
 
 
 @pytest.mark.gpu
-@pytest.mark.slow
 def test_gpu_memory_leak_is_growing(tmp_path: Path) -> None:
     soak = run_soak(tmp_path, "gpu_alloc.py", "leak", "3.0", extra=GPU_EXTRA, side_by_side=False)
     assert_failed(soak, "resource_leak", "gpu_memory_mib ")
@@ -577,7 +575,6 @@ def test_gpu_memory_leak_is_growing(tmp_path: Path) -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.slow
 def test_gpu_one_time_allocation_is_bounded(tmp_path: Path) -> None:
     soak = run_soak(tmp_path, "gpu_alloc.py", "plateau", "3.0", extra=GPU_EXTRA, side_by_side=False)
     assert_valid(soak)

@@ -15,6 +15,8 @@ from tests.faults.test_fault_injection import (  # noqa: F401 - the fixture guar
     run_soak,
 )
 
+pytestmark = pytest.mark.slow
+"""Every case is a real ``soak-run`` (2.5-4 s each on 2 cores), like test_fault_injection.py."""
 ENFORCE = ("--learning-mode", "enforce")
 
 
@@ -93,7 +95,6 @@ def test_bad_learning_fails_an_enforcing_soak(
     assert soak.artifact["learning"]["verdict"] == classification.removeprefix("learning_")
 
 
-@pytest.mark.slow  # two soaks
 def test_low_success_passes_without_a_floor_and_report_mode_records_only(tmp_path) -> None:
     soak = run_soak(tmp_path / "a", "learning.py", "low_success", extra=ENFORCE)
     assert soak.artifact["status"] == "passed", soak.reason

@@ -21,6 +21,7 @@ def _run(*argv: str) -> tuple[int, str]:
     return proc.returncode, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow  # evaluate in a subprocess: 6 s each on 2 cores
 @pytest.mark.parametrize(
     ("payload", "why"),
     [

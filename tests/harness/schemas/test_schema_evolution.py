@@ -55,6 +55,7 @@ def test_a_recorded_v1_run_directory_passes_the_gate(tmp_path: Path, recorded: P
     assert (verdict.status, verdict.failure_reason) == ("passed", None)
 
 
+@pytest.mark.slow  # a soak a repeat: 5 s on 2 cores
 @repeated()
 def test_a_soak_of_a_trainer_writing_the_recorded_summary_passes(tmp_path: Path) -> Outcome:
     artifact = tmp_path / "artifact.json"

@@ -143,6 +143,7 @@ NO_SPACE_ON_WRITE = (
 )
 
 
+@pytest.mark.slow  # a soak a repeat: 5 s on 2 cores
 @repeated()
 def test_a_full_disk_when_the_artifact_is_written_is_named(tmp_path: Path) -> Outcome:
     output = tmp_path / "a.json"
@@ -279,6 +280,7 @@ def test_a_crashed_soak_leaves_no_claim_behind(tmp_path: Path, soaks: list[Gated
 
 
 # -- bytes that are not UTF-8 ----------------------------------------------------------
+@pytest.mark.slow  # a soak a repeat: 6 s on 2 cores
 @repeated()
 def test_a_path_that_is_not_utf8_is_escaped_and_the_soak_passes(tmp_path: Path) -> Outcome:
     root = os.fsencode(tmp_path)
@@ -301,6 +303,7 @@ def test_a_path_that_is_not_utf8_is_escaped_and_the_soak_passes(tmp_path: Path) 
     }
 
 
+@pytest.mark.slow  # a soak a repeat: 6 s on 2 cores
 @repeated()
 def test_a_summary_string_that_is_not_utf8_is_escaped_and_judged(tmp_path: Path) -> Outcome:
     output = tmp_path / "soak.json"
@@ -325,6 +328,7 @@ def test_a_summary_string_that_is_not_utf8_is_escaped_and_judged(tmp_path: Path)
 
 
 # -- an existing artifact --------------------------------------------------------------
+@pytest.mark.slow  # soaks a repeat: 8 s on 2 cores
 @repeated()
 def test_an_existing_artifact_is_kept_unless_overwrite_says_replace(tmp_path: Path) -> Outcome:
     output = tmp_path / "soak.json"

@@ -20,6 +20,9 @@ from tests.faults.repeat import Outcome, normalize, repeated
 CHILDREN = Path(__file__).resolve().parents[2] / "faults" / "children"
 SOAK_RUN = "import sys; from harness.soak.cli import soak_run_main; soak_run_main()"
 REJUDGE = "import sys; from harness.soak.cli import g1_soak_main; g1_soak_main()"
+pytestmark = pytest.mark.slow
+"""A real soak, then rejudge subprocesses ``--fault-repeats`` times a test: 3.5-5 s each on
+2 cores, like the fault suite (tests/faults)."""
 
 
 @pytest.fixture(scope="module")

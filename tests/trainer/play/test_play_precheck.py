@@ -68,6 +68,7 @@ def test_bad_paths_and_clips_fail_before_torch_or_mujoco_is_imported(
     assert lines[-1] == "imported: []"
 
 
+@pytest.mark.slow  # play in a subprocess: 12 s on 2 cores
 def test_a_damaged_checkpoint_is_refused_without_unsafe_advice(tmp_path: Path) -> None:
     run = _run_dir(tmp_path, checkpoint=HOSTILE_PICKLE)
     proc = _play(str(run))
