@@ -1,11 +1,12 @@
 """``evaluate RUN_DIR|CHECKPOINT``: re-evaluate checkpoints with the fixed protocol.
 
-Prints a table of the metrics by start mode for the final (highest-iteration) point, after an
-overview of every point when there are several, and on a clip set every clip's metrics and
-their mean, median, p90 and worst clip; ``--json`` prints the ``evaluation.json``
-document instead and ``--output`` writes it (schema-checked, atomic, rewritten after every
-point). Exit 0 evaluated; 1 the evaluation failed (physics overflow, say); 2 bad inputs, one
-``error:`` line (docs/evaluation.md).
+Prints a table of the metrics by start mode for the final (highest-iteration) point and its 3
+worst joints by position error, after an overview of every point when there are several, and
+on a clip set every clip's metrics, their mean, median, p90 and worst clip, and every clip's 3
+worst joints; ``--json`` prints the ``evaluation.json`` document instead (all 29 joints) and
+``--output`` writes it (schema-checked, atomic, rewritten after every point). Exit 0
+evaluated; 1 the evaluation failed (physics overflow, say); 2 bad inputs, one ``error:`` line
+(docs/evaluation.md).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from contracts.jsonio import dumps_strict
 from contracts.names import Backend
 from trainer.evaluation.clips import SUMMARY_METRICS
 from trainer.evaluation.document import best_point, final_point
-from trainer.evaluation.metrics import METRIC_NAMES
+from trainer.evaluation.metrics import JOINT_ERROR_FIELD, METRIC_NAMES
 from trainer.evaluation.protocol import START_MODES
 from trainer.sim.backend import BackendFailure
 
@@ -65,6 +66,44 @@ def _metrics_table(point: dict[str, Any], title: str) -> Table:
         table.add_column(f"{mode} ({episodes})", justify="right")
     for name in METRIC_NAMES:
         table.add_row(_LABELS[name][0], *(_fmt(name, point["modes"][m][name]) for m in START_MODES))
+    return table
+
+
+WORST_JOINTS = 3
+"""How many joints the human view names per start mode and per clip (``--json`` has all 29)."""
+
+
+def _worst_joints(metrics: dict[str, Any]) -> list[str] | None:
+    """The :data:`WORST_JOINTS` joints of a mode's metrics with the largest position error, as
+    ``"left_wrist_roll 0.412"`` (the ``_joint`` suffix dropped), worst first, ties in model
+    order; None when the document has no per-joint errors (written before them)."""
+    if JOINT_ERROR_FIELD not in metrics:
+        return None
+    by_joint = metrics[JOINT_ERROR_FIELD]
+    if by_joint is None:
+        return ["null"]
+    ranked = sorted(
+        by_joint.items(), key=lambda item: -float("inf") if item[1] is None else -item[1]
+    )
+    return [
+        f"{name.removesuffix('_joint')} {_fmt('joint_pos_error_rad', value)}"
+        for name, value in ranked[:WORST_JOINTS]
+    ]
+
+
+def _joints_table(point: dict[str, Any]) -> Table | None:
+    """The final point's worst joints by start mode (None for a document without them)."""
+    worst = {mode: _worst_joints(point["modes"][mode]) for mode in START_MODES}
+    if all(w is None for w in worst.values()):
+        return None
+    table = Table(title="worst joints (mean absolute position error, rad)", title_justify="left")
+    table.add_column("rank", justify="right")
+    for mode in START_MODES:
+        table.add_column(f"{mode} ({point['modes'][mode]['episodes']})")
+    for rank in range(WORST_JOINTS):
+        cells = [w[rank] if w is not None and rank < len(w) else "" for w in worst.values()]
+        if any(cells):
+            table.add_row(str(rank + 1), *cells)
     return table
 
 
@@ -110,9 +149,19 @@ def _compact(title: str) -> Table:
     )  # fmt: skip
 
 
-def _clip_column(table: Table, header: str, names: Sequence[str]) -> None:
+def _clip_column(table: Table, header: str, names: Sequence[str]) -> int:
+    """Add a column of clip names; return its width."""
     width = min(max([len(header), *(len(n) for n in names)]), _CLIP_NAME_MAX)
     table.add_column(header, overflow="fold", width=width)
+    return width
+
+
+def _badness(clip: dict[str, Any]) -> tuple[float, float]:
+    """A clip's uniform-start R-MPKPE and MPKPE, null as infinite: the clip tables' order."""
+    uniform = clip["modes"]["uniform"]
+    return tuple(
+        float("inf") if uniform[k] is None else uniform[k] for k in ("r_mpkpe_mm", "mpkpe_mm")
+    )
 
 
 def _clips_table(point: dict[str, Any]) -> Table:
@@ -123,20 +172,41 @@ def _clips_table(point: dict[str, Any]) -> Table:
     table.add_column("episodes", justify="right")
     for label, _ in _CLIP_COLUMNS:
         table.add_column(label, justify="right")
-
-    def badness(clip: dict[str, Any]) -> tuple[float, float]:
-        uniform = clip["modes"]["uniform"]
-        return tuple(
-            float("inf") if uniform[k] is None else uniform[k] for k in ("r_mpkpe_mm", "mpkpe_mm")
-        )
-
-    for clip in sorted(point["clips"], key=badness, reverse=True):
+    for clip in sorted(point["clips"], key=_badness, reverse=True):
         uniform = clip["modes"]["uniform"]
         table.add_row(
             clip["clip"],
             str(uniform["episodes"]),
             *(_fmt(name, uniform[name]) for _, name in _CLIP_COLUMNS),
         )
+    return table
+
+
+def _pack(entries: Sequence[str], width: int) -> str:
+    """``entries`` joined by ", ", with a line break instead of the space where a line would
+    pass ``width``: an entry is never split between its joint and its number."""
+    items = [f"{entry}," for entry in entries[:-1]] + list(entries[-1:])
+    lines: list[str] = []
+    for item in items:
+        if lines and len(lines[-1]) + 1 + len(item) <= width:
+            lines[-1] += f" {item}"
+        else:
+            lines.append(item)
+    return "\n".join(lines)
+
+
+def _clip_joints_table(point: dict[str, Any], width: int) -> Table | None:
+    """Every clip's worst joints (uniform starts), in the clips table's order, within
+    ``width`` columns; None for a document without per-joint errors."""
+    clips = sorted(point["clips"], key=_badness, reverse=True)
+    worst = [_worst_joints(clip["modes"]["uniform"]) for clip in clips]
+    if all(w is None for w in worst):
+        return None
+    table = _compact("worst joints by clip (uniform starts, rad)")
+    left = _clip_column(table, "clip", [clip["clip"] for clip in clips]) + 1
+    table.add_column("worst joints")
+    for clip, entries in zip(clips, worst, strict=True):
+        table.add_row(clip["clip"], "" if entries is None else _pack(entries, width - left))
     return table
 
 
@@ -172,9 +242,15 @@ def render(doc: dict[str, Any], console: Console) -> None:
     console.print(
         _metrics_table(final, f"iteration {final['iteration']:,} ({final['checkpoint']})")
     )
+    joints = _joints_table(final)
+    if joints is not None:
+        console.print(joints)
     if "clips" in final:
         console.print(_clips_table(final))
         console.print(_clip_summary_table(final["clip_summary"]))
+        clip_joints = _clip_joints_table(final, console.width)
+        if clip_joints is not None:
+            console.print(clip_joints)
     if best is None:
         console.print("no point has a finite uniform success rate and R-MPKPE: the policy diverged")
 

@@ -6,9 +6,11 @@ very states the reward terms saw) over the 14 tracked bodies, as mjlab 1.6.0's e
 does. :class:`RowTally` sums them per row on the device while the row is in its episode (no
 host sync); :func:`mode_metrics` turns the host copy of some rows into the ``metrics`` record
 of ``evaluation.json``: each error is a mean over an episode's steps, then a mean over the
-episodes (mjlab's order). A row whose action or errors were ever non-finite (a diverged policy
-or physics) makes every metric of its mode null: a reader treats null as a failure, never as
-missing data.
+episodes (mjlab's order). The joint position error is also tallied joint by joint
+(:func:`joint_errors`, :data:`JOINT_ERROR_FIELD`): the same means over the same steps, one
+per joint, so the mean of the 29 equals ``joint_pos_error_rad`` up to float rounding. A row
+whose action or errors were ever non-finite (a diverged policy or physics) makes every metric
+of its mode null: a reader treats null as a failure, never as missing data.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from trainer.sim.scene import JOINT_NAMES
 from trainer.task.math import quat_error_angle
 from trainer.task.state import TrackedState
 
@@ -29,9 +32,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ERROR_NAMES",
+    "JOINT_ERROR_FIELD",
     "METRIC_NAMES",
     "HostTally",
     "RowTally",
+    "joint_errors",
     "mode_metrics",
     "step_errors",
 ]
@@ -55,7 +60,16 @@ METRIC_NAMES: tuple[str, ...] = (
     "mean_episode_steps",
 )
 """The metrics of one start mode, besides ``episodes`` (schemas/evaluation.v1.json)."""
+JOINT_ERROR_FIELD = "joint_pos_error_rad_by_joint"
+"""The per-joint breakdown of ``joint_pos_error_rad`` in a mode's metrics: ``{joint name: rad}``
+over :data:`~trainer.sim.scene.JOINT_NAMES`, in their order (not a scalar, so not in
+:data:`METRIC_NAMES` and no ``Eval/*`` tag)."""
 _MM = 1000.0
+
+
+def joint_errors(robot: TrackedState, reference: TrackedState) -> Tensor:
+    """``|θ_j − θ*_j|`` of every row and joint at one step, in JOINT_NAMES order. [N, 29]"""
+    return (robot.joint_pos - reference.joint_pos).abs()
 
 
 def step_errors(
@@ -88,7 +102,7 @@ def step_errors(
         (
             _MM * world.mean(-1),
             _MM * local.mean(-1),
-            (robot.joint_pos - reference.joint_pos).abs().mean(-1),
+            joint_errors(robot, reference).mean(-1),
             _MM * world[:, anchor],
             ori,
             _MM * local.index_select(1, ee_columns).mean(-1),
@@ -105,18 +119,20 @@ class RowTally:
     def __init__(self, num_rows: int, device: torch.device) -> None:
         f64 = {"dtype": torch.float64, "device": device}
         self.error_sum = torch.zeros(num_rows, len(ERROR_NAMES), **f64)
+        self.joint_error_sum = torch.zeros(num_rows, len(JOINT_NAMES), **f64)
         self.reward_sum = torch.zeros(num_rows, **f64)
         self.steps = torch.zeros(num_rows, dtype=torch.long, device=device)
         self.ended = torch.zeros(num_rows, dtype=torch.bool, device=device)
         self.success = torch.zeros(num_rows, dtype=torch.bool, device=device)
         self.diverged = torch.zeros(num_rows, dtype=torch.bool, device=device)
 
-    def add(self, step: EvalStep, errors: Tensor, nonfinite_action: Tensor) -> None:
+    def add(self, step: EvalStep, errors: Tensor, joints: Tensor, nonfinite_action: Tensor) -> None:
         """Count one step of the rows that were in their episode.
 
         Args:
             step: the evaluation step (``active``, ``ended``, the env's per-row result).
             errors: :func:`step_errors` of this step. [N, 8]
+            joints: :func:`joint_errors` of this step. [N, 29]
             nonfinite_action: [N] bool, rows whose policy output was not finite (the
                 evaluator zeroed it before the env saw it).
         """
@@ -124,6 +140,7 @@ class RowTally:
         finite = torch.isfinite(errors).all(-1) & torch.isfinite(reward)
         self.diverged |= active & (nonfinite_action | ~finite)
         self.error_sum += torch.where(active[:, None], errors.double(), 0.0)
+        self.joint_error_sum += torch.where(active[:, None], joints.double(), 0.0)
         self.reward_sum += torch.where(active, reward.double(), 0.0)
         self.steps += active.long()
         self.success |= step.ended & step.result.truncated
@@ -133,6 +150,7 @@ class RowTally:
         """One device-to-host copy of every sum."""
         return HostTally(
             error_sum=self.error_sum.cpu().numpy(),
+            joint_error_sum=self.joint_error_sum.cpu().numpy(),
             reward_sum=self.reward_sum.cpu().numpy(),
             steps=self.steps.cpu().numpy(),
             ended=self.ended.cpu().numpy(),
@@ -146,6 +164,7 @@ class HostTally:
     """:class:`RowTally` on the host (NumPy), for some rows."""
 
     error_sum: np.ndarray
+    joint_error_sum: np.ndarray
     reward_sum: np.ndarray
     steps: np.ndarray
     ended: np.ndarray
@@ -175,7 +194,8 @@ def mode_metrics(tally: HostTally, possible: np.ndarray) -> dict[str, Any]:
         possible: [rows] steps each episode could last (``protocol.possible_steps``).
 
     Returns:
-        ``episodes`` plus :data:`METRIC_NAMES`; every metric null when a row diverged.
+        ``episodes`` plus :data:`METRIC_NAMES` and :data:`JOINT_ERROR_FIELD`; every metric
+        (the per-joint object included) null when a row diverged.
     """
     episodes = int(tally.steps.shape[0])
     if episodes == 0 or not bool(tally.ended.all()):
@@ -183,14 +203,17 @@ def mode_metrics(tally: HostTally, possible: np.ndarray) -> dict[str, Any]:
         raise ValueError(msg)
     out: dict[str, Any] = {"episodes": episodes}
     if bool(tally.diverged.any()):
-        return out | dict.fromkeys(METRIC_NAMES)
+        return out | dict.fromkeys((*METRIC_NAMES, JOINT_ERROR_FIELD))
     steps = tally.steps.astype(np.float64)
     total = float(steps.sum())
     survived = np.where(tally.success, steps, steps - 1.0)
-    errors = (tally.error_sum / np.maximum(steps, 1.0)[:, None]).mean(0)
+    lengths = np.maximum(steps, 1.0)[:, None]
+    errors = (tally.error_sum / lengths).mean(0)
+    joints = (tally.joint_error_sum / lengths).mean(0)
     out["success_rate"] = _finite(tally.success.mean())
     out["completed_fraction"] = _finite(np.mean(survived / np.asarray(possible, np.float64)))
     out |= {name: _finite(v) for name, v in zip(ERROR_NAMES, errors, strict=True)}
+    out[JOINT_ERROR_FIELD] = {name: _finite(v) for name, v in zip(JOINT_NAMES, joints, strict=True)}
     out["mean_step_reward"] = _finite(tally.reward_sum.sum() / total)
     out["mean_episode_steps"] = _finite(steps.mean())
     return out

@@ -20,7 +20,13 @@ import numpy as np
 import torch
 
 from trainer.evaluation.clips import clip_summary
-from trainer.evaluation.metrics import HostTally, RowTally, mode_metrics, step_errors
+from trainer.evaluation.metrics import (
+    HostTally,
+    RowTally,
+    joint_errors,
+    mode_metrics,
+    step_errors,
+)
 from trainer.evaluation.policy import PolicyPoint
 from trainer.evaluation.protocol import START_MODES, Episode, Protocol
 from trainer.sim.scene import ANCHOR_TRACKED_INDEX, EE_TRACKED_INDICES
@@ -97,7 +103,7 @@ def _rollout(
             anchor=ANCHOR_TRACKED_INDEX,
             ee_columns=ee,
         )
-        tally.add(step, errors, ~finite)
+        tally.add(step, errors, joint_errors(result.robot, result.reference), ~finite)
         obs = result.obs
         if (t + 1) % CHECK_EVERY == 0:
             if interrupt is not None:

@@ -367,6 +367,26 @@ def test_every_clip_holding_passes_and_is_recorded(tmp_path: Path) -> None:
     assert kick["best_iteration"] == 30 and kick["regressed"] == [] and kick["episodes"] == 16
 
 
+def test_per_joint_errors_in_every_metrics_record_are_read_and_judged_alike(
+    tmp_path: Path,
+) -> None:
+    """Today's writer adds ``joint_pos_error_rad_by_joint`` to every start mode's metrics (of
+    each point and clip, inlined in the summary too); the verdict reads it as before."""
+    from trainer.evaluation.metrics import JOINT_ERROR_FIELD
+    from trainer.sim.scene import JOINT_NAMES
+
+    doc = make_clip_evaluation({"kick": HELD, "spin": DECLINED})
+    for point in doc["points"]:
+        for holder in (point, *point["clips"]):
+            for metrics in holder["modes"].values():
+                metrics[JOINT_ERROR_FIELD] = dict.fromkeys(JOINT_NAMES, 0.05)
+    learning = _learning(_run(tmp_path / "joints", doc=doc))
+    plain = _clips(tmp_path / "plain", kick=HELD, spin=DECLINED)
+    assert learning["verdict"] == plain["verdict"] == "regression"  # spin declined
+    assert learning["findings"] == plain["findings"]
+    assert learning["evaluation"]["clips"] == plain["evaluation"]["clips"]
+
+
 def test_a_clip_behind_its_own_best_fails_and_is_named(tmp_path: Path) -> None:
     learning = _clips(tmp_path, kick=HELD, spin=DECLINED)
     assert _checks(learning) == ["final_behind_best", "clip_behind_best"]  # the mean, then spin

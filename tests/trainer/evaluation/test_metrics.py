@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -10,12 +11,15 @@ import torch
 
 from trainer.evaluation.metrics import (
     ERROR_NAMES,
+    JOINT_ERROR_FIELD,
     METRIC_NAMES,
     HostTally,
+    RowTally,
+    joint_errors,
     mode_metrics,
     step_errors,
 )
-from trainer.sim.scene import ANCHOR_TRACKED_INDEX, EE_TRACKED_INDICES
+from trainer.sim.scene import ANCHOR_TRACKED_INDEX, EE_TRACKED_INDICES, JOINT_NAMES
 from trainer.task.math import quat_apply, quat_from_yaw, quat_mul
 from trainer.task.reference import relative_reference
 from trainer.task.state import TrackedState
@@ -97,6 +101,17 @@ def test_joint_error_is_the_mean_absolute_difference():
     assert torch.allclose(e["joint_pos_error_rad"], torch.full((3,), 0.1), atol=1e-6)
 
 
+def test_joint_errors_are_per_joint_and_average_to_the_joint_error():
+    ref = _state()
+    offset = torch.zeros(29)
+    offset[JOINT_NAMES.index("right_ankle_roll_joint")] = -0.3
+    robot = _with(ref, joint_pos=ref.joint_pos + offset)
+    per_joint = joint_errors(robot, ref)
+    assert per_joint.shape == (3, 29)
+    assert torch.allclose(per_joint, offset.abs().expand(3, -1), atol=1e-6)
+    assert torch.allclose(per_joint.mean(-1), _errors(robot, ref)["joint_pos_error_rad"])
+
+
 def test_joint_velocity_error_is_the_root_mean_square():
     ref = _state()
     offset = torch.zeros(29)
@@ -105,12 +120,13 @@ def test_joint_velocity_error_is_the_root_mean_square():
     assert torch.allclose(e["joint_vel_error_rad_s"], torch.full((3,), (4 * 2.9**2 / 29) ** 0.5))
 
 
-def _tally(steps, success, errors=None, diverged=None) -> HostTally:
+def _tally(steps, success, errors=None, diverged=None, joints=None) -> HostTally:
     steps = np.asarray(steps)
     n = steps.shape[0]
     err = np.zeros((n, len(ERROR_NAMES))) if errors is None else np.asarray(errors, float)
     return HostTally(
         error_sum=err,
+        joint_error_sum=np.zeros((n, 29)) if joints is None else np.asarray(joints, float),
         reward_sum=steps * 0.5,
         steps=steps,
         ended=np.ones(n, bool),
@@ -127,12 +143,45 @@ def test_mode_metrics_by_hand():
     assert m["completed_fraction"] == pytest.approx((1.0 + 3 / 8) / 2)
     assert m["mpkpe_mm"] == pytest.approx((10 + 40) / 2)  # each episode's mean, then their mean
     assert m["mean_step_reward"] == pytest.approx(0.5) and m["mean_episode_steps"] == 7.0
-    assert set(m) == {"episodes", *METRIC_NAMES}
+    assert set(m) == {"episodes", *METRIC_NAMES, JOINT_ERROR_FIELD}
+
+
+def test_per_joint_errors_are_episode_means_then_their_mean_keyed_by_joint_name():
+    joints = np.zeros((2, 29))
+    joints[0, 5] = 0.2 * 10  # episode 1: joint 5 off by 0.2 rad for its 10 steps
+    joints[1, 5], joints[1, 28] = 0.6 * 4, 0.29 * 4  # episode 2: 0.6 and 0.29 for 4 steps
+    m = mode_metrics(_tally([10, 4], [True, False], joints=joints), np.array([10, 8]))
+    by_joint = m[JOINT_ERROR_FIELD]
+    assert list(by_joint) == list(JOINT_NAMES)  # the model's names, in its order
+    assert all(type(v) is float for v in by_joint.values())
+    assert by_joint[JOINT_NAMES[5]] == pytest.approx((0.2 + 0.6) / 2)
+    assert by_joint[JOINT_NAMES[28]] == pytest.approx(0.29 / 2)
+    assert sum(v for i, v in enumerate(by_joint.values()) if i not in (5, 28)) == 0.0
+
+
+def test_the_mean_of_the_per_joint_errors_is_the_joint_error():
+    """Through the device tally: episodes of different lengths (rows leave at different
+    steps), random joint errors; the two means agree to float32 rounding."""
+    rows, gen = 5, torch.Generator().manual_seed(7)
+    lengths = torch.tensor([1, 3, 4, 7, 7])
+    tally = RowTally(rows, torch.device("cpu"))
+    for t in range(int(lengths.max())):
+        ref = _state(rows, seed=100 + t)
+        robot = _with(ref, joint_pos=ref.joint_pos + torch.randn(rows, 29, generator=gen))
+        relative = relative_reference(ref, robot.body_pos_w[:, A], robot.body_quat_w[:, A], A)
+        result = SimpleNamespace(reward=torch.ones(rows), truncated=torch.ones(rows, dtype=bool))
+        step = SimpleNamespace(active=t < lengths, ended=t == lengths - 1, result=result)
+        errors = step_errors(robot, ref, relative, anchor=A, ee_columns=EE)
+        tally.add(step, errors, joint_errors(robot, ref), torch.zeros(rows, dtype=bool))
+    m = mode_metrics(tally.to_host(), lengths.numpy())
+    assert m["episodes"] == rows and m["success_rate"] == 1.0 and m["joint_pos_error_rad"] > 0.5
+    mean = sum(m[JOINT_ERROR_FIELD].values()) / 29
+    assert mean == pytest.approx(m["joint_pos_error_rad"], rel=1e-6)
 
 
 def test_a_diverged_row_makes_every_metric_of_its_mode_null():
     m = mode_metrics(_tally([3, 3], [True, True], diverged=[False, True]), np.array([3, 3]))
-    assert m == {"episodes": 2, **dict.fromkeys(METRIC_NAMES)}
+    assert m == {"episodes": 2, **dict.fromkeys(METRIC_NAMES), JOINT_ERROR_FIELD: None}
 
 
 def test_a_non_finite_sum_is_null_not_a_number():

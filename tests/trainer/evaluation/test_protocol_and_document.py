@@ -1,5 +1,5 @@
-"""Start frames, episode lengths, the evaluation.json document, its best point, the run
-summary section and the Eval/* scalars."""
+"""Start frames, episode lengths, the evaluation.json document (its per-joint errors
+optional), its best point, the run summary section and the Eval/* scalars."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from trainer.evaluation.document import (
     motion_record,
     summary_section,
 )
-from trainer.evaluation.metrics import METRIC_NAMES
+from trainer.evaluation.metrics import JOINT_ERROR_FIELD, METRIC_NAMES
 from trainer.evaluation.protocol import (
     Protocol,
     clip_start_frames,
@@ -28,6 +28,7 @@ from trainer.evaluation.protocol import (
     possible_steps,
     start_frames,
 )
+from trainer.sim.scene import JOINT_NAMES
 
 SECTION = {"$ref": "evaluation.v1.json#/$defs/summary_section"}
 PROTOCOL = Protocol(4, 2, 500, "mujoco", "cpu")
@@ -90,6 +91,26 @@ def test_the_document_is_schema_valid_ordered_and_round_trips(tmp_path):
     path = rundir.write(tmp_path / "evaluation.json", doc)
     assert rundir.read(path) == doc
     assert build_document(PROTOCOL, MOTION, [_point(10, 1.0, 8.0)])["final_iteration"] is None
+
+
+def test_per_joint_errors_are_optional_and_exactly_the_29_joints():
+    point = _point(10, 1.0, 8.0, "final")
+    doc = build_document(PROTOCOL, MOTION, [point])
+    assert validate(doc, "evaluation.v1.json") == []  # written before them: still valid
+    uniform = doc["points"][0]["modes"]["uniform"]
+    uniform[JOINT_ERROR_FIELD] = dict.fromkeys(JOINT_NAMES, 0.1)
+    doc["points"][0]["modes"]["frame0"][JOINT_ERROR_FIELD] = None  # a diverged mode
+    assert validate(doc, "evaluation.v1.json") == []
+    section = summary_section(doc=doc, path="evaluation.json")
+    assert validate(section, "evaluation.v1.json", schema=SECTION) == []
+    for broken in (
+        dict.fromkeys(JOINT_NAMES[:-1], 0.1),  # a joint missing
+        dict.fromkeys(JOINT_NAMES, 0.1) | {"left_toe_joint": 0.1},  # one too many
+        {**dict.fromkeys(JOINT_NAMES[:-1], 0.1), "waist_yaw": 0.1},  # not a joint name
+        dict.fromkeys(JOINT_NAMES, "0.1"),  # not a number
+    ):
+        uniform[JOINT_ERROR_FIELD] = broken
+        assert validate(doc, "evaluation.v1.json") != [], broken
 
 
 def test_an_invalid_document_is_never_written(tmp_path):

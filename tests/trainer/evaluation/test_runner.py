@@ -1,5 +1,6 @@
-"""The evaluator end to end on the CPU backend: replay scores zero, an offset scores itself,
-rollouts are deterministic and independent of how episodes are packed, divergence is null."""
+"""The evaluator end to end on the CPU backend: replay scores zero, an offset scores itself
+(a root offset in the body errors, a joint offset in that joint's error alone), rollouts are
+deterministic and independent of how episodes are packed, divergence is null."""
 
 from __future__ import annotations
 
@@ -14,9 +15,15 @@ from contracts.schemas import validate
 from trainer.algo.networks import Actor
 from trainer.evaluation.cli import render
 from trainer.evaluation.document import build_document, motion_record
+from trainer.evaluation.metrics import JOINT_ERROR_FIELD
 from trainer.evaluation.policy import PolicyPoint
 from trainer.evaluation.protocol import Protocol, possible_steps, start_frames
 from trainer.evaluation.runner import evaluate_points
+from trainer.sim.scene import JOINT_NAMES
+
+JOINT, TURN = "left_wrist_yaw_joint", 0.25
+"""The joint the offset tests turn, and by how much (rad): its tracked body (the left wrist's
+link) turns about its own origin, so no body position moves and no termination fires."""
 
 
 class ConstantPolicy:
@@ -37,6 +44,16 @@ def _protocol(env, uniform: int = 6, frame0: int = 2) -> Protocol:
     return Protocol(uniform, frame0, env.max_episode_steps, "mujoco", "cpu")
 
 
+def _assert_joint_mean_identity(metrics: dict) -> None:
+    """The per-joint errors are floats keyed by the model's joint names, in its order, and
+    their mean is the mean joint error (the same steps and episodes, per joint)."""
+    by_joint = metrics[JOINT_ERROR_FIELD]
+    assert list(by_joint) == list(JOINT_NAMES)
+    assert all(type(v) is float for v in by_joint.values())
+    mean = sum(by_joint.values()) / len(by_joint)
+    assert mean == pytest.approx(metrics["joint_pos_error_rad"], rel=1e-6, abs=1e-9)
+
+
 def test_exact_replay_scores_zero_error_and_full_success(make_replay_env, short_clip):
     env = make_replay_env(8)
     protocol = _protocol(env)
@@ -51,6 +68,8 @@ def test_exact_replay_scores_zero_error_and_full_success(make_replay_env, short_
         for name in ("r_mpkpe_mm", "end_effector_pos_error_mm"):
             assert m[name] < 2.0, (mode, name, m[name])
         assert m["joint_pos_error_rad"] < 1e-6 and m["anchor_ori_error_rad"] < 1e-3
+        assert max(m[JOINT_ERROR_FIELD].values()) < 1e-6, m[JOINT_ERROR_FIELD]
+        _assert_joint_mean_identity(m)
     frames = start_frames("uniform", 6, short_clip.num_frames)
     lengths = possible_steps(frames, short_clip.clip_ends, env.max_episode_steps)
     assert max(lengths) == env.max_episode_steps == 50 and min(lengths) < 50  # both ends
@@ -71,6 +90,19 @@ def test_a_constant_root_offset_scores_that_offset(make_replay_env):
     assert m["success_rate"] == 1.0  # terminations test heights only
 
 
+def test_one_joint_offset_scores_that_joint_alone(make_replay_env):
+    env = make_replay_env(8, joint_offset={JOINT: TURN})
+    (record,) = evaluate_points(env, [_point(1, ConstantPolicy(0.0))], _protocol(env))
+    for mode, m in record["modes"].items():
+        by_joint = m[JOINT_ERROR_FIELD]
+        assert by_joint[JOINT] == pytest.approx(TURN, abs=1e-6), mode
+        others = [v for name, v in by_joint.items() if name != JOINT]
+        assert len(others) == 28 and max(others) < 1e-6, (mode, by_joint)
+        assert m["joint_pos_error_rad"] == pytest.approx(TURN / 29, abs=1e-7)
+        _assert_joint_mean_identity(m)
+        assert m["success_rate"] == 1.0 and m["mpkpe_mm"] < 0.05  # no body moved
+
+
 @pytest.mark.slow  # two full evaluations
 def test_two_evaluations_give_identical_numbers(make_g1_env):
     env = make_g1_env(num_envs=6, num_threads=1, compile_backend=None)
@@ -84,6 +116,13 @@ def test_two_evaluations_give_identical_numbers(make_g1_env):
     assert strip == [{**r, "eval_wall_time_s": 0} for r in second]
 
 
+def _flat(metrics: dict) -> dict:
+    """A mode's metrics with the per-joint errors as ``field/joint`` keys (for approx)."""
+    by_joint = metrics[JOINT_ERROR_FIELD]
+    flat = {k: v for k, v in metrics.items() if k != JOINT_ERROR_FIELD}
+    return flat | {f"{JOINT_ERROR_FIELD}/{name}": v for name, v in by_joint.items()}
+
+
 def test_packing_episodes_into_more_rollouts_changes_no_number(make_replay_env):
     points = [_point(k, ConstantPolicy(0.0)) for k in (1, 2, 3)]
     wide, narrow = make_replay_env(24, offset=(0.01, 0, 0)), make_replay_env(5, offset=(0.01, 0, 0))
@@ -91,7 +130,8 @@ def test_packing_episodes_into_more_rollouts_changes_no_number(make_replay_env):
     b = evaluate_points(narrow, points, _protocol(narrow))  # five, points split across them
     for wide_record, narrow_record in zip(a, b, strict=True):
         for mode, metrics in wide_record["modes"].items():  # SIMD tails differ by row count
-            assert narrow_record["modes"][mode] == pytest.approx(metrics, rel=1e-7, abs=1e-9)
+            narrow_metrics = _flat(narrow_record["modes"][mode])
+            assert narrow_metrics == pytest.approx(_flat(metrics), rel=1e-7, abs=1e-9)
     assert [r["iteration"] for r in b] == [1, 2, 3]
 
 
@@ -115,7 +155,10 @@ def test_a_policy_that_outputs_nan_gets_null_metrics_not_a_crash(make_g1_env, g1
     bad, fine = (r["modes"] for r in records)
     for mode in ("frame0", "uniform"):
         assert set(bad[mode].values()) == {bad[mode]["episodes"], None}, bad[mode]
+        assert bad[mode][JOINT_ERROR_FIELD] is None
         assert fine[mode]["success_rate"] is not None
+        assert fine[mode]["joint_pos_error_rad"] > 0.01  # an untrained actor, real physics
+        _assert_joint_mean_identity(fine[mode])
     doc = build_document(
         _protocol(env, 2, 1), motion_record("synthetic", g1_clip.sha256, 500, 50.0), records
     )
@@ -135,7 +178,9 @@ def test_an_interrupt_abandons_the_evaluation(make_replay_env):
 
 
 def test_a_clip_set_is_evaluated_clip_by_clip_and_summarised(make_replay_env, two_clip_set):
-    env = make_replay_env(8, offset=(0.03, -0.04, 0.0), clip=two_clip_set, offset_from=40)
+    env = make_replay_env(
+        8, offset=(0.03, -0.04, 0.0), clip=two_clip_set, offset_from=40, joint_offset={JOINT: TURN}
+    )
     (record,) = evaluate_points(env, [_point(3, ConstantPolicy(0.0))], _protocol(env))
     first, second = record["clips"]
     assert (first["clip"], second["clip"]) == ("first", "second")
@@ -144,6 +189,13 @@ def test_a_clip_set_is_evaluated_clip_by_clip_and_summarised(make_replay_env, tw
             clip["modes"]["uniform"]["episodes"] == 3 and clip["modes"]["frame0"]["episodes"] == 1
         )
         assert clip["modes"]["uniform"]["success_rate"] == 1.0
+        for metrics in clip["modes"].values():
+            _assert_joint_mean_identity(metrics)
+    assert max(first["modes"]["uniform"][JOINT_ERROR_FIELD].values()) < 1e-6
+    assert second["modes"]["uniform"][JOINT_ERROR_FIELD][JOINT] == pytest.approx(TURN, abs=1e-6)
+    # The whole evaluation's per-joint error is the mean over both clips' episodes.
+    overall = record["modes"]["uniform"][JOINT_ERROR_FIELD]
+    assert overall[JOINT] == pytest.approx(TURN / 2, abs=1e-6)
     assert first["modes"]["uniform"]["mpkpe_mm"] < 0.05
     assert second["modes"]["uniform"]["mpkpe_mm"] == pytest.approx(50.0, abs=0.05)
     summary = record["clip_summary"]
@@ -163,6 +215,12 @@ def test_a_clip_set_is_evaluated_clip_by_clip_and_summarised(make_replay_env, tw
     rows = [line.split()[0] for line in clips.splitlines() if line.split()[1:2] == ["3"]]
     assert rows == ["second", "first"]  # worst first (R-MPKPE ties, then MPKPE)
     assert "over 2 clips (uniform starts)" in text and "joint velocity error" in text
+    worst = text[text.index("worst joints (mean absolute") : text.index("clips (uniform starts")]
+    rank_1 = next(line for line in worst.splitlines() if "left_wrist_yaw" in line)
+    assert rank_1.replace("│", " ").split() == ["1", *["left_wrist_yaw", "0.125"] * 2]
+    by_clip = text[text.index("worst joints by clip") :].splitlines()
+    (second_row,) = [line for line in by_clip if line.startswith("second ")]
+    assert "left_wrist_yaw 0.250, left_hip_pitch 0.000, left_hip_roll 0.000" in second_row
 
     # At 80 columns a library's clip names stay whole (they were cut to "J_ShortD…").
     long = {"first": "J_ShortDance13_SingleLadies", "second": "B_CrazyChopsKarate_Long"}
@@ -175,5 +233,9 @@ def test_a_clip_set_is_evaluated_clip_by_clip_and_summarised(make_replay_env, tw
     render(document, console)
     lines = console.export_text().splitlines()
     assert max(len(line) for line in lines) <= 80 and "…" not in "".join(lines)
-    assert sum(line.startswith(f"{long['second']} ") for line in lines) == 1
+    joints = lines[next(i for i, line in enumerate(lines) if "worst joints by clip" in line) :]
+    (row,) = [i for i, line in enumerate(joints) if line.startswith(f"{long['second']} ")]
+    assert "left_wrist_yaw 0.250," in joints[row]  # the entries wrap whole, never mid-entry
+    assert joints[row + 1].split() == ["left_hip_roll", "0.000"]
+    assert sum(line.startswith(f"{long['second']} ") for line in lines) == 2  # clips, joints
     assert sum(line.rstrip().endswith(f" {long['second']}") for line in lines) >= 1  # worst

@@ -16,6 +16,8 @@ from contracts.jsonio import load_strict, loads_strict
 from contracts.schemas import validate
 from harness.metrics.events import read_scalars
 from tests.trainer.runtime.train_cmd import train_argv
+from trainer.evaluation.metrics import JOINT_ERROR_FIELD
+from trainer.sim.scene import JOINT_NAMES
 
 pytestmark = pytest.mark.slow
 
@@ -109,6 +111,10 @@ def test_evaluate_a_run_directory_reproduces_the_in_run_numbers(run, tmp_path):
             assert a["success_rate"] == b["success_rate"], mode
             # Another env size: actor matmuls round differently in the last bits.
             assert a["mpkpe_mm"] == pytest.approx(b["mpkpe_mm"], rel=1e-4), mode
+            # --json carries every joint's error, keyed by the model's joint names.
+            assert list(a[JOINT_ERROR_FIELD]) == list(JOINT_NAMES) == list(b[JOINT_ERROR_FIELD])
+            for name, value in a[JOINT_ERROR_FIELD].items():
+                assert value == pytest.approx(b[JOINT_ERROR_FIELD][name], rel=1e-4, abs=1e-6), name
 
 
 def test_evaluate_one_checkpoint_prints_the_metrics_by_start_mode(run):
@@ -118,7 +124,7 @@ def test_evaluate_one_checkpoint_prints_the_metrics_by_start_mode(run):
     )
     assert proc.returncode == 0, proc.stderr
     assert "R-MPKPE, anchor frame (mm)" in proc.stdout and "uniform (2)" in proc.stdout
-    assert "iteration 3" in proc.stdout
+    assert "iteration 3" in proc.stdout and "worst joints" in proc.stdout
 
 
 def test_bad_inputs_exit_2_with_one_line(run, tmp_path):
