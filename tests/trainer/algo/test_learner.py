@@ -39,6 +39,7 @@ def run_cycle(learner: FlashSacLearner, seed: int) -> dict[str, float]:
     return {k: float(v) for k, v in learner.update_cycle().items()}
 
 
+@pytest.mark.slow
 def test_cycles_are_finite_change_parameters_and_keep_norms() -> None:
     learner = make_learner()
     fill(learner, 3)
@@ -72,6 +73,7 @@ def test_cycles_are_finite_change_parameters_and_keep_norms() -> None:
     assert float(learner.log_alpha.detach()) != pytest.approx(math.log(0.01))
 
 
+@pytest.mark.slow
 def test_eager_and_graph_configs_give_equal_losses_on_cpu() -> None:
     results = []
     for graph in (False, True):
@@ -329,6 +331,7 @@ def test_graphs_captured_before_any_data_match_graphs_captured_at_first_use() ->
             assert early[key] == pytest.approx(lazy[key], rel=1e-2, abs=1e-3), key
 
 
+@pytest.mark.slow
 def test_set_lr_horizon_resizes_a_whole_run_cosine_in_place() -> None:
     learner = make_learner(max_iterations=1000, lr_decay_steps=None)
     fill(learner, 3)
