@@ -7,8 +7,11 @@ and ``index.html`` after every attempt; stdout gets the final table (or ``campai
 (failed, lost, error or interrupted cells, or a runtime failure), 2 for usage errors.
 ``status`` reads ``campaign.json`` only (no Ray): exit 0 when it is readable.
 ``regression`` runs the learning regression check, a campaign judged over seeds
-(``harness/campaign/specs/regression.yaml``). Before Ray starts, every cell's soak is checked
-with ``g1-soak --check-only`` (the trainer's config check included); ``--dry-run`` stops there.
+(``harness/campaign/specs/regression.yaml``), as it is (the baseline) or with a candidate's
+``--override`` entries. Before Ray starts, every cell's soak is checked with
+``g1-soak --check-only`` (the trainer's config check included); ``--dry-run`` stops there.
+``compare`` sets a candidate's finished check beside the baseline's (no Ray): exit 0 iff the
+candidate passed, 1 if not, 2 when the two are not comparable.
 """
 
 from __future__ import annotations
@@ -48,8 +51,15 @@ _REGRESSION_EXAMPLE = (
     "\b\nExamples:\n"
     "  soak-campaign regression\n"
     "  soak-campaign regression --dry-run --library-root /data/g1-moves\n"
-    "  soak-campaign regression --directory artifacts/campaigns/reg-1 --resume\n\n"
+    "  soak-campaign regression --directory artifacts/campaigns/reg-1 --resume\n"
+    "  soak-campaign regression --override algo.lr_end=3e-5\n\n"
     "2 library clips x 3 seeds, about 25 minutes of one GPU: docs/campaign.md."
+)
+_COMPARE_EXAMPLE = (
+    "\b\nExamples:\n"
+    "  soak-campaign compare artifacts/campaigns/base artifacts/campaigns/cand\n"
+    "  soak-campaign compare base-dir cand-dir --json\n\n"
+    "Gating a change to the algorithm or its defaults: docs/campaign.md."
 )
 REGRESSION_SPEC = Path(__file__).parent / "specs" / "regression.yaml"
 REGRESSION_DIR = Path("artifacts/campaigns")
@@ -139,6 +149,10 @@ def _run_spec(
 
     if not (resume or dry_run):
         check_new_directory(spec.directory)  # cheap checks before the preflight's seconds
+    if resume and not dry_run:
+        from harness.campaign.state import check_resumable
+
+        check_resumable(spec)
     checked = preflight_cells(spec.cells, spec.path, _progress)
     if dry_run:
         from harness.campaign.plan import plan_document, print_plan
@@ -197,7 +211,18 @@ def regression(
         Path | None,
         typer.Option(
             "--directory",
-            help="Where the campaign goes (default: artifacts/campaigns/regression-<UTC time>).",
+            help="Where the campaign goes (default: artifacts/campaigns/regression-<UTC "
+            "time>, then -<hash> of the --override list).",
+            show_default=False,
+        ),
+    ] = None,
+    override: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--override",
+            metavar="KEY=VALUE",
+            help="The candidate's trainer override, after every override set's own "
+            "(repeatable; default: none, the baseline).",
             show_default=False,
         ),
     ] = None,
@@ -212,10 +237,12 @@ def regression(
     """The learning regression check: library clips x seeds at once (MPS where the GPU has
     it), judged over seeds; prints final vs best R-MPKPE per clip and seed. Exit 0 iff it
     passed."""
+    from harness.campaign.candidate import check_candidate, directory_tag
     from harness.campaign.spec import CampaignFileError, load_campaign
 
     _check_ray_options(address, num_cpus)
-    spec = load_campaign(spec_file, library_root)
+    overrides = check_candidate(override or [])
+    spec = load_campaign(spec_file, library_root, overrides)
     if spec.over_seeds is None:
         raise CampaignFileError(
             f"campaign file {spec.path}: over_seeds is missing; the regression check judges "
@@ -224,12 +251,38 @@ def regression(
     if directory is None:
         if resume:
             raise UsageError("--resume needs --directory, the check's campaign directory")
-        directory = REGRESSION_DIR / f"regression-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        directory = REGRESSION_DIR / f"regression-{stamp}{directory_tag(overrides)}"
     spec = dataclasses.replace(spec, directory=directory.absolute())
     _run_spec(
         spec, address=address, resume=resume, num_cpus=num_cpus, json_out=json_out,
         wide=wide, dry_run=dry_run,
     )  # fmt: skip
+
+
+@app.command(epilog=_COMPARE_EXAMPLE)
+def compare(
+    baseline: Annotated[Path, typer.Argument(help="The baseline's finished check.")],
+    candidate: Annotated[Path, typer.Argument(help="The candidate's finished check.")],
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the comparison as one JSON document.")
+    ] = False,
+    wide: Annotated[
+        bool,
+        typer.Option("--wide", help="Each seed's outcome and best iteration too; wider than 80."),
+    ] = False,
+) -> None:
+    """Set CANDIDATE's regression check beside BASELINE's (same clips, seeds, sims and
+    budget): per clip and seed, then over seeds. Exit 0 iff the candidate passed."""
+    from harness.campaign.compare import compare_directories
+    from harness.campaign.compare_view import document, print_comparison
+
+    result = compare_directories(baseline, candidate)
+    if json_out:
+        sys.stdout.write(dumps_strict(document(result)))
+    else:
+        print_comparison(result, _console(wide), wide=wide)
+    raise typer.Exit(0 if result.passed else 1)
 
 
 @app.command(epilog=_STATUS_EXAMPLE)

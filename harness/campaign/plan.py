@@ -41,6 +41,11 @@ def headline(spec: CampaignSpec, checked: int) -> list[str]:
         f"preflight: {checked} distinct cell(s) passed g1-soak --check-only"
         + " (the trainer's config check included)",
     ]
+    if spec.candidate_overrides:
+        lines.append(
+            "candidate overrides (after each override set's own, in every cell): "
+            + " ".join(spec.candidate_overrides)
+        )
     if spec.over_seeds is not None:
         cfg = spec.over_seeds
         lines.append(
@@ -76,6 +81,7 @@ def plan_document(spec: CampaignSpec, checked: int) -> dict[str, Any]:
         "preflight_checked": checked,
         "mps": spec.mps_requested,
         "over_seeds": None if spec.over_seeds is None else spec.over_seeds.to_json(),
+        "candidate_overrides": list(spec.candidate_overrides),
         "cells": [
             {
                 "id": cell.id,

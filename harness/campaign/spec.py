@@ -2,8 +2,9 @@
 
 A cell is one ``g1-soak`` run: override set x seed x motion x sim. Its arguments are the
 ``soak`` flags, then its sim's (a scalar flag of the sim wins, lists are appended), then
-``--extra-override`` for each entry of its override set and ``algo.seed=<seed>``, and
-``--motion``. A motion ``library:<path>`` is a clip of the motion library, found under the
+``--extra-override`` for each entry of its override set, then each candidate override
+(``soak-campaign regression --override``, harness/campaign/candidate.py) and
+``algo.seed=<seed>``, and ``--motion``. A motion ``library:<path>`` is a clip of the motion library, found under the
 library root the command line gives. Every problem is a :class:`CampaignFileError` (exit 2)
 whose one line names the file, the key and the fix; nothing is launched or written before the
 file is valid.
@@ -116,6 +117,8 @@ class CampaignSpec:
     max_retries: int
     spec_sha256: str
     over_seeds: OverSeeds | None = None
+    candidate_overrides: tuple[str, ...] = ()
+    """``soak-campaign regression --override``: appended to every override set."""
 
     @property
     def mps_requested(self) -> bool:
@@ -287,9 +290,10 @@ def _cell(
     motion: str,
     sim: str,
     library: Path,
+    candidate: Sequence[str] = (),
 ) -> CellSpec:
     flags = _merged_flags(doc.get("soak", {}), doc["sims"][sim])
-    entries = [*flags["extra_overrides"], *override[1]]
+    entries = [*flags["extra_overrides"], *override[1], *candidate]
     mps = _asks_mps(entries)
     if mps and sim != GPU_SIM:
         raise _fail(
@@ -360,11 +364,16 @@ def _over_seeds(path: Path, doc: Mapping[str, Any]) -> OverSeeds | None:
     return OverSeeds(**doc["over_seeds"])
 
 
-def load_campaign(path: Path, library_root: Path = DEFAULT_LIBRARY_ROOT) -> CampaignSpec:
+def load_campaign(
+    path: Path,
+    library_root: Path = DEFAULT_LIBRARY_ROOT,
+    candidate_overrides: Sequence[str] = (),
+) -> CampaignSpec:
     """Read, validate and expand a campaign file.
 
     ``library_root`` is where ``library:`` motions are found (relative: to the current
-    directory).
+    directory). ``candidate_overrides`` (checked by ``candidate.check_candidate``) follow
+    every override set's own entries in each cell; they are not part of ``spec_sha256``.
 
     Raises:
         CampaignFileError: unreadable, not YAML, schema violation or a semantic problem;
@@ -379,7 +388,7 @@ def load_campaign(path: Path, library_root: Path = DEFAULT_LIBRARY_ROOT) -> Camp
     _check_library_clips(path, doc["motions"], library)
     overrides = doc.get("overrides", DEFAULT_OVERRIDES)
     cells = tuple(
-        _cell(path, doc, (name, list(entries)), seed, motion, sim, library)
+        _cell(path, doc, (name, list(entries)), seed, motion, sim, library, candidate_overrides)
         for name, entries in overrides.items()
         for seed in doc["seeds"]
         for motion in doc["motions"]
@@ -394,4 +403,5 @@ def load_campaign(path: Path, library_root: Path = DEFAULT_LIBRARY_ROOT) -> Camp
         max_retries=int(doc.get("max_retries", DEFAULT_MAX_RETRIES)),
         spec_sha256=spec_sha256(doc),
         over_seeds=over_seeds,
+        candidate_overrides=tuple(candidate_overrides),
     )

@@ -4,7 +4,8 @@ The driver holds ``.campaign.lock`` (``flock``) for as long as it runs, so two d
 write one campaign. Every save recomputes the counts, validates the document against
 ``schemas/campaign_result.v1.json`` and rewrites ``campaign.json`` and ``index.html``.
 ``--resume`` keeps every cell whose soak gave a verdict (``passed``, ``failed``) and runs the
-rest again, each attempt in a new folder.
+rest again, each attempt in a new folder, and only with the campaign file and the
+candidate overrides (``soak-campaign regression --override``) it was started with.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import IO, Any
 from contracts.errors import HarnessError, StrictJsonError, UsageError
 from contracts.jsonio import load_strict, write_atomic_text, write_json_atomic
 from contracts.schemas import validate
-from harness.campaign import seeds
+from harness.campaign import candidate, seeds
 from harness.campaign.cell import TOKEN_FILE, attempt_relative_dir, blank_result, utc_now
 from harness.campaign.spec import CampaignSpec
 
@@ -112,6 +113,29 @@ def check_new_directory(folder: Path) -> None:
         raise UsageError(f"campaign directory {folder} is not empty; {hint}")
 
 
+def check_resumable(spec: CampaignSpec) -> dict[str, Any]:
+    """The campaign in ``spec.directory``, if ``spec`` may continue it: the same campaign
+    file (its hash) and the same candidate overrides. Cheap: ``--resume`` runs it before the
+    preflight.
+
+    Raises:
+        UsageError: no valid campaign there, the file changed, or the override list differs.
+    """
+    try:
+        doc = load_state(spec.directory)
+    except CampaignStateError as err:
+        raise UsageError(f"cannot resume: {err}") from err
+    if doc["spec_sha256"] != spec.spec_sha256:
+        raise UsageError(
+            f"cannot resume {spec.directory}: {spec.path} "
+            "changed since the campaign started "
+            f"(spec sha256 {spec.spec_sha256[:12]} != {doc['spec_sha256'][:12]}); "
+            "restore the file or start a new directory"
+        )
+    candidate.check_same_on_resume(doc, spec.candidate_overrides, str(spec.directory))
+    return doc
+
+
 def _new_cell(cell: Any) -> dict[str, Any]:
     return {
         "id": cell.id,
@@ -169,6 +193,8 @@ class CampaignState:
             "counts": dict.fromkeys(COUNTED, 0),
             "cells": [_new_cell(cell) for cell in spec.cells],
         }
+        if spec.candidate_overrides:
+            doc[candidate.DOC_KEY] = list(spec.candidate_overrides)
         if spec.over_seeds is not None:
             doc["over_seeds"] = {"config": spec.over_seeds.to_json(), "configurations": []}
         return cls(doc, folder)
@@ -178,19 +204,9 @@ class CampaignState:
         """The campaign in ``spec.directory``, checked against the campaign file.
 
         Raises:
-            UsageError: no campaign there, or the file changed since it started.
+            UsageError: no campaign there, or it is not resumable (:func:`check_resumable`).
         """
-        try:
-            doc = load_state(spec.directory)
-        except CampaignStateError as err:
-            raise UsageError(f"cannot resume: {err}") from err
-        if doc["spec_sha256"] != spec.spec_sha256:
-            raise UsageError(
-                f"cannot resume {spec.directory}: {spec.path} "
-                "changed since the campaign started "
-                f"(spec sha256 {spec.spec_sha256[:12]} != {doc['spec_sha256'][:12]}); "
-                "restore the file or start a new directory"
-            )
+        doc = check_resumable(spec)
         doc["ray_version"] = ray_version
         doc["status"], doc["verdict"], doc["finished_at_utc"] = "running", None, None
         return cls(doc, spec.directory)
