@@ -126,6 +126,11 @@ class FlashSacCfg:
     normalized_g_max: float
     """G_max divisor of the reward scale; keep equal to ``critic_max_v``."""
 
+    reward_scale_horizon: int | None
+    """Ticks the return statistics of the reward scale average over: the running moments keep
+    at most this many ticks' weight, so each new tick counts at least 1/H. null: the whole run
+    (docs/flashsac.md §reward-scaling)."""
+
     use_amp: bool
     """bf16 autocast of the network matmuls on CUDA (never on CPU)."""
 
@@ -200,6 +205,12 @@ class FlashSacCfg:
             _fail(f"algo.num_atoms={self.num_atoms} must be at least 2; use e.g. 101")
 
     def _validate_schedule(self) -> None:
+        horizon = self.reward_scale_horizon
+        if horizon is not None and (not _is_int(horizon) or horizon <= 0):
+            _fail(
+                f"algo.reward_scale_horizon={horizon!r} must be a positive integer of ticks or "
+                "null (the whole run); use e.g. 8192"
+            )
         decay = self.lr_decay_steps
         if decay is not None and (not _is_int(decay) or decay <= 0):
             _fail(

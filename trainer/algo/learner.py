@@ -195,7 +195,11 @@ class FlashSacLearner:
         cfg, num_envs = self.cfg, self.num_envs
         self.replay = DeviceReplay(cfg.replay_buffer_n * num_envs, self.layout, self.device)
         self.reward_scaler = RewardScaler(
-            num_envs, gamma=cfg.gamma, g_max=cfg.normalized_g_max, device=self.device
+            num_envs,
+            gamma=cfg.gamma,
+            g_max=cfg.normalized_g_max,
+            device=self.device,
+            horizon=cfg.reward_scale_horizon,
         )
         self.exploration = RepeatedNoise(
             num_envs,

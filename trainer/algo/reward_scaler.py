@@ -2,11 +2,15 @@
 
 Per env a discounted return ``G <- gamma (1 - done) G + r`` runs over committed ticks in
 commit order; its running mean/variance (Chan's merge of the N values of each tick) and the
-largest ``|G|`` seen give the scale ``D = max(sqrt(var + 1e-8), G_max / g_max)``. The
-replay keeps raw rewards; the learner divides by D, fixed for a whole update cycle.
+largest ``|G|`` seen give the scale ``D = max(sqrt(var + 1e-8), G_max / g_max)``. With a
+``horizon`` of H ticks the moments' count stops at H·N, so each new tick weighs at least 1/H
+and the moments follow the current policy's returns instead of the whole run's. The replay
+keeps raw rewards; the learner divides by D, fixed for a whole update cycle.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import Tensor
@@ -16,11 +20,18 @@ class RewardScaler:
     """Running return statistics of ``num_envs`` envs (all state 0-dim/1-dim fp32 tensors)."""
 
     def __init__(
-        self, num_envs: int, *, gamma: float, g_max: float, device: torch.device | str
+        self,
+        num_envs: int,
+        *,
+        gamma: float,
+        g_max: float,
+        device: torch.device | str,
+        horizon: int | None = None,
     ) -> None:
         self.num_envs = num_envs
         self.gamma = float(gamma)
         self.g_max = float(g_max)
+        self.max_count = math.inf if horizon is None else float(horizon * num_envs)
         self.device = torch.device(device)
         f32 = {"dtype": torch.float32, "device": self.device}
         self.returns = torch.zeros(num_envs, **f32)  # [N] G
@@ -54,7 +65,7 @@ class RewardScaler:
                 )
                 / new_count
             )
-            self.count.copy_(new_count)
+            self.count.copy_(new_count.clamp(max=self.max_count))
 
     def scale(self) -> Tensor:
         """``D = max(sqrt(var + 1e-8), G_max / g_max)`` as a 0-dim tensor."""

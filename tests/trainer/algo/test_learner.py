@@ -162,6 +162,13 @@ def test_prepare_iteration_folds_complete_ticks_once() -> None:
     assert float(learner._inv_scale) == pytest.approx(1.0 / float(learner.reward_scaler.scale()))
 
 
+def test_the_reward_scale_horizon_reaches_the_learners_scaler() -> None:
+    learner = make_learner(reward_scale_horizon=2)
+    fill(learner, 3)
+    learner.prepare_iteration()
+    assert float(learner.reward_scaler.count) == 2 * N  # three ticks folded, two ticks' weight
+
+
 def test_act_shapes_bounds_and_validation() -> None:
     learner = make_learner()
     obs, done = torch.randn(N, OBS), torch.zeros(N, dtype=torch.bool)

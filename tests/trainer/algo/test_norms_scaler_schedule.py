@@ -85,6 +85,27 @@ def test_reward_scaler_multi_tick_fold_equals_tick_by_tick_and_round_trips() -> 
     assert float(restored.scale()) == float(many.scale())
 
 
+def test_a_reward_scale_horizon_weighs_each_new_tick_at_least_one_over_h() -> None:
+    def scaler(horizon: int | None) -> RewardScaler:
+        return RewardScaler(1, gamma=0.0, g_max=1e9, device="cpu", horizon=horizon)
+
+    whole, recent, long_horizon = scaler(None), scaler(4), scaler(1000)
+    ones, zero = torch.ones(1, 1), torch.zeros(1, 1)
+    for _ in range(100):  # a long past of returns 1
+        for s in (whole, recent, long_horizon):
+            s.fold(ones, zero)
+    # A horizon longer than the run so far changes nothing.
+    for key, value in whole.state_dict().items():
+        torch.testing.assert_close(long_horizon.state_dict()[key], value)
+    for _ in range(12):  # then the policy's returns become 3
+        whole.fold(3 * ones, zero)
+        recent.fold(3 * ones, zero)
+    assert float(recent.count) == 4.0 and float(whole.count) == pytest.approx(112.0, abs=1e-3)
+    # The capped count weighs each new tick n / (H*N + n) = 1/5: 3 - 2 * (4/5)^12 after twelve.
+    assert float(recent.mean) == pytest.approx(3 - 2 * 0.8**12, abs=1e-5)
+    assert float(whole.mean) == pytest.approx((100 + 36) / 112, abs=1e-3)
+
+
 def test_cosine_schedule_broadcasts_a_period_per_optimizer() -> None:
     steps = torch.tensor([[50.0], [100.0], [200.0]])
     periods = torch.tensor([[100.0], [200.0], [100.0]])
