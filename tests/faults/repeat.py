@@ -13,7 +13,8 @@ How many times a scenario runs comes from the pytest options ``--fault-repeats``
 3) and ``--expensive-fault-repeats`` (default 1: the real-trainer stop and kill scenarios,
 20-40 s each; tests/conftest.py), read through the ``fault_repeats`` fixture. A test marked
 :func:`repeated` runs its body that many times, each in a directory of its own, and returns
-its outcome from each.
+its outcome from each; one after another, or side by side where the scenario's processes,
+markers and directories are its own and no check reads a neighbour's load.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import functools
 import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -159,10 +161,19 @@ def assert_identical(outcomes: Sequence[Outcome], what: str = "the scenario") ->
     )
 
 
-def repeated(cost: str = "cheap") -> Callable[[Callable[..., Outcome]], Callable[..., None]]:
+def repeated(
+    cost: str = "cheap", *, side_by_side: bool = False
+) -> Callable[[Callable[..., Outcome]], Callable[..., None]]:
     """Run the decorated test ``fault_repeats.<cost>`` times (``cheap`` or ``expensive``),
-    one after another, ``tmp_path`` a fresh ``repeat-<i>`` directory each time; the outcomes
-    it returns must be identical. Every other fixture is shared by the repeats."""
+    ``tmp_path`` a fresh ``repeat-<i>`` directory each time; the outcomes it returns must be
+    identical. Every other fixture is shared by the repeats.
+
+    The repeats run one after another, or with ``side_by_side`` all at once, each in a thread
+    of its own: for a body whose processes, markers and directories are its repeat's own,
+    that changes no shared state (no ``monkeypatch``, ``capsys`` or working directory) and
+    whose checks no neighbour's CPU load can change (a trend read from the first sample can:
+    those run one after another). A repeat that fails fails the test once every repeat ended,
+    with the first failure in repeat order."""
 
     def decorate(test: Callable[..., Outcome]) -> Callable[..., None]:
         signature = inspect.signature(test)
@@ -171,7 +182,16 @@ def repeated(cost: str = "cheap") -> Callable[[Callable[..., Outcome]], Callable
         @functools.wraps(test)
         def run(*args: Any, fault_repeats: Any, **kwargs: Any) -> None:
             roots = repeat_roots(kwargs.pop("tmp_path"), getattr(fault_repeats, cost))
-            outcomes = [test(*args, tmp_path=root, **kwargs) for root in roots]
+
+            def one(root: Path) -> Outcome:
+                return test(*args, tmp_path=root, **kwargs)
+
+            if side_by_side and len(roots) > 1:
+                with ThreadPoolExecutor(len(roots)) as pool:
+                    futures = [pool.submit(one, root) for root in roots]
+                outcomes = [future.result() for future in futures]
+            else:
+                outcomes = [one(root) for root in roots]
             assert all(o is not None for o in outcomes), f"{test.__name__} returns no outcome"
             assert_identical(outcomes, test.__name__)
 

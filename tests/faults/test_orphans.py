@@ -11,10 +11,11 @@ suite-wide check in tests/conftest.py fails any test that leaves a process behin
 wider-scoped fixture that owns a session (``fixture_processes``) that its teardown leaves
 processes in; both checks are tested here on an inner pytest run.
 
-Every scenario runs more than once, one repeat after another in a directory of its own, and
-the repeats' outcomes must be identical (tests/faults/repeat.py): ``--fault-repeats`` times
-(default 3), the two that start the real trainer ``--expensive-fault-repeats`` times
-(default 1, 20-30 s each).
+Every scenario runs more than once, each repeat in a directory of its own, and the repeats'
+outcomes must be identical (tests/faults/repeat.py): ``--fault-repeats`` times (default 3),
+side by side (each repeat's processes are a session, or an inner pytest, of its own); the two
+that start the real trainer ``--expensive-fault-repeats`` times (default 1, 20-30 s each),
+one after another.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def _progress_iteration(run_dir: Path) -> int:
     )
 
 
-@repeated("cheap")
+@repeated("cheap", side_by_side=True)
 def test_the_env_beside_dies_with_its_parent(tmp_path: Path) -> Outcome:
     return _env_beside_killed()
 
@@ -234,7 +235,7 @@ def _inner_suite(tmp_path: Path, name: str, source: str) -> subprocess.Completed
     )  # fmt: skip
 
 
-@repeated("cheap")
+@repeated("cheap", side_by_side=True)
 def test_the_suite_fails_a_test_that_leaves_an_orphan(tmp_path: Path) -> Outcome:
     return _leaves_an_orphan(tmp_path)
 
@@ -298,7 +299,7 @@ SERVER_TESTS = textwrap.dedent(
 
 
 @pytest.mark.parametrize("stops", [True, False], ids=["stops-its-session", "leaves-it"])
-@repeated("cheap")
+@repeated("cheap", side_by_side=True)
 def test_a_wider_fixtures_session_is_its_own_until_its_teardown(
     tmp_path: Path, stops: bool
 ) -> Outcome:

@@ -5,10 +5,12 @@ naming the cause, an artifact that validates against its schema and that no proc
 soak survives; ``train`` itself is Ctrl-C'd too.
 
 The trainer runs at a tiny size (4 envs, batch 8, a checkpoint every 3 iterations). Every
-scenario runs more than once, one repeat after another in a directory of its own, and the
-repeats' outcomes must be identical (tests/faults/repeat.py): the hang ``--fault-repeats``
-times (default 3; its detection depends on timing), the stops and the Ctrl-C
-``--expensive-fault-repeats`` times (default 1, 30-40 s each; 3 for the full repetition).
+scenario runs more than once, each repeat in a directory of its own, and the repeats'
+outcomes must be identical (tests/faults/repeat.py): the hang ``--fault-repeats`` times
+(default 3; its detection depends on timing), its repeats side by side (most of a repeat
+is the stale limit and the stop grace passing, and the stale check reads the trainer's own
+loop counter, which no neighbour moves); the stops and the Ctrl-C
+``--expensive-fault-repeats`` times (default 1, 20-30 s each; 3 for the full repetition).
 Where a stop lands (the iteration, so the checkpoint's number, and the training phase) is
 all a repeat may change.
 """
@@ -124,18 +126,20 @@ def _first_stuck_sample(samples: list[dict[str, Any]], tick: int) -> int:
     raise AssertionError(f"no sample shows loop_tick {tick}")
 
 
-@pytest.mark.timeout(1800)  # three soaks of the real trainer, one after another
-@repeated("cheap")
+@pytest.mark.timeout(1800)  # three soaks of the real trainer
+@repeated("cheap", side_by_side=True)
 def test_a_hung_training_loop_is_stale_although_its_heartbeat_writes(
-    tmp_path: Path, isolated_cache, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, isolated_cache
 ) -> Outcome:
-    monkeypatch.setenv(HANG_AT_ITERATION_ENV, "4")
     return _hung_soak(tmp_path)
 
 
 def _hung_soak(root: Path) -> Outcome:
     argv = _soak_argv(root, "--stale-progress-seconds", str(STALE_S), "--stop-grace-seconds", "5")
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    env = {**os.environ, HANG_AT_ITERATION_ENV: "4"}  # its own: the repeats run side by side
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    )
     exit_code = _finish(proc)
     assert exit_code == 1
     doc = _artifact(root)

@@ -6,6 +6,9 @@ is named.
 
 Each scenario runs ``--fault-repeats`` times (default 3), each repeat in a directory of its
 own, and returns its outcome: the repeats' outcomes must be identical (tests/faults/repeat.py).
+The repeats of the scenarios that run soaks as subprocesses run side by side (their paths and
+processes are their own); those that patch this process (``monkeypatch``, ``capsys``) run one
+after another.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ def _refused(proc: subprocess.CompletedProcess[str], marker: Path) -> str:
     return lines[0]
 
 
-@repeated()
+@repeated(side_by_side=True)
 def test_an_unwritable_output_is_refused_before_the_launch(tmp_path: Path) -> Outcome:
     (tmp_path / "file").write_text("not a directory")
     output, marker = tmp_path / "file" / "soak.json", tmp_path / "launched"
@@ -69,7 +72,7 @@ def test_an_unwritable_output_is_refused_before_the_launch(tmp_path: Path) -> Ou
     return {"line": normalize(line, root=tmp_path)}
 
 
-@repeated()
+@repeated(side_by_side=True)
 def test_a_log_dir_that_cannot_be_created_is_refused_before_the_launch(tmp_path: Path) -> Outcome:
     (tmp_path / "file").write_text("not a directory")
     log_dir, marker = tmp_path / "file" / "run", tmp_path / "launched"
@@ -144,7 +147,7 @@ NO_SPACE_ON_WRITE = (
 
 
 @pytest.mark.slow  # a soak a repeat: 5 s on 2 cores
-@repeated()
+@repeated(side_by_side=True)
 def test_a_full_disk_when_the_artifact_is_written_is_named(tmp_path: Path) -> Outcome:
     output = tmp_path / "a.json"
     argv = _soak_argv(
@@ -224,7 +227,7 @@ def _assert_passed(artifact_path: Path) -> None:
 
 @pytest.mark.slow  # two soaks a repeat
 @pytest.mark.parametrize("shared", ["output", "log_dir"])
-@repeated()
+@repeated(side_by_side=True)
 def test_a_second_soak_on_a_claimed_path_is_refused_and_launches_nothing(
     tmp_path: Path, soaks: list[GatedSoak], shared: str
 ) -> Outcome:
@@ -247,7 +250,7 @@ def test_a_second_soak_on_a_claimed_path_is_refused_and_launches_nothing(
     return {"line": normalize(line, root=tmp_path), "launched": marker.exists()}
 
 
-@repeated()
+@repeated(side_by_side=True)
 def test_a_run_dir_claimed_before_its_trainer_starts_is_refused(tmp_path: Path) -> Outcome:
     """The window a second soak started a second later falls in: the first one holds the
     run directory, still empty, and has not launched yet (here: this test holds it)."""
@@ -264,7 +267,7 @@ def test_a_run_dir_claimed_before_its_trainer_starts_is_refused(tmp_path: Path) 
 
 
 @pytest.mark.slow  # two soaks a repeat
-@repeated()
+@repeated(side_by_side=True)
 def test_a_crashed_soak_leaves_no_claim_behind(tmp_path: Path, soaks: list[GatedSoak]) -> Outcome:
     crashed = GatedSoak(tmp_path / "a", tmp_path / "a" / "run", tmp_path / "soak.json")
     soaks.append(crashed)
@@ -281,7 +284,7 @@ def test_a_crashed_soak_leaves_no_claim_behind(tmp_path: Path, soaks: list[Gated
 
 # -- bytes that are not UTF-8 ----------------------------------------------------------
 @pytest.mark.slow  # a soak a repeat: 6 s on 2 cores
-@repeated()
+@repeated(side_by_side=True)
 def test_a_path_that_is_not_utf8_is_escaped_and_the_soak_passes(tmp_path: Path) -> Outcome:
     root = os.fsencode(tmp_path)
     log_dir, output = root + b"/run\xff", root + b"/soak\xfe.json"
@@ -304,7 +307,7 @@ def test_a_path_that_is_not_utf8_is_escaped_and_the_soak_passes(tmp_path: Path) 
 
 
 @pytest.mark.slow  # a soak a repeat: 6 s on 2 cores
-@repeated()
+@repeated(side_by_side=True)
 def test_a_summary_string_that_is_not_utf8_is_escaped_and_judged(tmp_path: Path) -> Outcome:
     output = tmp_path / "soak.json"
     proc = subprocess.run(
@@ -329,7 +332,7 @@ def test_a_summary_string_that_is_not_utf8_is_escaped_and_judged(tmp_path: Path)
 
 # -- an existing artifact --------------------------------------------------------------
 @pytest.mark.slow  # soaks a repeat: 8 s on 2 cores
-@repeated()
+@repeated(side_by_side=True)
 def test_an_existing_artifact_is_kept_unless_overwrite_says_replace(tmp_path: Path) -> Outcome:
     output = tmp_path / "soak.json"
     output.write_text('{"kept": true}\n', encoding="utf-8")

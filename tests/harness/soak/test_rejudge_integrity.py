@@ -1,7 +1,8 @@
 """``g1-soak rejudge`` never takes a failed artifact's word for it: a hand-edited artifact
 stays failed, because the run directory is judged again and the artifact's seal
 (``content_sha256``) must still match (docs/soak.md, "Re-judging an artifact"). Each rejudge
-runs ``--fault-repeats`` times (default 3) with identical outcomes (tests/faults/repeat.py)."""
+runs ``--fault-repeats`` times (default 3) with identical outcomes (tests/faults/repeat.py),
+side by side: each repeat reads the shared failed soak and writes only its own files."""
 
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def _outcome(code: int, doc: dict, tmp_path: Path) -> Outcome:
     }
 
 
-@repeated()
+@repeated(side_by_side=True)
 def test_an_untouched_failed_artifact_is_sealed_and_rejudges_to_itself(
     failed_soak, tmp_path
 ) -> Outcome:
@@ -90,7 +91,7 @@ def test_an_untouched_failed_artifact_is_sealed_and_rejudges_to_itself(
     return _outcome(code, again, tmp_path)
 
 
-@repeated()
+@repeated(side_by_side=True)
 def test_a_hand_edited_failed_artifact_stays_failed_naming_the_run_directory(
     failed_soak: Path, tmp_path: Path
 ) -> Outcome:
@@ -110,7 +111,7 @@ def test_a_hand_edited_failed_artifact_stays_failed_naming_the_run_directory(
     return _outcome(code, doc, tmp_path)
 
 
-@repeated()
+@repeated(side_by_side=True)
 def test_an_edit_without_the_seal_is_named_even_without_the_run_directory(
     failed_soak: Path, tmp_path: Path
 ) -> Outcome:
