@@ -356,10 +356,23 @@ def test_table_refuses_a_file_that_is_not_a_sweep(tmp_path: Path, capsys) -> Non
     assert f"is not a {SCHEMA} document" in capsys.readouterr().err
 
 
+QUICK_PROFILE = ("--warmup", "0", "--profile-cycles", "1")
+"""The profile's untimed and profiled cycles (5 and 10 by default, about 1 s each on 2 cores)."""
+QUICK_SOAK = ("--sample-interval-seconds", "0.5", "--post-shutdown-grace-seconds", "0.5")
+"""The soak's sample interval and its wait before the residual check (5 s and 10 s by default)."""
+
+
 @pytest.mark.slow  # runs the real tools: compiles, trains, soaks
 @pytest.mark.timeout(1200)  # 398 s in CI with cold compile caches
-def test_a_tiny_cpu_sweep_runs_the_real_tools(tmp_path: Path, capsys) -> None:
-    """One size, time-sliced, the mujoco env: every tool runs for real and its figures land."""
+def test_a_tiny_cpu_sweep_runs_the_real_tools(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One size, time-sliced, the mujoco env: every tool runs for real and its figures land.
+    The profile and the soak get the test-only limits the sweep leaves at their defaults
+    (``QUICK_PROFILE``, ``QUICK_SOAK``): the steps' own argv, those flags added."""
+    beside_argv, soak_argv = plan.beside_argv, plan.soak_argv
+    monkeypatch.setattr(plan, "beside_argv", lambda *a: [*beside_argv(*a), *QUICK_PROFILE])
+    monkeypatch.setattr(plan, "soak_argv", lambda *a: [*soak_argv(*a), *QUICK_SOAK])
     out = tmp_path / "sweep"
     overrides = [f"--override={kv}" for kv in TINY_ALGO]
     args = [
