@@ -4,6 +4,7 @@ injected (one second per reading), so where the run stops is exact, with no slee
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -98,11 +99,20 @@ def _assert_invariants(summary: dict, run_dir: Path, iterations: int) -> None:
     assert verdict.status == "passed", verdict.reasons
 
 
-def test_a_time_budget_ends_the_run_at_the_tick_that_found_it_spent(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def five_second_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """A run with a 5 s budget and no cap, ``(run_dir, summary)``: one run for the tests that
+    only read it (or a copy of it), a run of the trainer's whole loop each."""
+    run_dir = tmp_path_factory.mktemp("five-seconds") / "run"
+    return run_dir, _run(_ctx(run_dir, duration=5.0, cap=None))
+
+
+def test_a_time_budget_ends_the_run_at_the_tick_that_found_it_spent(
+    five_second_run: tuple[Path, dict],
+) -> None:
     # Readings: 1 at training start, then one per iteration tick; the 5th tick reads 6,
     # 5 s after the start, so iteration 5 is the last.
-    run_dir = tmp_path / "run"
-    summary = _run(_ctx(run_dir, duration=5.0, cap=None))
+    run_dir, summary = five_second_run
     _assert_invariants(summary, run_dir, iterations=5)
     assert summary["time_budget"] == {
         "duration_seconds": 5.0,
@@ -156,18 +166,21 @@ def test_a_run_without_a_budget_records_that_it_was_sized_in_iterations(tmp_path
     assert summary["time_budget"]["stopped_by"] == "iterations"
 
 
-def test_a_missing_last_checkpoint_of_a_budgeted_run_fails_the_soak_check(tmp_path: Path) -> None:
+def test_a_missing_last_checkpoint_of_a_budgeted_run_fails_the_soak_check(
+    five_second_run: tuple[Path, dict], tmp_path: Path
+) -> None:
     run_dir = tmp_path / "run"
-    _run(_ctx(run_dir, duration=5.0, cap=None))
+    shutil.copytree(five_second_run[0], run_dir)  # the shared run stays whole
     (run_dir / "model_5.pt").unlink()
     verdict = judge_run_dir(run_dir, monitor_reasons=[], monitor_classification=None)
     assert verdict.status == "failed"
     assert any("missing required artifacts: model_5.pt" in r for r in verdict.reasons)
 
 
-def test_a_budgeted_run_resumes_from_the_last_checkpoint_of_another(tmp_path: Path) -> None:
-    first = tmp_path / "first"
-    _run(_ctx(first, duration=5.0, cap=None))
+def test_a_budgeted_run_resumes_from_the_last_checkpoint_of_another(
+    five_second_run: tuple[Path, dict], tmp_path: Path
+) -> None:
+    first = five_second_run[0]
     second = tmp_path / "second"
     summary = _run(_ctx(second, duration=3.0, cap=None, resume=first / "model_5.pt"))
     # Iterations 6, 7, 8 of the lineage: 3 of this run, with its own warm-up.
