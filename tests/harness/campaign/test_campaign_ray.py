@@ -7,7 +7,14 @@
   cell is kept, the second cancelled (its soak wrote an external_cancellation artifact) and run
   again;
 - a cell whose Ray worker kills itself at every attempt (local `ray.init()`): retried once, then
-  `lost`.
+  `lost`;
+- `soak-campaign regression`: one library clip x 3 seeds, judged over seeds, with the table of
+  final vs best per clip and seed. Its learning bounds are loose on purpose: 6 iterations learn
+  nothing, and this checks the plumbing (verdicts, points, the olympic score), not the recipe.
+
+Every test but the lost cell's runs on the one Ray head of this module (`cluster`): a head
+starts in about 8 s on 2 cores, and the lost cell's worker needs the kill hook in its own
+environment, which only a local `ray.init()` started by its driver gives it.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from contracts.jsonio import load_strict
 from contracts.schemas import validate
@@ -40,6 +48,25 @@ RAY_TEST_ENV = {
     "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
 }
 HEAD_TIMEOUT_S = 180.0
+LIBRARY = Path(__file__).parents[3] / ".." / "shared" / "motions" / "g1-moves"
+CLIP = "dance/J_Dance18_TikTok.csv"
+TINY_CHECK = {
+    "schema_version": 1,
+    "name": "tiny-regression",
+    "directory": "unused",
+    "seeds": [1, 2, 3],
+    "motions": [f"library:{CLIP}"],
+    "sims": {"mujoco": {"num_envs": 4, "iterations": 6}},
+    "soak": {
+        "min_duration_seconds": 0,
+        "sample_interval_seconds": 0.5,
+        "post_shutdown_grace_seconds": 0.5,
+        "learning_margin": 0.99,
+        "learning_tolerance_mm": 10000,
+        "extra_overrides": ["algo.batch_size=8", "algo.learning_starts=2", "algo.save_interval=2"],
+    },
+    "over_seeds": {"window_points": 2},
+}
 
 
 def _free_port() -> int:
@@ -265,3 +292,39 @@ def test_a_cell_whose_worker_dies_is_retried_then_lost(
         ("lost", "WorkerCrashedError"),
     ]
     assert "Ray worker or node died" in doc["cells"][0]["reason"]
+
+
+@pytest.mark.skipif(not (LIBRARY / CLIP).is_file(), reason=f"no motion library at {LIBRARY}")
+def test_the_regression_check_runs_three_seeds_and_tables_final_vs_best(cluster, tmp_path) -> None:
+    address, env = cluster
+    spec = tmp_path / "check.yaml"
+    spec.write_text(yaml.safe_dump(TINY_CHECK), encoding="utf-8")
+    directory = tmp_path / "check"
+    proc = subprocess.run(
+        [
+            str(BIN / "soak-campaign"), "regression", "--spec", str(spec),
+            "--library-root", str(LIBRARY), "--directory", str(directory), "--address", address,
+        ],
+        env={**env, "COLUMNS": "80"}, capture_output=True, text=True, timeout=1500, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    doc = load_strict(directory / "campaign.json")
+    assert validate(doc, "campaign_result.v1.json") == []
+    (config,) = doc["over_seeds"]["configurations"]
+    assert config["verdict"] == "passed"
+    assert [seed["outcome"] for seed in config["seeds"]] == ["passed"] * 3
+    for seed in config["seeds"]:
+        assert seed["final_r_mpkpe_mm"] is not None and seed["best_iteration"] in (2, 4, 6)
+    for cell in doc["cells"]:
+        points = cell["attempts"][-1]["learning"]["points"]
+        assert [p["iteration"] for p in points] == [2, 4, 6]  # every checkpoint, then the final
+    rows = [line.split() for line in proc.stdout.splitlines()]
+    seeds = [row[1] for row in rows if row[:1] == ["j-dance18-tiktok"] and row[2] == "passed"]
+    assert seeds == ["1", "2", "3"]
+    assert "judged over seeds: 1 of 1 configuration(s) passed" in proc.stdout
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 80
+    status = subprocess.run(
+        [str(BIN / "soak-campaign"), "status", str(directory), "--json"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert json.loads(status.stdout) == doc
