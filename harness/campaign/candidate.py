@@ -17,8 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contracts.errors import UsageError
-from contracts.motions import MOTION_KEY
-from harness.campaign.spec import SEED_KEY
+from harness.campaign.spec import CELL_KEYS
 from harness.soak.invocation import check_overrides, override_key
 
 SAVE_INTERVAL_KEY = "algo.save_interval"
@@ -45,15 +44,11 @@ def check_candidate(overrides: Sequence[str]) -> tuple[str, ...]:
             message = str(err).removeprefix(f"--extra-override {text!r} ")
             raise UsageError(f"--override {text!r}: {message}") from err
         key = override_key(text)
-        if key == SEED_KEY:
+        if key in CELL_KEYS:
+            what = CELL_KEYS[key][1]
             raise UsageError(
-                f"--override {text!r}: the check sets '{SEED_KEY}' per cell (its seeds); "
-                "drop it, the baseline and the candidate run the same seeds"
-            )
-        if key == MOTION_KEY:
-            raise UsageError(
-                f"--override {text!r}: the check sets '{MOTION_KEY}' per cell (its clips); "
-                "drop it, the baseline and the candidate run the same clips"
+                f"--override {text!r}: the check sets '{key}' per cell (its {what}); "
+                f"drop it, the baseline and the candidate run the same {what}"
             )
         if is_protocol_key(key):
             raise UsageError(

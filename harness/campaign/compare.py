@@ -27,7 +27,7 @@ from typing import Any
 
 from contracts.errors import UsageError
 from harness.campaign import candidate as candidate_mod
-from harness.campaign.spec import motion_label
+from harness.campaign.spec import SEED_KEY, motion_label
 from harness.campaign.state import CampaignStateError, load_state
 from harness.soak.invocation import override_key
 from harness.soak.learning import DEFAULT_MARGIN, DEFAULT_TOLERANCE_MM
@@ -152,7 +152,7 @@ def _shared_args(side: Side, cell: Mapping[str, Any]) -> dict[str, Any]:
         else:
             flags[flag] = motion_label(value) if flag == "--motion" else value
     entries, added = flags[OVERRIDE_FLAG], side.overrides
-    tail = [*added, f"{candidate_mod.SEED_KEY}={cell['seed']}"]
+    tail = [*added, f"{SEED_KEY}={cell['seed']}"]
     if entries[-len(tail) :] != tail:
         raise CompareError(
             f"the {side.name}'s cell {cell['id']} does not end its --extra-override list with "

@@ -189,6 +189,11 @@ def _check_schema(path: Path, doc: Any) -> None:
         raise _fail(path, _key_path(first.path), f"{first.message}{more}; {fix}")
 
 
+CELL_KEYS = {SEED_KEY: ("seeds", "seeds"), MOTION_KEY: ("motions", "clips")}
+"""Trainer keys a campaign sets per cell: the campaign field that lists them, and what a
+regression check calls them."""
+
+
 def _check_entries(path: Path, where: str, entries: Sequence[str]) -> None:
     for index, text in enumerate(entries):
         location = f"{where}[{index}]"
@@ -197,12 +202,9 @@ def _check_entries(path: Path, where: str, entries: Sequence[str]) -> None:
         except UsageError as err:
             raise _fail(path, location, str(err)) from err
         key = override_key(text)
-        if key == SEED_KEY:
-            raise _fail(path, location, f"'{SEED_KEY}' is set by the campaign; list it in seeds")
-        if key == MOTION_KEY:
-            raise _fail(
-                path, location, f"'{MOTION_KEY}' is set by the campaign; list it in motions"
-            )
+        if key in CELL_KEYS:
+            field = CELL_KEYS[key][0]
+            raise _fail(path, location, f"'{key}' is set by the campaign; list it in {field}")
 
 
 def _unquoted(value: str) -> str:

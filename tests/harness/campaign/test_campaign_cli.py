@@ -19,6 +19,7 @@ from contracts.schemas import validate
 from harness.campaign.spec import LIST_FLAGS, SCALAR_FLAGS, load_campaign
 from harness.campaign.state import STATE_FILE, CampaignState
 from harness.soak.cli import g1_soak_app
+from tests.harness.campaign.recorded import learning_result
 
 BIN = Path(sys.executable).parent
 LIBRARY = Path(__file__).parents[3] / ".." / "shared" / "motions" / "g1-moves"
@@ -161,28 +162,6 @@ def _stand_in_library(root: Path, spec: Path) -> Path:
 
 
 # -- tables on recorded results -------------------------------------------------------------
-def _learning(verdict: str, *r_mpkpe: float) -> dict[str, Any]:
-    points = [
-        {"iteration": 1000 * (i + 1), "success_rate": 1.0, "r_mpkpe_mm": value}
-        for i, value in enumerate(r_mpkpe)
-    ]
-    best = min(range(len(r_mpkpe)), key=lambda i: r_mpkpe[i])
-
-    def figures(index: int) -> dict[str, Any]:
-        return {
-            "iteration": 1000 * (index + 1), "success_rate": 1.0,
-            "r_mpkpe_mm": r_mpkpe[index], "mpkpe_mm": 2 * r_mpkpe[index],
-        }  # fmt: skip
-
-    return {
-        "evaluation": {
-            "status": "evaluated", "points": len(r_mpkpe),
-            "final": figures(len(r_mpkpe) - 1), "best": figures(best),
-        },
-        "learning": {"verdict": verdict, "reason": None, "findings": [], "points": points},
-    }  # fmt: skip
-
-
 def _recorded(spec, results: dict[int, tuple[str, dict[str, Any]]]) -> CampaignState:
     state = CampaignState.create(spec, "2.60.0")
     state.prepare_directory()
@@ -207,9 +186,9 @@ def test_the_regression_table_shows_final_vs_best_per_clip_and_seed(
     state = _recorded(
         spec,
         {
-            1: ("passed", _learning("passed", 40.0, 13.0, 14.0)),
-            2: ("failed", _learning("regression", 40.0, 12.9, 28.0)),
-            3: ("passed", _learning("passed", 45.0, 15.0, 15.5)),
+            1: ("passed", learning_result("passed", 40.0, 13.0, 14.0)),
+            2: ("failed", learning_result("regression", 40.0, 12.9, 28.0)),
+            3: ("passed", learning_result("passed", 45.0, 15.0, 15.5)),
         },
     )
     doc = load_strict(state.directory / STATE_FILE)
@@ -244,9 +223,9 @@ def test_two_failing_seeds_fail_the_campaign_and_say_which(write_campaign, campa
     state = _recorded(
         spec,
         {
-            1: ("failed", _learning("regression", 10.0, 30.0)),
-            2: ("failed", _learning("unverified", 10.0, 11.0)),
-            3: ("passed", _learning("passed", 10.0, 10.0)),
+            1: ("failed", learning_result("regression", 10.0, 30.0)),
+            2: ("failed", learning_result("unverified", 10.0, 11.0)),
+            3: ("passed", learning_result("passed", 10.0, 10.0)),
         },
     )
     assert state.doc["verdict"] == "failed"
@@ -259,7 +238,7 @@ def test_the_cell_table_fits_80_columns_with_long_cell_names(write_campaign, cam
     long_motion = "./clips/a-rather-long-clip-name-from-the-library-of-motions.npz"
     doc = campaign_doc(seeds=[1, 2], motions=[long_motion], overrides={"long_override_set": []})
     spec = load_campaign(write_campaign(doc))
-    state = _recorded(spec, {s: ("passed", _learning("passed", 10.0)) for s in (1, 2)})
+    state = _recorded(spec, {s: ("passed", learning_result("passed", 10.0)) for s in (1, 2)})
     proc = _soak_campaign("status", str(state.directory))
     assert proc.returncode == 0, proc.stderr
     assert max(len(line) for line in proc.stdout.splitlines()) <= 80

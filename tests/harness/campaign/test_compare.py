@@ -16,32 +16,11 @@ from harness.campaign import cli
 from harness.campaign.spec import load_campaign
 from harness.campaign.state import CampaignState
 from harness.soak.learning import DEFAULT_MARGIN, DEFAULT_TOLERANCE_MM
+from tests.harness.campaign.recorded import learning_result
 
 MOTIONS = ("synthetic", "march")
 # windows of the last 2 points: 14.5, 15.5, 16.5 mm -> olympic 15.5 mm on each clip
 GOOD = {1: (40.0, 14.0, 15.0), 2: (40.0, 15.0, 16.0), 3: (40.0, 16.0, 17.0)}
-
-
-def _attempt(verdict: str, *r_mpkpe: float) -> dict[str, Any]:
-    points = [
-        {"iteration": 1000 * (i + 1), "success_rate": 1.0, "r_mpkpe_mm": value}
-        for i, value in enumerate(r_mpkpe)
-    ]
-    best = min(range(len(r_mpkpe)), key=lambda i: r_mpkpe[i])
-
-    def figures(index: int) -> dict[str, Any]:
-        return {
-            "iteration": 1000 * (index + 1), "success_rate": 1.0,
-            "r_mpkpe_mm": r_mpkpe[index], "mpkpe_mm": 2 * r_mpkpe[index],
-        }  # fmt: skip
-
-    return {
-        "evaluation": {
-            "status": "evaluated", "points": len(r_mpkpe),
-            "final": figures(len(r_mpkpe) - 1), "best": figures(best),
-        },
-        "learning": {"verdict": verdict, "reason": None, "findings": [], "points": points},
-    }  # fmt: skip
 
 
 def _check(
@@ -70,7 +49,7 @@ def _check(
         )
         status = "passed" if verdict == "passed" else "failed"
         reason = None if status == "passed" else "learning_regression: final behind best"
-        fields = {"status": status, "reason": reason, **_attempt(verdict, *values)}
+        fields = {"status": status, "reason": reason, **learning_result(verdict, *values)}
         state.end_attempt(cell.id, 1, fields)
     if finished:
         state.finish("finished")
