@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contracts.errors import UsageError
-from harness.campaign.spec import CELL_KEYS
+from harness.campaign.spec import CELL_KEYS, SEED_KEY
 from harness.soak.invocation import check_overrides, override_key
 
 SAVE_INTERVAL_KEY = "algo.save_interval"
@@ -45,7 +45,7 @@ def check_candidate(overrides: Sequence[str]) -> tuple[str, ...]:
             raise UsageError(f"--override {text!r}: {message}") from err
         key = override_key(text)
         if key in CELL_KEYS:
-            what = CELL_KEYS[key][1]
+            what = "seeds" if key == SEED_KEY else "clips"
             raise UsageError(
                 f"--override {text!r}: the check sets '{key}' per cell (its {what}); "
                 f"drop it, the baseline and the candidate run the same {what}"

@@ -189,9 +189,12 @@ def _check_schema(path: Path, doc: Any) -> None:
         raise _fail(path, _key_path(first.path), f"{first.message}{more}; {fix}")
 
 
-CELL_KEYS = {SEED_KEY: ("seeds", "seeds"), MOTION_KEY: ("motions", "clips")}
-"""Trainer keys a campaign sets per cell: the campaign field that lists them, and what a
-regression check calls them."""
+CELL_KEYS = {
+    SEED_KEY: "is set by the campaign; list it in seeds",
+    MOTION_KEY: "is set by the campaign; list it in motions",
+}
+"""Trainer keys a campaign sets per cell, and why an override may not set them (the texts
+docs/troubleshooting.md quotes)."""
 
 
 def _check_entries(path: Path, where: str, entries: Sequence[str]) -> None:
@@ -203,8 +206,7 @@ def _check_entries(path: Path, where: str, entries: Sequence[str]) -> None:
             raise _fail(path, location, str(err)) from err
         key = override_key(text)
         if key in CELL_KEYS:
-            field = CELL_KEYS[key][0]
-            raise _fail(path, location, f"'{key}' is set by the campaign; list it in {field}")
+            raise _fail(path, location, f"'{key}' {CELL_KEYS[key]}")
 
 
 def _unquoted(value: str) -> str:
