@@ -10,8 +10,6 @@ keeps raw rewards; the learner divides by D, fixed for a whole update cycle.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
@@ -31,7 +29,7 @@ class RewardScaler:
         self.num_envs = num_envs
         self.gamma = float(gamma)
         self.g_max = float(g_max)
-        self.max_count = math.inf if horizon is None else float(horizon * num_envs)
+        self.max_count = None if horizon is None else float(horizon * num_envs)
         self.device = torch.device(device)
         f32 = {"dtype": torch.float32, "device": self.device}
         self.returns = torch.zeros(num_envs, **f32)  # [N] G
@@ -65,7 +63,9 @@ class RewardScaler:
                 )
                 / new_count
             )
-            self.count.copy_(new_count.clamp(max=self.max_count))
+            if self.max_count is not None:  # the default (whole run) adds no kernel per tick
+                new_count = new_count.clamp(max=self.max_count)
+            self.count.copy_(new_count)
 
     def scale(self) -> Tensor:
         """``D = max(sqrt(var + 1e-8), G_max / g_max)`` as a 0-dim tensor."""
