@@ -21,6 +21,7 @@ DOC = {
     "alone": {"cycle_ms": 4.19, "env_steps_per_s": 218444.8},
     "free": [{"cycle_ms": 5.38, "env_steps_per_s": 107899.2}],
     "paced": [{"iteration_ms": 8.897, "env_steps_per_s": 115097.3}],
+    "pipelined": [{"iteration_ms": 7.412, "env_steps_per_s": 138154.3}],
 }
 
 
@@ -46,6 +47,17 @@ def test_the_schema_takes_the_document_and_refuses_a_float_count() -> None:
     bad = copy.deepcopy(DOC)
     bad["paced"] = []
     assert validate(bad, one_context.SCHEMA) != []
+    bad = copy.deepcopy(DOC)
+    bad["pipelined"][0]["iteration_ms"] = 0
+    assert validate(bad, one_context.SCHEMA) != []
+
+
+def test_a_document_written_before_the_pipelined_mode_still_validates_and_renders() -> None:
+    old = {k: v for k, v in DOC.items() if k != "pipelined"}
+    assert validate(old, one_context.SCHEMA) == []
+    console = Console(width=160, record=True)
+    one_context.render(old, console)
+    assert "pipelined" not in console.export_text()
 
 
 def test_the_table_has_a_row_per_mode_and_repetition() -> None:
@@ -54,9 +66,69 @@ def test_the_table_has_a_row_per_mode_and_repetition() -> None:
     text = console.export_text()
     assert "learner + 1024 mjwarp envs in one CUDA context (env stream default)" in text
     cells = [line.strip("│┃ ").split() for line in text.splitlines()]
-    rows = [c[0] for c in cells if c[:1] in (["alone"], ["free"], ["paced"])]
-    assert rows == ["alone", "free", "paced"]
+    rows = [c[0] for c in cells if c[:1] in (["alone"], ["free"], ["paced,"], ["pipelined,"])]
+    assert rows == ["alone", "free", "paced,", "pipelined,"]
     assert "115,097" in text and "8.897" in text
+    assert "138,154" in text and "7.412" in text
+
+
+class FakeEvent:
+    def __init__(self) -> None:
+        self.recorded_on = None
+
+    def record(self, stream) -> None:
+        self.recorded_on = stream
+
+    def synchronize(self) -> None:
+        pass
+
+
+class FakeStream:
+    def __init__(self) -> None:
+        self.waited: list[FakeEvent] = []
+
+    def wait_event(self, event: FakeEvent) -> None:
+        self.waited.append(event)
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch) -> FakeStream:
+    """take_turn's CUDA calls on the host: one stream that records what it was told to wait for."""
+    stream = FakeStream()
+    monkeypatch.setattr(one_context.torch.cuda, "current_stream", lambda: stream)
+    monkeypatch.setattr(one_context.torch.cuda, "Event", FakeEvent)
+    return stream
+
+
+def test_pipelined_cycle_i_waits_for_env_step_i_minus_1_as_trains_tick_loop(fake_cuda) -> None:
+    steps: list[FakeEvent] = []
+    cycles: list[FakeEvent] = []
+    ran: list[str] = []
+    never_wait = lambda: False  # a turn that would have to wait gives up instead
+    lag = one_context.CYCLE_LAGS["pipelined"]
+    # cycle 0 needs no env step: it may start while env step 0 has not been enqueued
+    assert one_context.take_turn(cycles, steps, lag, lambda: ran.append("c0"), never_wait)
+    for i in range(3):
+        assert one_context.take_turn(steps, cycles, 1, lambda i=i: ran.append(f"e{i}"), never_wait)
+        if i + 1 < 3:
+            work = lambda i=i: ran.append(f"c{i + 1}")
+            assert one_context.take_turn(cycles, steps, lag, work, never_wait)
+    assert ran == ["c0", "e0", "c1", "e1", "c2", "e2"]
+    # in turn order c1, e1, c2, e2: cycle i waited for env step i-1 and env step i for cycle
+    # i-1, never a side for the other's turn of its own index
+    assert fake_cuda.waited == [steps[0], cycles[0], steps[1], cycles[1]]
+
+
+def test_paced_cycle_i_waits_for_env_step_i_the_serial_chain(fake_cuda) -> None:
+    steps: list[FakeEvent] = []
+    cycles: list[FakeEvent] = []
+    never_wait = lambda: False
+    lag = one_context.CYCLE_LAGS["paced"]
+    assert not one_context.take_turn(cycles, steps, lag, lambda: None, never_wait)
+    assert one_context.take_turn(steps, cycles, 1, lambda: None, never_wait)
+    assert not one_context.take_turn(steps, cycles, 1, lambda: None, never_wait)
+    assert one_context.take_turn(cycles, steps, lag, lambda: None, never_wait)
+    assert fake_cuda.waited == [steps[0]]
 
 
 class ChunkedEnv:
@@ -95,4 +167,4 @@ def test_a_small_measurement_writes_a_valid_document(tmp_path) -> None:
 
     doc = json.loads(out.read_text())
     assert validate(doc, one_context.SCHEMA) == []
-    assert doc["paced"][0]["iteration_ms"] > 0
+    assert doc["paced"][0]["iteration_ms"] > 0 and doc["pipelined"][0]["iteration_ms"] > 0

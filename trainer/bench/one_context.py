@@ -11,9 +11,12 @@ a thread, and times
 
 * ``alone``: the cycle with the env idle, and the env with the learner idle;
 * ``free``: both running flat out at once (the cycle in CUDA events, the env's steps/s);
-* ``paced``: one cycle per env step, ordered as in ``train``. Cycle i waits on the GPU for
-  env step i (it samples the rows that step wrote), and env step i waits for cycle i-1
-  (its action reads the policy that cycle published). The iteration is wall time per pair.
+* ``pipelined``: one cycle per env step, ordered as ``train``'s tick loop orders them. Env
+  step i waits on the GPU for cycle i-1 (its action reads the policy that cycle published),
+  and cycle i for env step i-1: the update of tick i commits the transitions of tick i-1, so
+  env step i and cycle i may run at once. The iteration is wall time per pair.
+* ``paced``: the same, but cycle i waits for env step i: a serial chain, one turn stricter
+  than ``train``, whose iteration is what the pair costs when nothing overlaps.
 
 The env's actions are uniform random, so the physics is the task's but not the policy's.
 CUDA only: without a GPU there is one stream and nothing to measure (exit 1).
@@ -49,6 +52,8 @@ ENV_CHUNK = 10
 MIN_ENV_CHUNKS = 5
 """Chunks a free window must span, so that the rate is not rounded to a chunk (or to 0)."""
 STOP_TIMEOUT_S = 60.0
+CYCLE_LAGS = {"paced": 0, "pipelined": 1}
+"""Per paced mode, the lag of the env step that cycle i waits for: env step i - lag."""
 
 
 app = typer.Typer(add_completion=False)
@@ -184,7 +189,7 @@ def _learner_spec(plan: Plan) -> Spec:
 
 
 def measure(plan: Plan) -> dict[str, Any]:
-    """Build both sides, then time them alone, free-running and paced."""
+    """Build both sides, then time them alone, free-running, paced and pipelined."""
     stream = torch.cuda.Stream(device=plan.device)
     spec = _learner_spec(plan)
     with torch.cuda.stream(stream):
@@ -205,13 +210,13 @@ def measure(plan: Plan) -> dict[str, Any]:
                     env, lambda: _timed_ms(cycle, plan.cycles, stream)
                 )
                 free.append({"cycle_ms": round(cycle_ms, 4), "env_steps_per_s": round(rate, 1)})
-            paced = _paced(env, cycle, plan)
+            paced = {mode: _paced(env, cycle, plan, lag) for mode, lag in CYCLE_LAGS.items()}
         finally:
             env.close()
     return {
         "alone": {"cycle_ms": round(cycle_alone, 4), "env_steps_per_s": round(env_alone, 1)},
         "free": free,
-        "paced": paced,
+        **paced,
     }
 
 
@@ -234,7 +239,10 @@ def _while_env_steps(env: EnvThread, during: Callable[[], float]) -> tuple[float
     return sum(results) / len(results), (env.steps - steps) / (time.perf_counter() - start)
 
 
-def _paced(env: EnvThread, cycle: Callable[[], None], plan: Plan) -> list[dict[str, float]]:
+def _paced(
+    env: EnvThread, cycle: Callable[[], None], plan: Plan, lag: int
+) -> list[dict[str, float]]:
+    """Repetitions of one cycle per env step, cycle i after env step i - ``lag``."""
     env.paced.set()
 
     def still_stepping() -> bool:
@@ -242,8 +250,8 @@ def _paced(env: EnvThread, cycle: Callable[[], None], plan: Plan) -> list[dict[s
         return True
 
     def run(count: int) -> None:
-        for _ in range(count):  # cycle j samples the rows that env step j wrote
-            take_turn(env.cycle_done, env.step_done, 0, cycle, still_stepping)
+        for _ in range(count):
+            take_turn(env.cycle_done, env.step_done, lag, cycle, still_stepping)
 
     run(100)  # into the steady state
     reps = []
@@ -290,9 +298,11 @@ def render(doc: dict[str, Any], console: Console) -> None:
     for rep in doc["free"]:
         table.add_row("free", f"{rep['cycle_ms']:.3f}", f"{rep['env_steps_per_s']:,.0f}",
                       f"{n / rep['env_steps_per_s'] * 1e3:.3f}", "-")  # fmt: skip
-    for rep in doc["paced"]:
-        table.add_row("paced 1:1", "-", f"{rep['env_steps_per_s']:,.0f}", "-",
-                      f"{rep['iteration_ms']:.3f}")  # fmt: skip
+    labels = {"paced": "paced, serial", "pipelined": "pipelined, as train"}
+    for mode, label in labels.items():
+        for rep in doc.get(mode, ()):  # documents before 2026-12-07 have no pipelined
+            table.add_row(label, "-", f"{rep['env_steps_per_s']:,.0f}", "-",
+                          f"{rep['iteration_ms']:.3f}")  # fmt: skip
     console.print(table)
 
 
@@ -303,11 +313,11 @@ def main(
         str, typer.Option(help="The env's mjwarp stream: default, or high (the device's highest).")
     ] = "default",
     cycles: Annotated[int, typer.Option(min=1, help="Cycles per timed repetition.")] = 500,
-    reps: Annotated[int, typer.Option(min=1, help="Repetitions of free and paced.")] = 3,
+    reps: Annotated[int, typer.Option(min=1, help="Repetitions of free, paced and pipelined.")] = 3,
     output: Annotated[Path | None, typer.Option(help="Write the JSON document here.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print only the JSON document.")] = False,
 ) -> None:
-    """Time the learner's cycle and the env in one process, alone, together and paced.
+    """Time the learner's cycle and the env in one process: alone, together, paced, pipelined.
 
     Example: ``python -m trainer.bench.one_context --num-envs 1024 --output /tmp/oc.json``
     """
