@@ -22,12 +22,23 @@ DOC = {
     "free": [{"cycle_ms": 5.38, "env_steps_per_s": 107899.2}],
     "paced": [{"iteration_ms": 8.897, "env_steps_per_s": 115097.3}],
     "pipelined": [{"iteration_ms": 7.412, "env_steps_per_s": 138154.3}],
-}
+    "timeline": {
+        "turns": 200, "iteration_ms": 7.3, "env_step_ms": 5.9, "cycle_ms": 5.1,
+        "overlap_ms": 3.8, "idle_ms": 0.1,
+    },
+}  # fmt: skip
 
 
 def test_an_unknown_stream_priority_is_a_usage_error(capsys) -> None:
     assert one_context.cli(["--env-stream-priority", "urgent"]) == 2
     assert "'urgent' must be one of default, high" in capsys.readouterr().err
+
+
+def test_a_timeline_plot_that_is_not_a_png_is_a_usage_error(tmp_path, capsys) -> None:
+    plot = tmp_path / "timeline.svg"
+    assert one_context.cli(["--timeline-plot", str(plot)]) == 2
+    assert f"'{plot}' must end in .png" in capsys.readouterr().err
+    assert not plot.exists()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without CUDA")
@@ -50,14 +61,21 @@ def test_the_schema_takes_the_document_and_refuses_a_float_count() -> None:
     bad = copy.deepcopy(DOC)
     bad["pipelined"][0]["iteration_ms"] = 0
     assert validate(bad, one_context.SCHEMA) != []
+    bad = copy.deepcopy(DOC)
+    bad["timeline"]["turns"] = 200.0
+    assert validate(bad, one_context.SCHEMA) != []
+    bad = copy.deepcopy(DOC)
+    del bad["timeline"]["overlap_ms"]
+    assert validate(bad, one_context.SCHEMA) != []
 
 
 def test_a_document_written_before_the_pipelined_mode_still_validates_and_renders() -> None:
-    old = {k: v for k, v in DOC.items() if k != "pipelined"}
+    old = {k: v for k, v in DOC.items() if k not in ("pipelined", "timeline")}
     assert validate(old, one_context.SCHEMA) == []
     console = Console(width=160, record=True)
     one_context.render(old, console)
     assert "pipelined" not in console.export_text()
+    assert "timeline" not in console.export_text()
 
 
 def test_the_table_has_a_row_per_mode_and_repetition() -> None:
@@ -70,14 +88,20 @@ def test_the_table_has_a_row_per_mode_and_repetition() -> None:
     assert rows == ["alone", "free", "paced,", "pipelined,"]
     assert "115,097" in text and "8.897" in text
     assert "138,154" in text and "7.412" in text
+    assert (
+        "pipelined timeline (200 turns, CUDA events), per iteration of 7.300 ms: env step "
+        "5.900 ms, learner cycle 5.100 ms, both running 3.800 ms, neither 0.100 ms"
+    ) in " ".join(text.split())
 
 
 class FakeEvent:
-    def __init__(self) -> None:
+    def __init__(self, enable_timing: bool = False) -> None:
         self.recorded_on = None
+        self.timing = enable_timing
 
     def record(self, stream) -> None:
         self.recorded_on = stream
+        stream.ops.append(("record", self))
 
     def synchronize(self) -> None:
         pass
@@ -86,9 +110,11 @@ class FakeEvent:
 class FakeStream:
     def __init__(self) -> None:
         self.waited: list[FakeEvent] = []
+        self.ops: list[tuple[str, object]] = []
 
     def wait_event(self, event: FakeEvent) -> None:
         self.waited.append(event)
+        self.ops.append(("wait", event))
 
 
 @pytest.fixture
@@ -131,6 +157,26 @@ def test_paced_cycle_i_waits_for_env_step_i_the_serial_chain(fake_cuda) -> None:
     assert fake_cuda.waited == [steps[0]]
 
 
+def test_a_timed_turn_brackets_only_its_own_work_after_the_wait(fake_cuda) -> None:
+    steps: list[FakeEvent] = [FakeEvent()]
+    steps[0].record(fake_cuda)
+    cycles: list[FakeEvent] = []
+    starts: dict[int, FakeEvent] = {}
+    never_wait = lambda: False
+    lag = one_context.CYCLE_LAGS["pipelined"]
+    untimed = lambda: fake_cuda.ops.append(("work", "c0"))
+    assert one_context.take_turn(cycles, steps, lag, untimed, never_wait)
+    assert not cycles[0].timing and starts == {}
+    fake_cuda.ops.clear()
+    timed = lambda: fake_cuda.ops.append(("work", "c1"))
+    assert one_context.take_turn(cycles, steps, lag, timed, never_wait, starts)
+    # the span runs from after the wait for env step 0 to after the cycle's own work
+    assert list(starts) == [1] and starts[1].timing and cycles[1].timing
+    assert fake_cuda.ops == [
+        ("wait", steps[0]), ("record", starts[1]), ("work", "c1"), ("record", cycles[1]),
+    ]  # fmt: skip
+
+
 class ChunkedEnv:
     """Stands in for the env thread: its step count moves one chunk on every ``during()``."""
 
@@ -161,10 +207,16 @@ def test_a_window_too_short_for_a_chunk_repeats_instead_of_reading_zero_steps() 
 def test_a_small_measurement_writes_a_valid_document(tmp_path) -> None:
     pytest.importorskip("mujoco_warp")
     out = tmp_path / "oc.json"
-    args = ["--num-envs", "64", "--cycles", "5", "--reps", "1", "--output", str(out), "--json"]
+    plot = tmp_path / "timeline.png"
+    args = ["--num-envs", "64", "--cycles", "5", "--reps", "1", "--output", str(out), "--json",
+            "--timeline-plot", str(plot)]  # fmt: skip
     assert one_context.cli(args) == 0
     import json
 
     doc = json.loads(out.read_text())
     assert validate(doc, one_context.SCHEMA) == []
     assert doc["paced"][0]["iteration_ms"] > 0 and doc["pipelined"][0]["iteration_ms"] > 0
+    tl = doc["timeline"]
+    assert 1 <= tl["turns"] <= one_context.TIMELINE_TURNS
+    assert tl["overlap_ms"] <= min(tl["env_step_ms"], tl["cycle_ms"])
+    assert plot.read_bytes().startswith(b"\x89PNG")

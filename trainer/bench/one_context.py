@@ -17,6 +17,10 @@ a thread, and times
   env step i and cycle i may run at once. The iteration is wall time per pair.
 * ``paced``: the same, but cycle i waits for env step i: a serial chain, one turn stricter
   than ``train``, whose iteration is what the pair costs when nothing overlaps.
+* ``timeline``: pipelined turns again, each side's work between two timing events on its own
+  stream, so the document says per turn how long each side ran on the GPU, how much of it
+  overlapped and how long neither ran (``trainer/bench/pair_timeline.py``); ``--timeline-plot``
+  draws the first turns as two rows.
 
 The env's actions are uniform random, so the physics is the task's but not the policy's.
 CUDA only: without a GPU there is one stream and nothing to measure (exit 1).
@@ -39,6 +43,7 @@ from rich.table import Table
 
 from contracts.cli_app import run_app
 from contracts.motions import SYNTHETIC_MOTION_ID
+from trainer.bench import pair_timeline
 from trainer.bench.env_throughput import EnvFactory
 from trainer.bench.learner_profile import Spec, build_captured_learner, emit_document, owner_cfg
 from trainer.sim.mjwarp_options import STREAM_PRIORITIES, StreamPriority
@@ -54,6 +59,8 @@ MIN_ENV_CHUNKS = 5
 STOP_TIMEOUT_S = 60.0
 CYCLE_LAGS = {"paced": 0, "pipelined": 1}
 """Per paced mode, the lag of the env step that cycle i waits for: env step i - lag."""
+TIMELINE_TURNS = 200
+"""Pipelined turns the timeline reads; timing events cost a little, so the reps run without."""
 
 
 app = typer.Typer(add_completion=False)
@@ -70,6 +77,7 @@ class Plan:
     cycles: int
     reps: int
     device: torch.device
+    timeline_plot: Path | None = None
 
 
 class EnvThread:
@@ -78,9 +86,12 @@ class EnvThread:
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.ready, self.stop, self.paced = threading.Event(), threading.Event(), threading.Event()
+        self.timing = threading.Event()
         self.steps = 0
         self.step_done: list[torch.cuda.Event] = []
         self.cycle_done: list[torch.cuda.Event] = []  # appended by the learner side
+        self.step_start: dict[int, torch.cuda.Event] = {}  # turns stepped while timing is set
+        self.cycle_start: dict[int, torch.cuda.Event] = {}  # filled by the learner side
         self.error: str | None = None
         self._thread = threading.Thread(target=self._run, name="env-one-context", daemon=True)
 
@@ -134,7 +145,9 @@ class EnvThread:
 
     def _paced_step(self, step: Callable[[], None]) -> None:
         # env step i waits for cycle i-1, whose policy its action reads
-        if take_turn(self.step_done, self.cycle_done, 1, step, lambda: not self.stop.is_set()):
+        starts = self.step_start if self.timing.is_set() else None
+        keep_waiting = lambda: not self.stop.is_set()
+        if take_turn(self.step_done, self.cycle_done, 1, step, keep_waiting, starts):
             self.steps += self.plan.num_envs
 
 
@@ -144,12 +157,15 @@ def take_turn(
     lag: int,
     work: Callable[[], None],
     keep_waiting: Callable[[], bool],
+    starts: dict[int, torch.cuda.Event] | None = None,
 ) -> bool:
     """One side's turn k = ``len(own)`` of the paced schedule, on the current stream.
 
     It waits (on the host, spinning with the GIL released) until the other side has enqueued
     its turn k - ``lag``, orders the GPU after it, lets its own host run at most
     :data:`HOST_LEAD` turns ahead of its GPU work, runs ``work`` and records its event.
+    With ``starts``, both events time: ``starts[k]`` is recorded after the wait, so the span
+    from it to the turn's event is the side's own work on the GPU.
     Returns False, having done nothing, when ``keep_waiting()`` turns false while waiting.
     """
     k, need = len(own), len(own) + 1 - lag
@@ -162,8 +178,12 @@ def take_turn(
         stream.wait_event(other[need - 1])
     if k >= HOST_LEAD:
         own[k - HOST_LEAD].synchronize()
+    timed = starts is not None
+    if timed:
+        starts[k] = torch.cuda.Event(enable_timing=True)
+        starts[k].record(stream)
     work()
-    done = torch.cuda.Event()
+    done = torch.cuda.Event(enable_timing=timed)
     done.record(stream)
     own.append(done)
     return True
@@ -211,12 +231,18 @@ def measure(plan: Plan) -> dict[str, Any]:
                 )
                 free.append({"cycle_ms": round(cycle_ms, 4), "env_steps_per_s": round(rate, 1)})
             paced = {mode: _paced(env, cycle, plan, lag) for mode, lag in CYCLE_LAGS.items()}
+            env_spans, cycle_spans = _timeline_spans(env, cycle, stream)
         finally:
             env.close()
+    if plan.timeline_plot is not None:
+        title = (f"{torch.cuda.get_device_name(plan.device)}, {plan.num_envs} envs: "
+                 "env step and learner cycle in one context, pipelined as train orders them")  # fmt: skip
+        pair_timeline.plot(env_spans, cycle_spans, plan.timeline_plot, title)
     return {
         "alone": {"cycle_ms": round(cycle_alone, 4), "env_steps_per_s": round(env_alone, 1)},
         "free": free,
         **paced,
+        "timeline": pair_timeline.summarize(env_spans, cycle_spans),
     }
 
 
@@ -267,6 +293,48 @@ def _paced(
     return reps
 
 
+def _timeline_spans(
+    env: EnvThread, cycle: Callable[[], None], stream: torch.cuda.Stream
+) -> tuple[list[pair_timeline.Span], list[pair_timeline.Span]]:
+    """:data:`TIMELINE_TURNS` pipelined turns with timing events: each side's spans in ms.
+
+    Runs after the paced modes, continuing their turn count (the env thread is still paced).
+    Only turns that both sides timed count; the times are read against a reference event
+    that completed before the first of them.
+    """
+    reference = torch.cuda.Event(enable_timing=True)
+    reference.record(stream)
+    reference.synchronize()
+    env.timing.set()
+
+    def still_stepping() -> bool:
+        env.raise_if_failed()
+        return True
+
+    lag = CYCLE_LAGS["pipelined"]
+    for _ in range(TIMELINE_TURNS):
+        take_turn(env.cycle_done, env.step_done, lag, cycle, still_stepping, env.cycle_start)
+    last = len(env.cycle_done) - 1
+    while len(env.step_done) <= last:  # env step `last` follows cycle last-1, already enqueued
+        still_stepping()
+        time.sleep(0)
+    env.timing.clear()
+    env.step_done[last].synchronize()
+    env.cycle_done[last].synchronize()
+    turns = sorted(k for k in env.cycle_start if k in env.step_start and k <= last)
+    if not turns:
+        raise OneContextError("the env thread timed none of the learner's timeline turns")
+
+    def span(
+        starts: dict[int, torch.cuda.Event], done: list[torch.cuda.Event], k: int
+    ) -> pair_timeline.Span:
+        return (reference.elapsed_time(starts[k]), reference.elapsed_time(done[k]))
+
+    env_spans = [span(env.step_start, env.step_done, k) for k in turns]
+    cycle_spans = [span(env.cycle_start, env.cycle_done, k) for k in turns]
+    return env_spans, cycle_spans
+
+
 def build_document(plan: Plan) -> dict[str, Any]:
     return {
         "tool": "one_context",
@@ -304,6 +372,14 @@ def render(doc: dict[str, Any], console: Console) -> None:
             table.add_row(label, "-", f"{rep['env_steps_per_s']:,.0f}", "-",
                           f"{rep['iteration_ms']:.3f}")  # fmt: skip
     console.print(table)
+    tl = doc.get("timeline")  # documents before 2026-12-07 have none
+    if tl is not None:
+        console.print(
+            f"pipelined timeline ({tl['turns']} turns, CUDA events), per iteration of "
+            f"{tl['iteration_ms']:.3f} ms: env step {tl['env_step_ms']:.3f} ms, learner cycle "
+            f"{tl['cycle_ms']:.3f} ms, both running {tl['overlap_ms']:.3f} ms, neither "
+            f"{tl['idle_ms']:.3f} ms"
+        )
 
 
 @app.command()
@@ -316,22 +392,33 @@ def main(
     reps: Annotated[int, typer.Option(min=1, help="Repetitions of free, paced and pipelined.")] = 3,
     output: Annotated[Path | None, typer.Option(help="Write the JSON document here.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print only the JSON document.")] = False,
+    timeline_plot: Annotated[
+        Path | None,
+        typer.Option(help="Also draw the first pipelined turns' GPU timelines here (PNG)."),
+    ] = None,
 ) -> None:
     """Time the learner's cycle and the env in one process: alone, together, paced, pipelined.
 
-    Example: ``python -m trainer.bench.one_context --num-envs 1024 --output /tmp/oc.json``
+    Example: ``python -m trainer.bench.one_context --num-envs 1024 --output /tmp/oc.json
+    --timeline-plot /tmp/oc-timeline.png``
     """
     if env_stream_priority not in STREAM_PRIORITIES:
         raise typer.BadParameter(
             f"{env_stream_priority!r} must be one of {', '.join(STREAM_PRIORITIES)}",
             param_hint="--env-stream-priority",
         )
+    if timeline_plot is not None and timeline_plot.suffix.lower() != ".png":
+        raise typer.BadParameter(
+            f"{str(timeline_plot)!r} must end in .png (the plot is a PNG)",
+            param_hint="--timeline-plot",
+        )
     if not torch.cuda.is_available():
         raise OneContextError(
             "one_context needs a CUDA device (two streams of one context); run it on the GPU "
             "machine, or use learner_profile --beside-env for the two-process case"
         )
-    plan = Plan(num_envs, env_stream_priority, cycles, reps, torch.device("cuda", 0))  # type: ignore[arg-type]
+    device = torch.device("cuda", 0)
+    plan = Plan(num_envs, env_stream_priority, cycles, reps, device, timeline_plot)  # type: ignore[arg-type]
     emit_document(build_document(plan), SCHEMA, output, json_out, render)
 
 
