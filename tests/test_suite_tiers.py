@@ -1,8 +1,8 @@
 """The suite's two tiers and its time limits, as pyproject.toml and README.md state them.
 
-``uv run pytest`` (the CI command) runs everything but the long soak; the fast tier README.md
-names leaves out the tests marked ``slow`` and still the long soak, since a ``-m`` given on
-the command line replaces the one in ``addopts``. Every test runs under pytest-timeout's
+``uv run pytest -n 2 --dist loadfile`` (the CI command) runs everything but the long soak; the
+fast tier README.md names leaves out the tests marked ``slow`` and still the long soak, since a
+``-m`` given on the command line replaces the one in ``addopts``. Every test runs under pytest-timeout's
 default limit unless it carries a ``timeout`` mark of its own.
 """
 
