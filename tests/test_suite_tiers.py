@@ -2,8 +2,8 @@
 
 ``uv run pytest -n 2 --dist loadfile`` (the CI command) runs everything but the long soak; the
 fast tier README.md names leaves out the tests marked ``slow`` and still the long soak, since a
-``-m`` given on the command line replaces the one in ``addopts``. Every test runs under pytest-timeout's
-default limit unless it carries a ``timeout`` mark of its own.
+``-m`` given on the command line replaces the one in ``addopts``. Every test runs under
+pytest-timeout's default limit unless it carries a ``timeout`` mark of its own.
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ TRAINER_LAYERS: tuple[tuple[str, ...], ...] = (
         "compile_mode",
         "cpu_threads",
         "cuda_graphs",
+        "figures",
         "hub",
         "owner_flags",
         "probe_workload",

@@ -111,6 +111,11 @@ class EnvThread:
         if self.error is not None:
             raise OneContextError(f"the env thread failed: {self.error}")
 
+    def still_stepping(self) -> bool:
+        """The learner side's ``keep_waiting``: wait on, unless the env thread failed."""
+        self.raise_if_failed()
+        return True
+
     def _run(self) -> None:
         plan, dev = self.plan, self.plan.device
         try:
@@ -271,13 +276,9 @@ def _paced(
     """Repetitions of one cycle per env step, cycle i after env step i - ``lag``."""
     env.paced.set()
 
-    def still_stepping() -> bool:
-        env.raise_if_failed()
-        return True
-
     def run(count: int) -> None:
         for _ in range(count):
-            take_turn(env.cycle_done, env.step_done, lag, cycle, still_stepping)
+            take_turn(env.cycle_done, env.step_done, lag, cycle, env.still_stepping)
 
     run(100)  # into the steady state
     reps = []
@@ -306,22 +307,17 @@ def _timeline_spans(
     reference.record(stream)
     reference.synchronize()
     env.timing.set()
-
-    def still_stepping() -> bool:
-        env.raise_if_failed()
-        return True
-
     lag = CYCLE_LAGS["pipelined"]
     for _ in range(TIMELINE_TURNS):
-        take_turn(env.cycle_done, env.step_done, lag, cycle, still_stepping, env.cycle_start)
+        take_turn(env.cycle_done, env.step_done, lag, cycle, env.still_stepping, env.cycle_start)
     last = len(env.cycle_done) - 1
     while len(env.step_done) <= last:  # env step `last` follows cycle last-1, already enqueued
-        still_stepping()
+        env.still_stepping()
         time.sleep(0)
     env.timing.clear()
     env.step_done[last].synchronize()
     env.cycle_done[last].synchronize()
-    turns = sorted(k for k in env.cycle_start if k in env.step_start and k <= last)
+    turns = sorted(k for k in env.cycle_start if k in env.step_start)
     if not turns:
         raise OneContextError("the env thread timed none of the learner's timeline turns")
 

@@ -9,9 +9,10 @@ Pure Python: the arithmetic and the plot need no GPU.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
+
+from trainer.figures import pyplot, write_png
 
 Span = tuple[float, float]
 
@@ -72,11 +73,7 @@ def summarize(env: Sequence[Span], cycle: Sequence[Span]) -> dict[str, float | i
 
 def plot(env: Sequence[Span], cycle: Sequence[Span], path: Path, title: str) -> Path:
     """Draw the first :data:`PLOT_TURNS` turns as two rows of bars (PNG), time from the first start."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     env, cycle = list(env[:PLOT_TURNS]), list(cycle[:PLOT_TURNS])
     t0 = min(start for start, _ in [*env, *cycle])
     fig, ax = plt.subplots(figsize=(10, 2.4))
@@ -89,9 +86,4 @@ def plot(env: Sequence[Span], cycle: Sequence[Span], path: Path, title: str) -> 
     ax.set_title(title, fontsize=10, loc="left")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, dpi=120, format="png")
-    plt.close(fig)
-    os.replace(tmp, path)
-    return path
+    return write_png(fig, path, dpi=120)

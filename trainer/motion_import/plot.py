@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from trainer.figures import pyplot, write_png
 from trainer.motion_import.checks import AIRBORNE_M, BOUNDS
 from trainer.motion_import.report import Report
 
@@ -14,11 +15,7 @@ __all__ = ["render_png"]
 
 def render_png(report: Report, out: Path) -> Path:
     """Draw the figure (matplotlib Agg) and write it atomically to ``out``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     arrays = report.conversion.arrays
     names = list(arrays["body_names"])
     t = np.arange(report.conversion.num_frames) / float(arrays["fps"])
@@ -45,9 +42,4 @@ def render_png(report: Report, out: Path) -> Path:
     bottom.invert_yaxis()
     bottom.set_xlabel("joint angle (rad): grey = XML range, blue = clip range, red = beyond range")
     bottom.set_title("joint ranges")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
-    tmp.replace(out)
-    return out
+    return write_png(fig, out, dpi=110)
