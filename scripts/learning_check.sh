@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The canonical learning check on one GPU (docs/benchmarks.md "Learning check"): canonical
-# soaks (1024 envs x 65,000 iterations under CUDA MPS, in-run evaluation at every
-# checkpoint) on the two built-in clips, then a table of their verdicts and evaluations.
+# soaks (1024 envs x 65,000 iterations under CUDA MPS, every checkpoint evaluated after
+# training) on the two built-in clips, then a table of their verdicts and evaluations.
 #
 #   scripts/learning_check.sh start DIR [CLIP ...]   # launch in the background, return at once
 #   scripts/learning_check.sh wait DIR [SECONDS]     # wait up to SECONDS (default 540) for the end
@@ -10,7 +10,10 @@
 # CLIP is a g1-soak --motion value (default: synthetic march). The soaks run at the same
 # time under one MPS daemon, so their env steps/s are not solo figures. Env: PYTHON
 # (default python), ITERATIONS (65000), NUM_ENVS (1024), SAVE_INTERVAL (5000),
-# EXTRA_OVERRIDES (space-separated KEY=VALUE passed to the trainer).
+# EXTRA_OVERRIDES (space-separated KEY=VALUE passed to the trainer), CANDIDATE
+# (space-separated KEY=VALUE: each clip also runs as CLIP+candidate with these on top, the
+# baseline beside the candidate under the same daemon, as a change to the recipe is judged at
+# the full budget). Every soak's --check-only runs first; one that fails starts nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=${PYTHON:-python}
@@ -18,23 +21,45 @@ verb=${1:?usage: learning_check.sh start|wait|table DIR ...}
 dir=${2:?usage: learning_check.sh start|wait|table DIR ...}
 shift 2
 
+soak_args() {  # soak_args CLIP NAME OVERRIDE...: the g1-soak arguments of one soak
+  local clip=$1 name=$2; shift 2
+  printf '%s\n' --sim mjwarp --motion "$clip" --num-envs "${NUM_ENVS:-1024}" \
+    --iterations "${ITERATIONS:-65000}" --min-duration-seconds 0 "$@" \
+    --log-dir "$dir/$name/run" --output "$dir/$name/soak.json"
+}
+
 start() {
   local clips=("$@")
   [ ${#clips[@]} -gt 0 ] || clips=(synthetic march)
-  mkdir -p "$dir"
-  "$py" -m harness.mps.cli start >"$dir/cumps-start.log" 2>&1
   local overrides=(--extra-override training.cuda_process_sharing=mps
                    --extra-override "algo.save_interval=${SAVE_INTERVAL:-5000}")
   for kv in ${EXTRA_OVERRIDES:-}; do overrides+=(--extra-override "$kv"); done
+  local candidate=()
+  for kv in ${CANDIDATE:-}; do candidate+=(--extra-override "$kv"); done
+  local soaks=()  # "NAME<TAB>CLIP<TAB>candidate?" per soak, baseline first
   for clip in "${clips[@]}"; do
-    local name; name=$(basename "$clip" .npz)
-    setsid nohup "$py" -m harness.soak --sim mjwarp --motion "$clip" \
-      --num-envs "${NUM_ENVS:-1024}" --iterations "${ITERATIONS:-65000}" \
-      --min-duration-seconds 0 "${overrides[@]}" \
-      --log-dir "$dir/$name/run" --output "$dir/$name/soak.json" \
-      >"$dir/$name.log" 2>&1 </dev/null &
+    local name; name=$(basename "$clip" .npz); name=${name//:/-}
+    soaks+=("$name	$clip	")
+    [ ${#candidate[@]} -eq 0 ] || soaks+=("$name+candidate	$clip	yes")
+  done
+  # Every soak's pre-launch check passes before the daemon or any soak starts.
+  local entry name clip cand args
+  for entry in "${soaks[@]}"; do
+    IFS=$'\t' read -r name clip cand <<<"$entry"
+    mapfile -t args < <(soak_args "$clip" "$name" "${overrides[@]}" ${cand:+"${candidate[@]}"})
+    "$py" -m harness.soak "${args[@]}" --check-only >/dev/null || {
+      echo "learning_check: the soak '$name' failed its pre-launch check (above); nothing started" >&2
+      exit 2
+    }
+  done
+  mkdir -p "$dir"
+  "$py" -m harness.mps.cli start >"$dir/cumps-start.log" 2>&1
+  for entry in "${soaks[@]}"; do
+    IFS=$'\t' read -r name clip cand <<<"$entry"
+    mapfile -t args < <(soak_args "$clip" "$name" "${overrides[@]}" ${cand:+"${candidate[@]}"})
+    setsid nohup "$py" -m harness.soak "${args[@]}" >"$dir/$name.log" 2>&1 </dev/null &
     echo "$name $!" >>"$dir/pids"
-    echo "started $clip as pid $! (log $dir/$name.log)"
+    echo "started $name ($clip) as pid $! (log $dir/$name.log)"
   done
 }
 

@@ -90,3 +90,85 @@ def test_an_unknown_verb_exits_2_with_the_usage(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "usage: learning_check.sh start|wait|table DIR" in result.stderr
+
+
+FAKE_PYTHON = """#!/bin/bash
+# Stands in for python: records each call's arguments, one per line, in its own file.
+log="$FAKE_LOG/call.$$"
+printf '%s\\n' "$@" > "$log"
+case " $* " in
+  *" --check-only "*) case " $* " in *" bad=1 "*) echo "error: bad=1 is not a key" >&2; exit 2;; esac ;;
+esac
+exit 0
+"""
+
+
+def _start(tmp_path: Path, *args: str, candidate: str = "") -> subprocess.CompletedProcess[str]:
+    fake = tmp_path / "fake-python"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    env = {"PYTHON": str(fake), "PATH": "/usr/bin:/bin", "FAKE_LOG": str(calls)}
+    if candidate:
+        env["CANDIDATE"] = candidate
+    return subprocess.run(
+        ["bash", str(SCRIPT), "start", str(tmp_path / "check"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def _launched(tmp_path: Path) -> dict[str, list[str]]:
+    """The soaks `start` launched, by name, once each has exited: their arguments."""
+    import psutil
+
+    pids = {}
+    for line in (tmp_path / "check" / "pids").read_text().splitlines():
+        name, pid = line.split()
+        pids[name] = int(pid)
+    procs = []
+    for pid in pids.values():
+        try:
+            procs.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=60)
+    assert not alive
+    return {
+        name: (tmp_path / "calls" / f"call.{pid}").read_text().splitlines()
+        for name, pid in pids.items()
+    }
+
+
+def test_a_candidate_runs_beside_each_clips_baseline_with_its_overrides_on_top(
+    tmp_path: Path,
+) -> None:
+    result = _start(tmp_path, "/lib:J_Dance18", candidate="algo.reward_scale_horizon=8192")
+
+    assert result.returncode == 0, result.stderr
+    soaks = _launched(tmp_path)
+    assert sorted(soaks) == ["lib-J_Dance18", "lib-J_Dance18+candidate"]
+    base, cand = soaks["lib-J_Dance18"], soaks["lib-J_Dance18+candidate"]
+    assert base[:2] == ["-m", "harness.soak"]
+    assert "--check-only" not in base
+    assert "algo.reward_scale_horizon=8192" not in base
+    assert base[base.index("--motion") + 1] == cand[cand.index("--motion") + 1] == "/lib:J_Dance18"
+    assert cand[cand.index("algo.reward_scale_horizon=8192") - 1] == "--extra-override"
+    # the candidate's override comes after the shared ones, so it wins
+    assert cand.index("algo.reward_scale_horizon=8192") > cand.index("algo.save_interval=5000")
+    assert base[base.index("--output") + 1].endswith("check/lib-J_Dance18/soak.json")
+    assert cand[cand.index("--output") + 1].endswith("check/lib-J_Dance18+candidate/soak.json")
+
+
+def test_a_candidate_that_fails_its_check_starts_nothing(tmp_path: Path) -> None:
+    result = _start(tmp_path, "synthetic", candidate="bad=1")
+
+    assert result.returncode == 2
+    assert "the soak 'synthetic+candidate' failed its pre-launch check" in result.stderr
+    assert "bad=1 is not a key" in result.stderr
+    assert not (tmp_path / "check").exists()  # no daemon started, no soak, no directory
+    calls = [p.read_text() for p in (tmp_path / "calls").iterdir()]
+    assert all("--check-only" in c for c in calls)
