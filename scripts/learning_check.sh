@@ -10,10 +10,11 @@
 # CLIP is a g1-soak --motion value (default: synthetic march). The soaks run at the same
 # time under one MPS daemon, so their env steps/s are not solo figures. Env: PYTHON
 # (default python), ITERATIONS (65000), NUM_ENVS (1024), SAVE_INTERVAL (5000),
-# EXTRA_OVERRIDES (space-separated KEY=VALUE passed to the trainer), CANDIDATE
-# (space-separated KEY=VALUE: each clip also runs as CLIP+candidate with these on top, the
-# baseline beside the candidate under the same daemon, as a change to the recipe is judged at
-# the full budget). Every soak's --check-only runs first; one that fails starts nothing.
+# EXTRA_OVERRIDES (space-separated KEY=VALUE passed to the trainer), CANDIDATES
+# ("NAME:KEY=VALUE ...;NAME:...": each clip also runs as CLIP+NAME with that set on top, the
+# baseline beside the candidates under the same daemon, as a change to the recipe is judged
+# at the full budget; CANDIDATE="KEY=VALUE ..." is one set named candidate). Every soak's
+# --check-only runs first; one that fails starts nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=${PYTHON:-python}
@@ -21,32 +22,55 @@ verb=${1:?usage: learning_check.sh start|wait|table DIR ...}
 dir=${2:?usage: learning_check.sh start|wait|table DIR ...}
 shift 2
 
-soak_args() {  # soak_args CLIP NAME OVERRIDE...: the g1-soak arguments of one soak
-  local clip=$1 name=$2; shift 2
+pairs() {  # pairs KEY=VALUE...: one --extra-override per pair, a word per line
+  local kv
+  for kv in "$@"; do printf -- '--extra-override\n%s\n' "$kv"; done
+}
+
+soak_argv() {  # soak_argv NAME CLIP [CANDIDATE]: one soak's g1-soak arguments, a word per line
+  local name=$1 clip=$2 cand=${3:-}
   printf '%s\n' --sim mjwarp --motion "$clip" --num-envs "${NUM_ENVS:-1024}" \
-    --iterations "${ITERATIONS:-65000}" --min-duration-seconds 0 "$@" \
-    --log-dir "$dir/$name/run" --output "$dir/$name/soak.json"
+    --iterations "${ITERATIONS:-65000}" --min-duration-seconds 0
+  pairs training.cuda_process_sharing=mps "algo.save_interval=${SAVE_INTERVAL:-5000}" \
+    ${EXTRA_OVERRIDES:-}
+  [ -z "$cand" ] || pairs ${candidate[$cand]}  # after the shared ones, so a candidate's win
+  printf '%s\n' --log-dir "$dir/$name/run" --output "$dir/$name/soak.json"
+}
+
+read_candidates() {  # fills candidate[NAME]="KEY=VALUE ..." and names (in order)
+  local sets=${CANDIDATES:-${CANDIDATE:+candidate:$CANDIDATE}} spec cname specs
+  [ -n "$sets" ] || return 0
+  IFS=';' read -r -a specs <<<"$sets"
+  for spec in "${specs[@]}"; do
+    cname=${spec%%:*}
+    if [[ "$spec" != *:* || ! "$cname" =~ ^[A-Za-z0-9_.-]+$ || -n "${candidate[$cname]+x}" ]]; then
+      echo "learning_check: candidate '$spec' must read NAME:KEY=VALUE ... with a new NAME of" \
+        "letters, digits, '.', '_' or '-'; nothing started" >&2
+      exit 2
+    fi
+    candidate[$cname]=${spec#*:}
+    names+=("$cname")
+  done
 }
 
 start() {
   local clips=("$@")
   [ ${#clips[@]} -gt 0 ] || clips=(synthetic march)
-  local overrides=(--extra-override training.cuda_process_sharing=mps
-                   --extra-override "algo.save_interval=${SAVE_INTERVAL:-5000}")
-  for kv in ${EXTRA_OVERRIDES:-}; do overrides+=(--extra-override "$kv"); done
-  local candidate=()
-  for kv in ${CANDIDATE:-}; do candidate+=(--extra-override "$kv"); done
-  local soaks=()  # "NAME<TAB>CLIP<TAB>candidate?" per soak, baseline first
+  local -A candidate=()
+  local names=()
+  read_candidates
+  local soaks=() clip name cname  # "NAME<TAB>CLIP<TAB>CANDIDATE" per soak, baseline first
   for clip in "${clips[@]}"; do
-    local name; name=$(basename "$clip" .npz); name=${name//:/-}
+    name=$(basename "$clip" .npz)
+    name=${name//:/-}
     soaks+=("$name	$clip	")
-    [ ${#candidate[@]} -eq 0 ] || soaks+=("$name+candidate	$clip	yes")
+    for cname in "${names[@]}"; do soaks+=("$name+$cname	$clip	$cname"); done
   done
   # Every soak's pre-launch check passes before the daemon or any soak starts.
-  local entry name clip cand args
+  local entry cand args
   for entry in "${soaks[@]}"; do
     IFS=$'\t' read -r name clip cand <<<"$entry"
-    mapfile -t args < <(soak_args "$clip" "$name" "${overrides[@]}" ${cand:+"${candidate[@]}"})
+    mapfile -t args < <(soak_argv "$name" "$clip" "$cand")
     "$py" -m harness.soak "${args[@]}" --check-only >/dev/null || {
       echo "learning_check: the soak '$name' failed its pre-launch check (above); nothing started" >&2
       exit 2
@@ -56,7 +80,7 @@ start() {
   "$py" -m harness.mps.cli start >"$dir/cumps-start.log" 2>&1
   for entry in "${soaks[@]}"; do
     IFS=$'\t' read -r name clip cand <<<"$entry"
-    mapfile -t args < <(soak_args "$clip" "$name" "${overrides[@]}" ${cand:+"${candidate[@]}"})
+    mapfile -t args < <(soak_argv "$name" "$clip" "$cand")
     setsid nohup "$py" -m harness.soak "${args[@]}" >"$dir/$name.log" 2>&1 </dev/null &
     echo "$name $!" >>"$dir/pids"
     echo "started $name ($clip) as pid $! (log $dir/$name.log)"

@@ -103,7 +103,9 @@ exit 0
 """
 
 
-def _start(tmp_path: Path, *args: str, candidate: str = "") -> subprocess.CompletedProcess[str]:
+def _start(
+    tmp_path: Path, *args: str, candidate: str = "", candidates: str = ""
+) -> subprocess.CompletedProcess[str]:
     fake = tmp_path / "fake-python"
     fake.write_text(FAKE_PYTHON)
     fake.chmod(0o755)
@@ -112,6 +114,8 @@ def _start(tmp_path: Path, *args: str, candidate: str = "") -> subprocess.Comple
     env = {"PYTHON": str(fake), "PATH": "/usr/bin:/bin", "FAKE_LOG": str(calls)}
     if candidate:
         env["CANDIDATE"] = candidate
+    if candidates:
+        env["CANDIDATES"] = candidates
     return subprocess.run(
         ["bash", str(SCRIPT), "start", str(tmp_path / "check"), *args],
         env=env,
@@ -172,3 +176,32 @@ def test_a_candidate_that_fails_its_check_starts_nothing(tmp_path: Path) -> None
     assert not (tmp_path / "check").exists()  # no daemon started, no soak, no directory
     calls = [p.read_text() for p in (tmp_path / "calls").iterdir()]
     assert all("--check-only" in c for c in calls)
+
+
+def test_named_candidates_each_run_beside_the_baseline_with_only_their_own_overrides(
+    tmp_path: Path,
+) -> None:
+    result = _start(
+        tmp_path,
+        "synthetic",
+        candidates="h8192:algo.reward_scale_horizon=8192;lr:algo.lr_end=3e-5 algo.tau=0.005",
+    )
+
+    assert result.returncode == 0, result.stderr
+    soaks = _launched(tmp_path)
+    assert sorted(soaks) == ["synthetic", "synthetic+h8192", "synthetic+lr"]
+    assert "algo.reward_scale_horizon=8192" in soaks["synthetic+h8192"]
+    assert "algo.lr_end=3e-5" not in soaks["synthetic+h8192"]
+    lr = soaks["synthetic+lr"]
+    assert lr[lr.index("algo.tau=0.005") - 1] == "--extra-override"
+    assert "algo.reward_scale_horizon=8192" not in lr
+    assert not any("algo.lr_end" in a or "horizon" in a for a in soaks["synthetic"])
+
+
+def test_a_malformed_candidate_set_exits_2_before_any_check(tmp_path: Path) -> None:
+    result = _start(tmp_path, "synthetic", candidates="a:algo.tau=0.005;a:algo.lr_end=3e-5")
+
+    assert result.returncode == 2
+    assert "candidate 'a:algo.lr_end=3e-5' must read NAME:KEY=VALUE" in result.stderr
+    assert not list((tmp_path / "calls").iterdir())
+    assert not (tmp_path / "check").exists()
