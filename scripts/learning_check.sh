@@ -33,7 +33,7 @@ soak_argv() {  # soak_argv NAME CLIP [CANDIDATE]: one soak's g1-soak arguments, 
     --iterations "${ITERATIONS:-65000}" --min-duration-seconds 0
   pairs training.cuda_process_sharing=mps "algo.save_interval=${SAVE_INTERVAL:-5000}" \
     ${EXTRA_OVERRIDES:-}
-  [ -z "$cand" ] || pairs ${candidate[$cand]}  # after the shared ones, so a candidate's win
+  [ -z "$cand" ] || pairs ${candidate[$cand]}  # after the shared ones: the candidate's win
   printf '%s\n' --log-dir "$dir/$name/run" --output "$dir/$name/soak.json"
 }
 
@@ -77,7 +77,11 @@ start() {
     }
   done
   mkdir -p "$dir"
-  "$py" -m harness.mps.cli start >"$dir/cumps-start.log" 2>&1
+  "$py" -m harness.mps.cli start >"$dir/cumps-start.log" 2>&1 || {
+    echo "learning_check: the MPS daemon did not start; no soak started ($dir/cumps-start.log):" >&2
+    tail -n 3 "$dir/cumps-start.log" >&2
+    exit 1
+  }
   for entry in "${soaks[@]}"; do
     IFS=$'\t' read -r name clip cand <<<"$entry"
     mapfile -t args < <(soak_argv "$name" "$clip" "$cand")

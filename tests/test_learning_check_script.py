@@ -97,6 +97,7 @@ FAKE_PYTHON = """#!/bin/bash
 log="$FAKE_LOG/call.$$"
 printf '%s\\n' "$@" > "$log"
 case " $* " in
+  *" harness.mps.cli start "*) [ -z "$FAKE_NO_MPS" ] || { echo "cumps: no nvidia-cuda-mps-control on PATH"; exit 1; } ;;
   *" --check-only "*) case " $* " in *" bad=1 "*) echo "error: bad=1 is not a key" >&2; exit 2;; esac ;;
 esac
 exit 0
@@ -104,14 +105,19 @@ exit 0
 
 
 def _start(
-    tmp_path: Path, *args: str, candidate: str = "", candidates: str = ""
+    tmp_path: Path, *args: str, candidate: str = "", candidates: str = "", no_mps: bool = False
 ) -> subprocess.CompletedProcess[str]:
     fake = tmp_path / "fake-python"
     fake.write_text(FAKE_PYTHON)
     fake.chmod(0o755)
     calls = tmp_path / "calls"
     calls.mkdir()
-    env = {"PYTHON": str(fake), "PATH": "/usr/bin:/bin", "FAKE_LOG": str(calls)}
+    env = {
+        "PYTHON": str(fake),
+        "PATH": "/usr/bin:/bin",
+        "FAKE_LOG": str(calls),
+        "FAKE_NO_MPS": "1" if no_mps else "",
+    }
     if candidate:
         env["CANDIDATE"] = candidate
     if candidates:
@@ -205,3 +211,12 @@ def test_a_malformed_candidate_set_exits_2_before_any_check(tmp_path: Path) -> N
     assert "candidate 'a:algo.lr_end=3e-5' must read NAME:KEY=VALUE" in result.stderr
     assert not list((tmp_path / "calls").iterdir())
     assert not (tmp_path / "check").exists()
+
+
+def test_a_daemon_that_does_not_start_starts_no_soak_and_says_why(tmp_path: Path) -> None:
+    result = _start(tmp_path, "synthetic", no_mps=True)
+
+    assert result.returncode == 1
+    assert "the MPS daemon did not start; no soak started" in result.stderr
+    assert "no nvidia-cuda-mps-control on PATH" in result.stderr
+    assert not (tmp_path / "check" / "pids").exists()
