@@ -33,7 +33,7 @@ soak_argv() {  # soak_argv NAME CLIP [CANDIDATE]: one soak's g1-soak arguments, 
     --iterations "${ITERATIONS:-65000}" --min-duration-seconds 0
   pairs training.cuda_process_sharing=mps "algo.save_interval=${SAVE_INTERVAL:-5000}" \
     ${EXTRA_OVERRIDES:-}
-  [ -z "$cand" ] || pairs ${candidate[$cand]}  # after the shared ones: the candidate's win
+  [ -z "$cand" ] || pairs ${candidate[$cand]}  # after the shared ones, so its values win
   printf '%s\n' --log-dir "$dir/$name/run" --output "$dir/$name/soak.json"
 }
 
@@ -59,18 +59,21 @@ start() {
   local -A candidate=()
   local names=()
   read_candidates
-  local soaks=() clip name cname  # "NAME<TAB>CLIP<TAB>CANDIDATE" per soak, baseline first
+  # each soak's g1-soak arguments (a word per line) by its name, built once; baseline first
+  local soaks=() clip name cname args
+  local -A argv=() clip_of=()
   for clip in "${clips[@]}"; do
     name=$(basename "$clip" .npz)
     name=${name//:/-}
-    soaks+=("$name	$clip	")
-    for cname in "${names[@]}"; do soaks+=("$name+$cname	$clip	$cname"); done
+    for cname in "" "${names[@]}"; do
+      soaks+=("$name${cname:++$cname}")
+      argv[${soaks[-1]}]=$(soak_argv "${soaks[-1]}" "$clip" "$cname")
+      clip_of[${soaks[-1]}]=$clip
+    done
   done
   # Every soak's pre-launch check passes before the daemon or any soak starts.
-  local entry cand args
-  for entry in "${soaks[@]}"; do
-    IFS=$'\t' read -r name clip cand <<<"$entry"
-    mapfile -t args < <(soak_argv "$name" "$clip" "$cand")
+  for name in "${soaks[@]}"; do
+    mapfile -t args <<<"${argv[$name]}"
     "$py" -m harness.soak "${args[@]}" --check-only >/dev/null || {
       echo "learning_check: the soak '$name' failed its pre-launch check (above); nothing started" >&2
       exit 2
@@ -82,12 +85,11 @@ start() {
     tail -n 3 "$dir/cumps-start.log" >&2
     exit 1
   }
-  for entry in "${soaks[@]}"; do
-    IFS=$'\t' read -r name clip cand <<<"$entry"
-    mapfile -t args < <(soak_argv "$name" "$clip" "$cand")
+  for name in "${soaks[@]}"; do
+    mapfile -t args <<<"${argv[$name]}"
     setsid nohup "$py" -m harness.soak "${args[@]}" >"$dir/$name.log" 2>&1 </dev/null &
     echo "$name $!" >>"$dir/pids"
-    echo "started $name ($clip) as pid $! (log $dir/$name.log)"
+    echo "started $name (${clip_of[$name]}) as pid $! (log $dir/$name.log)"
   done
 }
 

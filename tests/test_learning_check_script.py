@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "learning_check.sh"
 
 
@@ -133,8 +135,6 @@ def _start(
 
 def _launched(tmp_path: Path) -> dict[str, list[str]]:
     """The soaks `start` launched, by name, once each has exited: their arguments."""
-    import psutil
-
     pids = {}
     for line in (tmp_path / "check" / "pids").read_text().splitlines():
         name, pid = line.split()
