@@ -6,6 +6,8 @@
 #   scripts/learning_check.sh start DIR [CLIP ...]   # launch in the background, return at once
 #   scripts/learning_check.sh wait DIR [SECONDS]     # wait up to SECONDS (default 540) for the end
 #   scripts/learning_check.sh table DIR              # the table, also as DIR/learning_check.json
+#   scripts/learning_check.sh diagnostics DIR        # per clip, its soaks' decline diagnostics
+#                                                    # overlaid: DIR/CLIP.diagnostics.{png,json}
 #
 # CLIP is a g1-soak --motion value (default: synthetic march). The soaks run at the same
 # time under one MPS daemon, so their env steps/s are not solo figures. Env: PYTHON
@@ -18,8 +20,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=${PYTHON:-python}
-verb=${1:?usage: learning_check.sh start|wait|table DIR ...}
-dir=${2:?usage: learning_check.sh start|wait|table DIR ...}
+verb=${1:?usage: learning_check.sh start|wait|table|diagnostics DIR ...}
+dir=${2:?usage: learning_check.sh start|wait|table|diagnostics DIR ...}
 shift 2
 
 pairs() {  # pairs KEY=VALUE...: one --extra-override per pair, a word per line
@@ -145,9 +147,27 @@ for row in rows:
 EOF
 }
 
+diagnostics() {  # one figure and document per clip: the baseline and its candidates overlaid
+  local run name clip drew=0
+  local -A runs=()
+  for run in "$dir"/*/run; do
+    [ -d "$run" ] || continue
+    name=$(basename "$(dirname "$run")"); clip=${name%%+*}
+    if [ "$name" = "$clip" ]; then runs[$clip]="$run ${runs[$clip]:-}"; else runs[$clip]+="$run "; fi
+  done
+  for clip in "${!runs[@]}"; do
+    # shellcheck disable=SC2086  # one word per run directory
+    "$py" -m harness.report.diagnostics ${runs[$clip]} --out "$dir/$clip.diagnostics.png" \
+      --output "$dir/$clip.diagnostics.json"
+    drew=1
+  done
+  [ "$drew" -eq 1 ] || { echo "learning_check: no soak run directory under $dir" >&2; exit 1; }
+}
+
 case "$verb" in
   start) start "$@" ;;
   wait) wait_all "$@" ;;
   table) table ;;
-  *) echo "usage: learning_check.sh start|wait|table DIR ..." >&2; exit 2 ;;
+  diagnostics) diagnostics ;;
+  *) echo "usage: learning_check.sh start|wait|table|diagnostics DIR ..." >&2; exit 2 ;;
 esac

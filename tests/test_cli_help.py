@@ -32,6 +32,7 @@ def _commands() -> list[Command]:
     from harness.mps import cli as mps
     from harness.probe import cli as probe
     from harness.report import cli as report
+    from harness.report import diagnostics
     from harness.scaling import cli as scaling
     from harness.soak import cli as soak
     from harness.support import cli as support
@@ -57,6 +58,7 @@ def _commands() -> list[Command]:
         for name in typer.main.get_command(campaign.app).commands
     ]
     found.append(Command("python -m harness.scaling", scaling.main, scaling.app))
+    found.append(Command("python -m harness.report.diagnostics", diagnostics.cli, diagnostics.app))
     found += [
         Command(f"python -m harness.scaling {name}", scaling.main, scaling.app, (name,))
         for name in ("run", "table")

@@ -47,8 +47,12 @@ def _clip(root: Path, name: str, soak: dict, r_mpkpe: float) -> None:
 
 
 def _table(root: Path) -> subprocess.CompletedProcess[str]:
+    return _script("table", root)
+
+
+def _script(verb: str, root: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["bash", str(SCRIPT), "table", str(root)],
+        ["bash", str(SCRIPT), verb, str(root)],
         env={"PYTHON": sys.executable, "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
@@ -91,7 +95,7 @@ def test_an_unknown_verb_exits_2_with_the_usage(tmp_path: Path) -> None:
         ["bash", str(SCRIPT), "collect", str(tmp_path)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 2
-    assert "usage: learning_check.sh start|wait|table DIR" in result.stderr
+    assert "usage: learning_check.sh start|wait|table|diagnostics DIR" in result.stderr
 
 
 FAKE_PYTHON = """#!/bin/bash
@@ -220,3 +224,29 @@ def test_a_daemon_that_does_not_start_starts_no_soak_and_says_why(tmp_path: Path
     assert "the MPS daemon did not start; no soak started" in result.stderr
     assert "no nvidia-cuda-mps-control on PATH" in result.stderr
     assert not (tmp_path / "check" / "pids").exists()
+
+
+def test_diagnostics_overlays_each_clips_baseline_and_candidates(tmp_path: Path) -> None:
+    from tests.harness.schemas.evaluation_builders import (
+        DECLINING_CURVE,
+        HEALTHY_CURVE,
+        write_diagnostic_run,
+    )
+
+    for name in ("LIB-A", "LIB-A+h8192", "LIB-A+lr3e-5", "march"):
+        write_diagnostic_run(tmp_path, name, DECLINING_CURVE if name == "LIB-A" else HEALTHY_CURVE)
+
+    result = _script("diagnostics", tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    doc = json.loads((tmp_path / "LIB-A.diagnostics.json").read_text())
+    assert [r["label"] for r in doc["runs"]] == ["LIB-A", "LIB-A+h8192", "LIB-A+lr3e-5"]
+    assert [
+        r["label"] for r in json.loads((tmp_path / "march.diagnostics.json").read_text())["runs"]
+    ] == ["march"]
+    assert (tmp_path / "LIB-A.diagnostics.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_diagnostics_without_runs_exits_1(tmp_path: Path) -> None:
+    result = _script("diagnostics", tmp_path)
+    assert result.returncode == 1 and f"no soak run directory under {tmp_path}" in result.stderr

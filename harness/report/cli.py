@@ -22,6 +22,7 @@ from contracts.jsonio import load_strict, write_atomic_text
 from contracts.paths import absolute, absolute_or_none
 from contracts.schemas import validate
 from harness.report.clips import clips_figure
+from harness.report.diagnostics import diagnostics_figure
 from harness.report.figures import resource_figures, training_figures
 from harness.report.page import render_page
 from harness.report.rundata import read_run_data
@@ -63,6 +64,7 @@ def render_report(artifact: dict[str, Any], out_dir: Path, artifact_path: Path) 
     clips = clips_figure(data, out_dir)
     figures = [
         *training_figures(data, out_dir),
+        diagnostics_figure(data, out_dir),
         *([clips] if clips is not None else []),
         *resource_figures(artifact, out_dir),
     ]

@@ -203,3 +203,29 @@ def write_training_events(log_dir: Path, scalars: dict[int, dict[str, float]]) -
         for k, (step, values) in enumerate(sorted(scalars.items()))
     ]
     return write_event_file(log_dir, payloads)
+
+
+def diagnostic_scalars(*, scale_after_20: float) -> dict[int, dict[str, float]]:
+    """The trainer's scalars plus the diagnostics; the reward scale D steps to
+    ``scale_after_20`` after iteration 20 (a late mover), everything else flat."""
+    scalars = training_scalars(30)
+    for step, values in scalars.items():
+        it = step // STEPS_PER_ITERATION
+        values.update({
+            "Critic/q_mean": 3.0, "Critic/q_target_mean": 3.0, "Critic/return_estimate": 1.5,
+            "Critic/batch_reward_scaled": 0.03, "Policy/temperature": 2e-4,
+            "Train/lr_actor": 3e-4, "Train/lr_critic": 3e-4, "Train/lr_temperature": 3e-4,
+            "Train/replay_sample_age": 4096.0, "Train/replay_fill": 1.0,
+            "Train/reward_scale": 2.0 if it <= 20 else scale_after_20,
+            "Policy/obs_bn_mean_shift": 2e-4, "Policy/obs_bn_var_shift": 5e-4, "Train/bf16": 1.0,
+        })  # fmt: skip
+    return scalars
+
+
+def write_diagnostic_run(root: Path, name: str, curve, *, scale_after_20: float = 3.0) -> Path:
+    """A trainer run directory NAME/run: events with the diagnostics, an evaluation of ``curve``."""
+    run_dir = root / name / "run"
+    run_dir.mkdir(parents=True)
+    write_training_events(run_dir, diagnostic_scalars(scale_after_20=scale_after_20))
+    write_evaluation(run_dir, make_evaluation(curve))
+    return run_dir
