@@ -16,7 +16,9 @@
 # ("NAME:KEY=VALUE ...;NAME:...": each clip also runs as CLIP+NAME with that set on top, the
 # baseline beside the candidates under the same daemon, as a change to the recipe is judged
 # at the full budget; CANDIDATE="KEY=VALUE ..." is one set named candidate). Every soak's
-# --check-only runs first; one that fails starts nothing.
+# --check-only runs first; one that fails starts nothing. So does a set of soaks whose GPU
+# memory (SOAK_MIB each, default 32,300 MiB per 1024 envs, the peak of a canonical soak) is
+# more than nvidia-smi says the GPU has free.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=${PYTHON:-python}
@@ -37,6 +39,25 @@ soak_argv() {  # soak_argv NAME CLIP [CANDIDATE]: one soak's g1-soak arguments, 
     ${EXTRA_OVERRIDES:-}
   [ -z "$cand" ] || pairs ${candidate[$cand]}  # after the shared ones, so its values win
   printf '%s\n' --log-dir "$dir/$name/run" --output "$dir/$name/soak.json"
+}
+
+fits_gpu() {  # fits_gpu N: N soaks' GPU memory fits what the soaks' GPU has free, else exit 2
+  local n=$1 each total free gpu=${CUDA_VISIBLE_DEVICES:-0}
+  each=${SOAK_MIB:-$((32300 * ${NUM_ENVS:-1024} / 1024))}
+  gpu=${gpu%%,*}
+  if ! free=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits -i "$gpu" 2>/dev/null | head -n 1) ||
+    [[ ! "$free" =~ ^[0-9]+$ ]]; then
+    echo "learning_check: cannot read GPU $gpu's free memory with nvidia-smi; the soaks need" \
+      "a GPU: run this on the GPU machine; nothing started" >&2
+    exit 2
+  fi
+  total=$((n * each))
+  if [ "$total" -gt "$free" ]; then
+    echo "learning_check: $n soak(s) need about $total MiB of GPU memory ($each each), GPU $gpu" \
+      "has $free MiB free; run fewer clips or candidates (SOAK_MIB sets the per-soak figure);" \
+      "nothing started" >&2
+    exit 2
+  fi
 }
 
 read_candidates() {  # fills candidate[NAME]="KEY=VALUE ..." and names (in order)
@@ -81,6 +102,7 @@ start() {
       exit 2
     }
   done
+  fits_gpu "${#soaks[@]}"
   mkdir -p "$dir"
   "$py" -m harness.mps.cli start >"$dir/cumps-start.log" 2>&1 || {
     echo "learning_check: the MPS daemon did not start; no soak started ($dir/cumps-start.log):" >&2

@@ -110,19 +110,38 @@ exit 0
 """
 
 
+FAKE_NVIDIA_SMI = """#!/bin/bash
+# Stands in for nvidia-smi --query-gpu=memory.free: the free MiB the test set, or a failure.
+[ -n "$FAKE_FREE_MIB" ] || { echo "NVIDIA-SMI has failed" >&2; exit 9; }
+echo "$FAKE_FREE_MIB"
+"""
+
+
 def _start(
-    tmp_path: Path, *args: str, candidate: str = "", candidates: str = "", no_mps: bool = False
+    tmp_path: Path,
+    *args: str,
+    candidate: str = "",
+    candidates: str = "",
+    no_mps: bool = False,
+    free_mib: str = "143000",
+    **extra_env: str,
 ) -> subprocess.CompletedProcess[str]:
     fake = tmp_path / "fake-python"
     fake.write_text(FAKE_PYTHON)
     fake.chmod(0o755)
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "nvidia-smi").write_text(FAKE_NVIDIA_SMI)
+    (tools / "nvidia-smi").chmod(0o755)
     calls = tmp_path / "calls"
     calls.mkdir()
     env = {
         "PYTHON": str(fake),
-        "PATH": "/usr/bin:/bin",
+        "PATH": f"{tools}:/usr/bin:/bin",
         "FAKE_LOG": str(calls),
         "FAKE_NO_MPS": "1" if no_mps else "",
+        "FAKE_FREE_MIB": free_mib,
+        **extra_env,
     }
     if candidate:
         env["CANDIDATE"] = candidate
@@ -224,6 +243,46 @@ def test_a_daemon_that_does_not_start_starts_no_soak_and_says_why(tmp_path: Path
     assert "the MPS daemon did not start; no soak started" in result.stderr
     assert "no nvidia-cuda-mps-control on PATH" in result.stderr
     assert not (tmp_path / "check" / "pids").exists()
+
+
+def test_more_soaks_than_the_gpu_holds_start_nothing(tmp_path: Path) -> None:
+    # three soaks at 1024 envs on an 80 GB H100 (about 81,000 MiB free)
+    result = _start(
+        tmp_path, "synthetic", candidates="a:algo.tau=0.005;b:algo.lr_end=3e-5", free_mib="81000"
+    )
+
+    assert result.returncode == 2
+    assert (
+        "3 soak(s) need about 96900 MiB of GPU memory (32300 each), GPU 0 has 81000 MiB free"
+        in result.stderr
+    )
+    assert not (tmp_path / "check").exists()  # no daemon, no soak
+    assert all("harness.mps.cli" not in p.read_text() for p in (tmp_path / "calls").iterdir())
+
+
+def test_the_per_soak_memory_follows_the_envs_or_soak_mib(tmp_path: Path) -> None:
+    for sub in ("half", "small", "big"):
+        (tmp_path / sub).mkdir()
+    # three soaks of 512 envs: 48,450 MiB
+    half = _start(tmp_path / "half", "synthetic", free_mib="81000", NUM_ENVS="512",
+                  CANDIDATES="a:algo.tau=0.005;b:algo.lr_end=3e-5")  # fmt: skip
+    assert half.returncode == 0, half.stderr
+    _launched(tmp_path / "half")
+    small = _start(tmp_path / "small", "synthetic", free_mib="81000", SOAK_MIB="40000")
+    assert small.returncode == 0, small.stderr
+    _launched(tmp_path / "small")
+    big = _start(tmp_path / "big", "synthetic", free_mib="81000", SOAK_MIB="90000",
+                 CUDA_VISIBLE_DEVICES="1,2")  # fmt: skip
+    assert big.returncode == 2
+    assert "1 soak(s) need about 90000 MiB of GPU memory (90000 each), GPU 1 has" in big.stderr
+
+
+def test_a_machine_without_a_readable_gpu_starts_nothing(tmp_path: Path) -> None:
+    result = _start(tmp_path, "synthetic", free_mib="")
+
+    assert result.returncode == 2
+    assert "cannot read GPU 0's free memory with nvidia-smi" in result.stderr
+    assert not (tmp_path / "check").exists()
 
 
 def test_diagnostics_overlays_each_clips_baseline_and_candidates(tmp_path: Path) -> None:
