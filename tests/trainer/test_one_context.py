@@ -220,3 +220,18 @@ def test_a_small_measurement_writes_a_valid_document(tmp_path) -> None:
     assert 1 <= tl["turns"] <= one_context.TIMELINE_TURNS
     assert tl["overlap_ms"] <= min(tl["env_step_ms"], tl["cycle_ms"])
     assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_learner_whose_fusion_fell_back_is_refused_before_the_env(monkeypatch) -> None:
+    # as on an H100 on 2026-12-07: inductor failed in a warm process, the learner went unfused
+    # and the bench timed a 5.82 ms cycle as the fused one's
+    diagnostics = {"fallbacks": [{"feature": "fusion", "reason": "graph warm-up/capture failed"}]}
+    learner = SimpleNamespace(cuda_graph_diagnostics=lambda: diagnostics)
+    monkeypatch.setattr(one_context, "build_captured_learner", lambda *a: (learner, None))
+    monkeypatch.setattr(one_context, "owner_cfg", lambda spec: None)
+
+    with pytest.raises(RuntimeError, match="the learner's fusion fell back at capture"):
+        one_context.fused_learner(SimpleNamespace())
+
+    diagnostics["fallbacks"] = []
+    assert one_context.fused_learner(SimpleNamespace()) is learner

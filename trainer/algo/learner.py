@@ -505,7 +505,9 @@ class FlashSacLearner:
     ) -> torch.cuda.CUDAGraph | None:
         try:
             graph = cuda_graphs.capture_graph(body, state)
-        except Exception as err:  # noqa: BLE001 - any capture failure falls back, recorded
+        except Exception as err:  # any capture failure falls back, recorded
+            # the record keeps 300 characters; the console gets the whole traceback
+            log.warning("learner graph warm-up/capture failed", exc_info=err)
             if self._fusion_active != CycleFusion.none():
                 self._fell_back("fusion", f"graph warm-up/capture failed: {err!r}"[:300])
                 self._enable_fusion(CycleFusion.none())

@@ -320,16 +320,16 @@ def build_captured_learner(
     return learner, rows
 
 
-def refuse_fallbacks(variant: str, diagnostics: dict[str, Any]) -> None:
+def refuse_fallbacks(variant: str, diagnostics: dict[str, Any], fix: str | None = None) -> None:
     """A variant whose learner dropped an acceleration would be timed as another cycle:
-    raise instead (the CLI exits 1 and writes nothing)."""
+    raise instead (the CLI exits 1 and writes nothing); ``fix`` ends the message."""
     fallbacks = diagnostics["fallbacks"]
     if fallbacks:
         first = fallbacks[0]
+        fix = fix or f"run it in a process of its own: --variants {variant}"
         raise RuntimeError(
             f"variant {variant!r}: the learner's {first['feature']} fell back at capture "
-            f"({first['reason']}), so its figures would be another cycle's; run it in a "
-            f"process of its own: --variants {variant}"
+            f"({first['reason']}), so its figures would be another cycle's; {fix}"
         )
 
 

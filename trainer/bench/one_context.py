@@ -45,7 +45,13 @@ from contracts.cli_app import run_app
 from contracts.motions import SYNTHETIC_MOTION_ID
 from trainer.bench import pair_timeline
 from trainer.bench.env_throughput import EnvFactory
-from trainer.bench.learner_profile import Spec, build_captured_learner, emit_document, owner_cfg
+from trainer.bench.learner_profile import (
+    Spec,
+    build_captured_learner,
+    emit_document,
+    owner_cfg,
+    refuse_fallbacks,
+)
 from trainer.sim.mjwarp_options import STREAM_PRIORITIES, StreamPriority
 
 SCHEMA = "one_context.v1.json"
@@ -213,12 +219,21 @@ def _learner_spec(plan: Plan) -> Spec:
     )  # fmt: skip
 
 
+def fused_learner(spec: Spec) -> Any:
+    """The owner's learner with every fusion, captured; one that dropped an acceleration at
+    capture (the cycle would be another one's) raises before the env is built."""
+    learner, _ = build_captured_learner(spec, owner_cfg(spec), "fused")
+    fix = "the compile error is logged above; run the measurement again in a fresh process"
+    refuse_fallbacks("fused", learner.cuda_graph_diagnostics(), fix)
+    return learner
+
+
 def measure(plan: Plan) -> dict[str, Any]:
     """Build both sides, then time them alone, free-running, paced and pipelined."""
     stream = torch.cuda.Stream(device=plan.device)
     spec = _learner_spec(plan)
     with torch.cuda.stream(stream):
-        learner, _ = build_captured_learner(spec, owner_cfg(spec), "fused")
+        learner = fused_learner(spec)
 
         def cycle() -> None:
             learner.prepare_iteration()

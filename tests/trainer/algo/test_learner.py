@@ -11,6 +11,7 @@ import torch
 from contracts.schemas import validate
 from tests.trainer.algo.learner_builders import ACT, COBS, OBS, N, make_cfg, make_learner
 from trainer import cuda_graphs
+from trainer.algo import learner as learner_module
 from trainer.algo.fusion import CycleFusion
 from trainer.algo.learner import METRIC_NAMES, FlashSacLearner
 from trainer.algo.replay import pack_transitions
@@ -312,6 +313,25 @@ def test_a_failing_act_capture_is_an_act_graph_fallback(monkeypatch: pytest.Monk
     assert learner.cuda_graph_diagnostics()["fallbacks"] == [
         {"feature": "act_graph", "reason": "capture failed: RuntimeError: no capture here"}
     ]
+
+
+def test_a_failed_capture_logs_its_whole_traceback(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the fallback record keeps 300 characters, which cut inductor's error short on 2026-12-07
+    learner = make_learner()
+    learner._act_graph_status.disable_reason = None
+    long = "inductor said " + "x" * 400
+
+    def failing_capture(body, state):
+        raise RuntimeError(long)
+
+    monkeypatch.setattr(cuda_graphs, "capture_graph", failing_capture)
+    with caplog.at_level("WARNING", logger=learner_module.log.name):
+        learner._capture(learner._act_body, [], learner._act_graph_status)
+    failed = [r for r in caplog.records if r.getMessage() == "learner graph warm-up/capture failed"]
+    assert failed and failed[0].exc_info is not None and str(failed[0].exc_info[1]) == long
+    assert len(learner.cuda_graph_diagnostics()["fallbacks"][0]["reason"]) <= 300
 
 
 @pytest.mark.gpu
