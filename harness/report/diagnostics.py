@@ -28,7 +28,7 @@ from contracts.jsonio import dumps_strict, write_json_atomic
 from contracts.paths import absolute
 from contracts.schemas import validate
 from harness.metrics.events import EventFileError, ScalarEvent, read_scalars
-from harness.report.figures import TRAINING, Figure, pyplot
+from harness.report.figures import TRAINING, Figure, pyplot, steps_axis
 from harness.report.rundata import RunData
 
 SCHEMA = "decline_diagnostics.v1.json"
@@ -159,20 +159,24 @@ def tag_rows(run: DiagnosticRun) -> dict[str, dict[str, float | None]]:
 
 
 # -- the figure -------------------------------------------------------------------------
-def _eval_panel(ax: Any, runs: Sequence[DiagnosticRun], colours: Sequence[str]) -> None:
+def _eval_panel(
+    ax: Any, runs: Sequence[DiagnosticRun], colours: Sequence[str], scale: float
+) -> None:
     for run, colour in zip(runs, colours, strict=True):
         pts = [p for p in run.points if p.r_mpkpe_mm is not None]
-        ax.plot([p.env_steps / 1e6 for p in pts], [p.r_mpkpe_mm for p in pts], marker=".",
+        ax.plot([p.env_steps / scale for p in pts], [p.r_mpkpe_mm for p in pts], marker=".",
                 color=colour, label=run.label)  # fmt: skip
         for mark, style in ((run.best, "*"), (run.final, "s")):
             if mark is not None and mark.r_mpkpe_mm is not None:
-                ax.plot([mark.env_steps / 1e6], [mark.r_mpkpe_mm], style, color=colour,
+                ax.plot([mark.env_steps / scale], [mark.r_mpkpe_mm], style, color=colour,
                         markersize=12 if style == "*" else 8, fillstyle="none" if style == "s" else "full")  # fmt: skip
     ax.set_title("Evaluation: uniform-start R-MPKPE (mm); ★ best, □ final", fontsize=9)
     ax.legend(fontsize=7, loc="upper right")
 
 
-def _cause_panel(ax: Any, panel: Panel, runs: Sequence[DiagnosticRun], colours) -> bool:
+def _cause_panel(
+    ax: Any, panel: Panel, runs: Sequence[DiagnosticRun], colours: Sequence[str], scale: float
+) -> bool:
     drew = False
     right = ax.twinx() if panel.twin else ax
     for run, colour in zip(runs, colours, strict=True):
@@ -183,11 +187,11 @@ def _cause_panel(ax: Any, panel: Panel, runs: Sequence[DiagnosticRun], colours) 
             if curve:
                 drew = True
                 (right if k else ax).plot(
-                    [s / 1e6 for s, _ in curve], [v for _, v in curve], style, color=colour,
+                    [s / scale for s, _ in curve], [v for _, v in curve], style, color=colour,
                     linewidth=1, label=tag if run is runs[0] else None,
                 )  # fmt: skip
         if run.best is not None:
-            ax.axvline(run.best.env_steps / 1e6, color=colour, linewidth=0.6, alpha=0.5)
+            ax.axvline(run.best.env_steps / scale, color=colour, linewidth=0.6, alpha=0.5)
     if panel.log_y and drew:
         ax.set_yscale("log")
     ax.set_title(panel.title, fontsize=9)
@@ -205,14 +209,18 @@ def draw(runs: Sequence[DiagnosticRun], path: Path) -> Path:
     rows = math.ceil((len(PANELS) + 1) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(13, 3.0 * rows), dpi=100, sharex=True)
     flat = list(axes.flat)
-    _eval_panel(flat[0], runs, colours)
+    scale, xlabel = steps_axis(
+        [float(e.step) for run in runs for tag in TABLE_TAGS for e in run.scalars.get(tag, ())[-1:]]
+        + [float(p.env_steps) for run in runs for p in run.points]
+    )
+    _eval_panel(flat[0], runs, colours, scale)
     for ax, panel in zip(flat[1:], PANELS, strict=False):
-        if not _cause_panel(ax, panel, runs, colours):
+        if not _cause_panel(ax, panel, runs, colours, scale):
             ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes)
     for ax in flat:
         ax.grid(alpha=0.3)
     for ax in flat[-cols:]:
-        ax.set_xlabel("env steps (millions); thin lines: each run's best point")
+        ax.set_xlabel(f"{xlabel}; thin lines: each run's best point")
     for ax in flat[len(PANELS) + 1 :]:
         ax.set_visible(False)
     fig.tight_layout()  # not save_figure: it would add a second legend to each twin axis
@@ -234,7 +242,7 @@ def diagnostics_figure(data: RunData, out_dir: Path) -> Figure:
             )
         )
         return Figure(TRAINING, FIGURE_NAME, title, None, note)
-    run = diagnostic_run(data.run_dir.name, data.scalars, data.evaluation)
+    run = diagnostic_run(_label(data.run_dir), data.scalars, data.evaluation)
     return Figure(TRAINING, FIGURE_NAME, title, draw([run], out_dir / FIGURE_NAME))
 
 

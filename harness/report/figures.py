@@ -57,7 +57,7 @@ def save_figure(fig: Any, path: Path) -> Path:
     return path
 
 
-def _steps_axis(values: Sequence[float]) -> tuple[float, str]:
+def steps_axis(values: Sequence[float]) -> tuple[float, str]:
     top = max(values, default=0.0)
     if top >= 1e6:
         return 1e6, "env steps (M)"
@@ -92,7 +92,7 @@ def _scalar_figure(
     if not events:
         return Figure(TRAINING, name, title, None, _no_scalars(data, tag))
     xs, ys, bad = _finite(events)
-    scale, xlabel = _steps_axis(xs)
+    scale, xlabel = steps_axis(xs)
     fig, ax = pyplot().subplots(figsize=(8, 3.2), dpi=100)
     ax.plot([x / scale for x in xs], ys, label=tag)
     ax.set_title(title + (f"  ({bad} non-finite values not drawn)" if bad else ""), fontsize=10)
@@ -112,7 +112,7 @@ def _losses_figure(data: RunData, out_dir: Path) -> Figure:
     fig, axes = pyplot().subplots(
         rows, cols, figsize=(8, 2.4 * rows), dpi=100, squeeze=False, sharex=True
     )
-    scale, xlabel = _steps_axis([float(e.step) for t in tags for e in data.scalars[t]])
+    scale, xlabel = steps_axis([float(e.step) for t in tags for e in data.scalars[t]])
     for ax, tag in zip(axes.flat, tags, strict=False):
         xs, ys, bad = _finite(data.scalars[tag])
         ax.plot([x / scale for x in xs], ys, linewidth=1)
@@ -283,7 +283,7 @@ def _progress_paint(res: _Resources) -> Callable[[Any], None]:
         ]
         (left_line,) = ax.step([x for x, _ in iters], [v for _, v in iters], where="post")
         right = ax.twinx()
-        scale, label = _steps_axis([float(v) for _, v in steps])
+        scale, label = steps_axis([float(v) for _, v in steps])
         (right_line,) = right.step(
             [x for x, _ in steps],
             [v / scale for _, v in steps],
