@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -53,11 +54,16 @@ def _write_run_config(ctx) -> None:
 
 def _children_of_me() -> list[psutil.Process]:
     """Live children, minus multiprocessing's resource tracker (it exits with this process)."""
-    return [
-        p
-        for p in psutil.Process().children(recursive=True)
-        if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline())
-    ]
+    live = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(
+                p.cmdline()
+            ):
+                live.append(p)
+        except psutil.NoSuchProcess:  # exited between the listing and the read: not live
+            continue
+    return live
 
 
 def _shutdown(run_dir: Path) -> dict:
@@ -386,7 +392,8 @@ def test_hung_collector_is_not_timed_out_while_busy_but_a_deadlock_is(make_ctx):
             ):
                 time.sleep(1.0)
                 for kid in kids:
-                    kid.kill()
+                    with contextlib.suppress(psutil.NoSuchProcess):  # a short-lived helper
+                        kid.kill()
                 return
             time.sleep(0.05)
 
