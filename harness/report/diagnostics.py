@@ -14,6 +14,7 @@ harness.report.diagnostics RUN_DIR ...`` the overlay, the table and ``--json``
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -301,6 +302,9 @@ def load_run(run_dir: Path) -> DiagnosticRun:
             "directory of one training run"
         )
     try:
+        # a canonical run's file is ~270 MB, about half a minute to read: say so on stderr
+        size_mb = events[0].stat().st_size / 1e6
+        print(f"reading {events[0]} ({size_mb:,.0f} MB)", file=sys.stderr, flush=True)
         scalars = read_scalars(events[0])
     except (EventFileError, OSError) as err:
         raise HarnessError(f"the event file of {run_dir} is unreadable: {err}") from err

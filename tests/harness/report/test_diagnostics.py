@@ -34,8 +34,9 @@ def test_two_runs_overlay_table_and_document(tmp_path: Path, capsys) -> None:
     base = write_diagnostic_run(tmp_path, "CLIP", DECLINING_CURVE)
     cand = write_diagnostic_run(tmp_path, "CLIP+h8192", HEALTHY_CURVE, scale_after_20=2.0)
     png, doc_path = tmp_path / "d.png", tmp_path / "d.json"
-    code, out, _ = _cli(capsys, base, cand, "--out", png, "--output", doc_path)
+    code, out, err = _cli(capsys, base, cand, "--out", png, "--output", doc_path)
     assert code == 0
+    assert err.count("reading ") == 2 and "CLIP+h8192/run/events.out.tfevents" in err
     assert png.read_bytes().startswith(PNG_MAGIC)
     assert "CLIP: best at iteration 10 (12.1 mm), final at 30 (78.1 mm)" in out
     doc = load_strict(doc_path)
