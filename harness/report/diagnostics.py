@@ -100,7 +100,8 @@ def _mark(point: Mapping[str, Any]) -> EvalMark:
 def diagnostic_run(
     label: str, scalars: Mapping[str, Sequence[ScalarEvent]], evaluation: Mapping[str, Any] | None
 ) -> DiagnosticRun:
-    """A run from its scalars and its (valid) ``evaluation.json``, or ``None`` for none."""
+    """A run from its scalars and its (valid) ``evaluation.json``; without one (``None``, or
+    no points) the run has no evaluation marks and its figure and table show the tags alone."""
     if not evaluation or not evaluation.get("points"):
         return DiagnosticRun(label, scalars)
     by_it = {p["iteration"]: _mark(p) for p in evaluation["points"]}
