@@ -244,7 +244,7 @@ def diagnostics_figure(data: RunData, out_dir: Path) -> Figure:
             )
         )
         return Figure(TRAINING, FIGURE_NAME, title, None, note)
-    run = diagnostic_run(_label(data.run_dir), data.scalars, data.evaluation)
+    run = diagnostic_run(labels([data.run_dir])[0], data.scalars, data.evaluation)
     return Figure(TRAINING, FIGURE_NAME, title, draw([run], out_dir / FIGURE_NAME))
 
 
@@ -280,12 +280,23 @@ def document(runs: Sequence[tuple[Path, DiagnosticRun]]) -> dict[str, Any]:
     }
 
 
-def _label(run_dir: Path) -> str:
-    # learning_check.sh and the campaign keep each soak's trainer output in NAME/run
-    return run_dir.parent.name if run_dir.name == "run" else run_dir.name
+def labels(run_dirs: Sequence[Path]) -> list[str]:
+    """Short distinct names for ``run_dirs``: a trailing ``run`` (the trainer's --log-dir in a
+    learning check or a campaign) and trailing parts all of them share (``attempt-1``) are
+    dropped, then as many trailing parts as make the names distinct are kept."""
+    parts = [list(p.parts[:-1] if p.name == "run" else p.parts) for p in run_dirs]
+    while len(parts) > 1 and all(len(x) > 1 for x in parts) and len({x[-1] for x in parts}) == 1:
+        for x in parts:
+            x.pop()
+    depth = 1
+    while True:
+        names = ["/".join(x[-depth:]) for x in parts]
+        if len(set(names)) == len(names) or depth >= max(len(x) for x in parts):
+            return names
+        depth += 1
 
 
-def load_run(run_dir: Path) -> DiagnosticRun:
+def load_run(run_dir: Path, label: str) -> DiagnosticRun:
     """A run directory's scalars and evaluation points.
 
     Raises:
@@ -315,7 +326,7 @@ def load_run(run_dir: Path) -> DiagnosticRun:
             evaluation = rundir.read(run_dir / rundir.EVALUATION)
         except rundir.DocumentError as err:
             raise HarnessError(f"{err}; re-run `evaluate` on the run directory") from err
-    return diagnostic_run(_label(run_dir), scalars, evaluation)
+    return diagnostic_run(label, scalars, evaluation)
 
 
 def _fmt(value: float | None) -> str:
@@ -380,7 +391,7 @@ def main(
     if out.suffix.lower() != ".png":
         raise UsageError(f"--out {out} must end in .png (the figure is a PNG)")
     paths = [absolute(p) for p in run_dirs]
-    runs = [(p, load_run(p)) for p in paths]
+    runs = [(p, load_run(p, name)) for p, name in zip(paths, labels(paths), strict=True)]
     bare = [str(p) for p, run in runs if not has_diagnostics(run.scalars)]
     if bare:
         raise HarnessError(

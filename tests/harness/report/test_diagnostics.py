@@ -127,3 +127,19 @@ def test_the_soak_report_figure_or_the_reason_there_is_none(tmp_path: Path) -> N
     assert figure.path is not None and figure.path.read_bytes().startswith(PNG_MAGIC)
     bare = D.diagnostics_figure(RunData(run_dir, True, scalars={"Loss/critic": []}), tmp_path)
     assert bare.path is None and "predates them" in (bare.note or "")
+
+
+def test_labels_are_short_and_distinct() -> None:
+    check = [Path("/lc/CLIP/run"), Path("/lc/CLIP+h8192/run")]
+    assert D.labels(check) == ["CLIP", "CLIP+h8192"]
+    # a campaign's seeds: the shared attempt-1 goes, the cell names stay
+    cells = [Path(f"/c/cells/default-s{k}-m-mjwarp/attempt-1/run") for k in (1, 2, 3)]
+    assert D.labels(cells) == [f"default-s{k}-m-mjwarp" for k in (1, 2, 3)]
+    # two attempts of one cell: the cell name is shared, so the attempts tell them apart
+    attempts = [Path("/c/cells/x/attempt-1/run"), Path("/c/cells/x/attempt-2/run")]
+    assert D.labels(attempts) == ["attempt-1", "attempt-2"]
+    # every shared trailing part goes, however deep
+    assert D.labels([Path("/a/run/x"), Path("/b/run/x")]) == ["a", "b"]
+    # different last parts that repeat: as many parts as make them distinct
+    assert D.labels([Path("/a/x/y"), Path("/b/x/z"), Path("/a/z/y")]) == ["x/y", "x/z", "z/y"]
+    assert D.labels([Path("/tmp/quickstart-1/run")]) == ["quickstart-1"]
