@@ -36,6 +36,10 @@ SCHEMA = "decline_diagnostics.v1.json"
 FIGURE_NAME = "decline_diagnostics.png"
 CURVE_POINTS = 200
 """Bins per curve: a canonical run logs ~65,000 values per tag, far more than a panel shows."""
+NO_TAGS = (
+    "holds none of the learner's diagnostics tags (Critic/*, Train/reward_scale, ...): the "
+    "trainer that wrote it predates them"
+)
 WINDOW_FRACTION = 0.02
 """A tag's value at an evaluation point: the mean over the run's last 2 % of env steps up to
 that point, so one noisy log line does not stand for the policy's state."""
@@ -236,12 +240,7 @@ def diagnostics_figure(data: RunData, out_dir: Path) -> Figure:
     title = "Learner diagnostics (candidate causes of a late decline)"
     if not has_diagnostics(data.scalars):
         note = (
-            data.notes.get("run_dir")
-            or data.notes.get("training")
-            or (
-                "the event file holds none of the learner's diagnostics tags (Critic/*, "
-                "Train/reward_scale, ...): the trainer that wrote it predates them"
-            )
+            data.notes.get("run_dir") or data.notes.get("training") or f"the event file {NO_TAGS}"
         )
         return Figure(TRAINING, FIGURE_NAME, title, None, note)
     run = diagnostic_run(labels([data.run_dir])[0], data.scalars, data.evaluation)
@@ -301,7 +300,8 @@ def load_run(run_dir: Path, label: str) -> DiagnosticRun:
 
     Raises:
         UsageError: ``run_dir`` is not a directory.
-        HarnessError: no single readable event file, or an invalid ``evaluation.json``.
+        HarnessError: no single readable event file, one without the diagnostics tags, or an
+            invalid ``evaluation.json``.
     """
     if not run_dir.is_dir():
         raise UsageError(
@@ -320,6 +320,8 @@ def load_run(run_dir: Path, label: str) -> DiagnosticRun:
         scalars = read_scalars(events[0])
     except (EventFileError, OSError) as err:
         raise HarnessError(f"the event file of {run_dir} is unreadable: {err}") from err
+    if not has_diagnostics(scalars):  # before the next run's file is read
+        raise HarnessError(f"{run_dir} {NO_TAGS}; train it again on this code")
     evaluation = None
     if (run_dir / rundir.EVALUATION).exists():
         try:
@@ -392,12 +394,6 @@ def main(
         raise UsageError(f"--out {out} must end in .png (the figure is a PNG)")
     paths = [absolute(p) for p in run_dirs]
     runs = [(p, load_run(p, name)) for p, name in zip(paths, labels(paths), strict=True)]
-    bare = [str(p) for p, run in runs if not has_diagnostics(run.scalars)]
-    if bare:
-        raise HarnessError(
-            f"{bare[0]} holds none of the learner's diagnostics tags (Critic/*, "
-            "Train/reward_scale, ...): its trainer predates them; train it again on this code"
-        )
     doc = document(runs)
     violations = validate(doc, SCHEMA)
     if violations:
