@@ -146,6 +146,8 @@ def test_the_project_regression_spec_is_two_library_clips_by_three_seeds(tmp_pat
     assert spec.over_seeds is not None and spec.mps_requested
     assert len(spec.cells) == 6 and {cell.gpus for cell in spec.cells} == {0.25}
     assert all("--duration-seconds" in cell.args for cell in spec.cells)
+    # 512 episodes a point: at 128 a success rate's noise is nearly the verdict's margin
+    assert all("eval.uniform_episodes=512" in cell.args for cell in spec.cells)
     text = REGRESSION_SPEC.read_text(encoding="utf-8")
     assert "G1 Moves, Mitch Chaiet, CC-BY-4.0, experientialtech/g1-moves" in text
 
