@@ -42,6 +42,7 @@ from harness.soak.learning_clips import (
     clip_records,
     floor_message,
     pct,
+    success_drop,
 )
 
 MODES: tuple[str, ...] = ("enforce", "report")
@@ -435,7 +436,8 @@ def _check_final(
                 "final_behind_best",
                 REGRESSION,
                 f"final uniform-start success rate {pct(fs)} ({at_final}) is more than "
-                f"{margin} below the best point's {pct(bs)} ({at_best})",
+                f"{margin} below the best point's {pct(bs)} ({at_best}): "
+                + success_drop(fs, fu["episodes"], bs, bu["episodes"]),
             )
         )
     fr, br = fu["r_mpkpe_mm"], bu["r_mpkpe_mm"]

@@ -11,6 +11,7 @@ Pure; no torch.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,6 +24,21 @@ MAX_NAMED_CLIPS = 6
 def pct(value: float) -> str:
     """A fraction as a percentage with one decimal, e.g. ``98.3 %``."""
     return f"{value * 100:.1f} %"
+
+
+def success_drop(final_rate: float, final_n: int, best_rate: float, best_n: int) -> str:
+    """The episode counts behind a success drop and its size in standard errors of the
+    difference of the two rates, e.g. ``98 of 128 episodes against 112 of 128, a drop of 2.3
+    standard errors``: a reader tells a drop within sampling noise (under about 2) from one
+    beyond it. The standard-error part is left out when both rates are 0 or 1."""
+    counts = (
+        f"{round(final_rate * final_n)} of {final_n} episodes against "
+        f"{round(best_rate * best_n)} of {best_n}"
+    )
+    variance = final_rate * (1 - final_rate) / final_n + best_rate * (1 - best_rate) / best_n
+    if variance <= 0:
+        return counts
+    return f"{counts}, a drop of {(best_rate - final_rate) / math.sqrt(variance):.1f} standard errors"
 
 
 def same_clip_points(

@@ -13,6 +13,7 @@ from contracts.jsonio import write_json_atomic
 from contracts.schemas import validate
 from harness.soak.learning import LearningCfg, judge_learning, learning_cfg
 from harness.soak.verdict import judge_run_dir
+from harness.soak.learning_clips import success_drop
 from tests.harness.metrics.event_files import frame
 from tests.harness.schemas.builders import make_completed_summary, make_failed_summary, make_run_dir
 from tests.harness.schemas.evaluation_builders import (
@@ -103,8 +104,24 @@ def test_a_success_decline_fails_on_success_rate(tmp_path: Path) -> None:
     verdict = _judge(_run(tmp_path, [(10, 1.0, 13.0), (20, 0.908, 13.0)]))
     assert verdict.failure_reason == (
         "learning regression: final uniform-start success rate 90.8 % (iteration 20) is more "
-        "than 5.0 % below the best point's 100.0 % (iteration 10)"
+        "than 5.0 % below the best point's 100.0 % (iteration 10): 58 of 64 episodes against "
+        "64 of 64, a drop of 2.5 standard errors"
     )
+
+
+@pytest.mark.parametrize(
+    ("final", "best", "text"),
+    [
+        # the regression check's M_Move4 seed 1 on its first GPU run (docs/campaign.md)
+        ((0.765625, 128), (0.875, 128), "98 of 128 episodes against 112 of 128, a drop of 2.3"),
+        ((0.5, 512), (0.875, 512), "256 of 512 episodes against 448 of 512, a drop of 14.2"),
+        ((0.0, 16), (1.0, 16), "0 of 16 episodes against 16 of 16"),
+    ],
+)
+def test_a_success_drop_says_its_counts_and_standard_errors(final, best, text: str) -> None:
+    said = success_drop(final[0], final[1], best[0], best[1])
+    assert said.startswith(text)
+    assert ("standard errors" in said) is (final[0] not in (0.0, 1.0) or best[0] not in (0.0, 1.0))
 
 
 @pytest.mark.parametrize(
