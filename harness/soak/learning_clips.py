@@ -38,7 +38,9 @@ def success_drop(final_rate: float, final_n: int, best_rate: float, best_n: int)
     variance = final_rate * (1 - final_rate) / final_n + best_rate * (1 - best_rate) / best_n
     if variance <= 0:
         return counts
-    return f"{counts}, a drop of {(best_rate - final_rate) / math.sqrt(variance):.1f} standard errors"
+    return (
+        f"{counts}, a drop of {(best_rate - final_rate) / math.sqrt(variance):.1f} standard errors"
+    )
 
 
 def same_clip_points(

@@ -12,8 +12,8 @@ from contracts.errors import UsageError
 from contracts.jsonio import write_json_atomic
 from contracts.schemas import validate
 from harness.soak.learning import LearningCfg, judge_learning, learning_cfg
-from harness.soak.verdict import judge_run_dir
 from harness.soak.learning_clips import success_drop
+from harness.soak.verdict import judge_run_dir
 from tests.harness.metrics.event_files import frame
 from tests.harness.schemas.builders import make_completed_summary, make_failed_summary, make_run_dir
 from tests.harness.schemas.evaluation_builders import (
