@@ -26,7 +26,8 @@ from contracts.jsonio import dumps_strict
 from contracts.names import Backend
 from trainer.evaluation.clips import SUMMARY_METRICS
 from trainer.evaluation.document import best_point, final_point
-from trainer.evaluation.metrics import JOINT_ERROR_FIELD, METRIC_NAMES
+from trainer.evaluation.failures import describe_failures
+from trainer.evaluation.metrics import FAILURE_FRAMES_FIELD, JOINT_ERROR_FIELD, METRIC_NAMES
 from trainer.evaluation.protocol import START_MODES
 from trainer.sim.backend import BackendFailure
 
@@ -227,6 +228,37 @@ def _clip_summary_table(summary: dict[str, Any]) -> Table:
     return table
 
 
+FAILING_CLIPS_SHOWN = 6
+"""Clips of a clip set whose failures the human view places (most failures first)."""
+
+
+def failure_lines(point: dict[str, Any], fps: float) -> list[str]:
+    """Where ``point``'s failed episodes ended on the clip, by start mode, and on a clip set by
+    clip (uniform starts); nothing for a document without failure frames or failures."""
+    lines = []
+    for mode in START_MODES:
+        metrics = point["modes"][mode]
+        frames = metrics.get(FAILURE_FRAMES_FIELD)
+        if frames:
+            lines.append(
+                f"  {mode}: {len(frames)} of {metrics['episodes']} failed, ended at "
+                + describe_failures(frames, fps)
+            )
+    clips = [
+        (c["clip"], c["modes"]["uniform"].get(FAILURE_FRAMES_FIELD)) for c in point.get("clips", [])
+    ]
+    failing = sorted(((name, f) for name, f in clips if f), key=lambda item: -len(item[1]))
+    for name, frames in failing[:FAILING_CLIPS_SHOWN]:
+        lines.append(f"  {name}: {len(frames)} failed, ended at {describe_failures(frames, fps)}")
+    if len(failing) > FAILING_CLIPS_SHOWN:
+        lines.append(
+            f"  and {len(failing) - FAILING_CLIPS_SHOWN} more clips with failures (--json)"
+        )
+    if lines:
+        lines.insert(0, "where the failed episodes ended (clip time, most failures first):")
+    return lines
+
+
 def render(doc: dict[str, Any], console: Console) -> None:
     """The human view of an evaluation document."""
     protocol, motion = doc["protocol"], doc["motion"]
@@ -245,6 +277,8 @@ def render(doc: dict[str, Any], console: Console) -> None:
     joints = _joints_table(final)
     if joints is not None:
         console.print(joints)
+    for line in failure_lines(final, float(motion["fps"])):
+        console.print(line, highlight=False)
     if "clips" in final:
         console.print(_clips_table(final))
         console.print(_clip_summary_table(final["clip_summary"]))

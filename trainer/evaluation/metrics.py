@@ -10,7 +10,9 @@ episodes (mjlab's order). The joint position error is also tallied joint by join
 (:func:`joint_errors`, :data:`JOINT_ERROR_FIELD`): the same means over the same steps, one
 per joint, so the mean of the 29 equals ``joint_pos_error_rad`` up to float rounding. A row
 whose action or errors were ever non-finite (a diverged policy or physics) makes every metric
-of its mode null: a reader treats null as a failure, never as missing data.
+of its mode null: a reader treats null as a failure, never as missing data. Where on the clip
+the failed episodes ended is kept exactly (:data:`FAILURE_FRAMES_FIELD`): a success rate says
+how many episodes failed, the frames say where, e.g. all at one glitch of the reference.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ERROR_NAMES",
+    "FAILURE_FRAMES_FIELD",
     "JOINT_ERROR_FIELD",
     "METRIC_NAMES",
     "HostTally",
@@ -64,6 +67,11 @@ JOINT_ERROR_FIELD = "joint_pos_error_rad_by_joint"
 """The per-joint breakdown of ``joint_pos_error_rad`` in a mode's metrics: ``{joint name: rad}``
 over :data:`~trainer.sim.scene.JOINT_NAMES`, in their order (not a scalar, so not in
 :data:`METRIC_NAMES` and no ``Eval/*`` tag)."""
+FAILURE_FRAMES_FIELD = "failure_frames"
+"""The clip frame (at the motion's fps, counted from the clip's first frame) on which each
+failed episode of a mode ended, ascending: the frame its terminating step scored, start frame
++ steps − 1. Not a scalar, so not in :data:`METRIC_NAMES`; never null (a frame is an integer
+even when a diverged row nulls the metrics)."""
 _MM = 1000.0
 
 
@@ -186,12 +194,24 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def mode_metrics(tally: HostTally, possible: np.ndarray) -> dict[str, Any]:
+def failure_frames(tally: HostTally, starts: np.ndarray) -> list[int]:
+    """:data:`FAILURE_FRAMES_FIELD` of some ended rows that started at clip frames ``starts``."""
+    failed = ~tally.success
+    ends = np.asarray(starts, dtype=np.int64)[failed] + tally.steps[failed] - 1
+    return sorted(int(frame) for frame in ends)
+
+
+def mode_metrics(
+    tally: HostTally, possible: np.ndarray, *, starts: np.ndarray | None = None
+) -> dict[str, Any]:
     """The ``metrics`` record of one start mode from its rows' tallies.
 
     Args:
         tally: the mode's rows, every one ended.
         possible: [rows] steps each episode could last (``protocol.possible_steps``).
+        starts: [rows] the clip frame each episode started on; with it the record has
+            :data:`FAILURE_FRAMES_FIELD` (the runner leaves it out of a clip set's aggregate,
+            whose frames belong to different clips).
 
     Returns:
         ``episodes`` plus :data:`METRIC_NAMES` and :data:`JOINT_ERROR_FIELD`; every metric
@@ -202,6 +222,8 @@ def mode_metrics(tally: HostTally, possible: np.ndarray) -> dict[str, Any]:
         msg = f"mode_metrics needs ended episodes; {int((~tally.ended).sum())} are still running"
         raise ValueError(msg)
     out: dict[str, Any] = {"episodes": episodes}
+    if starts is not None:
+        out[FAILURE_FRAMES_FIELD] = failure_frames(tally, starts)
     if bool(tally.diverged.any()):
         return out | dict.fromkeys((*METRIC_NAMES, JOINT_ERROR_FIELD))
     steps = tally.steps.astype(np.float64)

@@ -122,13 +122,19 @@ def _rollout(
     return host
 
 
-def _modes(episodes: list[Episode], tally: HostTally, keep: np.ndarray) -> dict[str, Any]:
-    """The ``metrics`` record of each start mode over the episodes ``keep`` marks."""
+def _modes(
+    episodes: list[Episode], tally: HostTally, keep: np.ndarray, clip_starts: np.ndarray | None
+) -> dict[str, Any]:
+    """The ``metrics`` record of each start mode over the episodes ``keep`` marks; with
+    ``clip_starts`` (each clip's first frame on the axis) the failed episodes' clip frames."""
     modes = {}
     for mode in START_MODES:
         index = np.array([i for i, ep in enumerate(episodes) if ep.mode == mode and keep[i]])
         possible = np.array([episodes[i].possible for i in index])
-        modes[mode] = mode_metrics(tally.rows(index), possible)
+        starts = None
+        if clip_starts is not None:
+            starts = np.array([episodes[i].frame - clip_starts[episodes[i].clip] for i in index])
+        modes[mode] = mode_metrics(tally.rows(index), possible, starts=starts)
     return modes
 
 
@@ -138,8 +144,10 @@ def _point_record(
     tally: HostTally,
     seconds: float,
     clip_names: Sequence[str],
+    clip_starts: np.ndarray,
 ) -> dict[str, Any]:
     everything = np.ones(len(episodes), dtype=bool)
+    several = len(clip_names) > 1
     clip_of = np.array([ep.clip for ep in episodes])
     record: dict[str, Any] = {
         "iteration": point.iteration,
@@ -150,10 +158,10 @@ def _point_record(
     if point.checkpoint_sha256 is not None:
         record["checkpoint_sha256"] = point.checkpoint_sha256
     record["eval_wall_time_s"] = round(seconds, 6)
-    record["modes"] = _modes(episodes, tally, everything)
-    if len(clip_names) > 1:
+    record["modes"] = _modes(episodes, tally, everything, None if several else clip_starts)
+    if several:
         clips = [
-            {"clip": name, "modes": _modes(episodes, tally, clip_of == c)}
+            {"clip": name, "modes": _modes(episodes, tally, clip_of == c, clip_starts)}
             for c, name in enumerate(clip_names)
         ]
         record["clips"] = clips
@@ -187,6 +195,7 @@ def evaluate_points(
         RuntimeError: an episode outlived its possible length (an env bug).
     """
     episodes = protocol.episodes(env.motion.num_frames, env.motion.clip_ends)
+    clip_starts = np.concatenate(([0], np.asarray(env.motion.clip_ends, dtype=np.int64)[:-1]))
     rows = [(p, ep) for p in range(len(points)) for ep in episodes]
     n = env.num_envs
     parts: list[list[HostTally]] = [[] for _ in points]
@@ -206,7 +215,12 @@ def evaluate_points(
                 if records[point] is None and (point + 1) * len(episodes) <= end:
                     tally = HostTally.concat(parts[point])
                     records[point] = _point_record(
-                        points[point], episodes, tally, seconds[point], env.motion.clip_labels
+                        points[point],
+                        episodes,
+                        tally,
+                        seconds[point],
+                        env.motion.clip_labels,
+                        clip_starts,
                     )
                     if on_point is not None:
                         on_point(records[point])

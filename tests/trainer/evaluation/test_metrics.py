@@ -11,10 +11,12 @@ import torch
 
 from trainer.evaluation.metrics import (
     ERROR_NAMES,
+    FAILURE_FRAMES_FIELD,
     JOINT_ERROR_FIELD,
     METRIC_NAMES,
     HostTally,
     RowTally,
+    failure_frames,
     joint_errors,
     mode_metrics,
     step_errors,
@@ -182,6 +184,21 @@ def test_the_mean_of_the_per_joint_errors_is_the_joint_error():
 def test_a_diverged_row_makes_every_metric_of_its_mode_null():
     m = mode_metrics(_tally([3, 3], [True, True], diverged=[False, True]), np.array([3, 3]))
     assert m == {"episodes": 2, **dict.fromkeys(METRIC_NAMES), JOINT_ERROR_FIELD: None}
+
+
+def test_failure_frames_are_the_frames_the_failed_episodes_ended_on():
+    # Starts 0, 30, 60 and 90; the second and fourth terminated at their 4th and 1st step
+    # (the step that scores start + steps - 1), the others succeeded.
+    tally = _tally([50, 4, 20, 1], [True, False, True, False])
+    m = mode_metrics(tally, np.array([50, 50, 20, 10]), starts=np.array([0, 30, 60, 90]))
+    assert m[FAILURE_FRAMES_FIELD] == [33, 90]
+    assert all(type(f) is int for f in m[FAILURE_FRAMES_FIELD])
+    assert len(m[FAILURE_FRAMES_FIELD]) == round(m["episodes"] * (1 - m["success_rate"]))
+    assert failure_frames(_tally([9, 3], [False, False]), np.array([5, 0])) == [2, 13]  # ascending
+    diverged = _tally([3, 2], [True, False], diverged=[False, True])
+    m = mode_metrics(diverged, np.array([3, 3]), starts=np.array([10, 20]))
+    assert m[FAILURE_FRAMES_FIELD] == [21] and m["success_rate"] is None  # frames survive nulls
+    assert FAILURE_FRAMES_FIELD not in mode_metrics(tally, np.array([50, 50, 20, 10]))
 
 
 def test_a_non_finite_sum_is_null_not_a_number():

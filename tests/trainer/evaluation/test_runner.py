@@ -15,7 +15,7 @@ from contracts.schemas import validate
 from trainer.algo.networks import Actor
 from trainer.evaluation.cli import render
 from trainer.evaluation.document import build_document, motion_record
-from trainer.evaluation.metrics import JOINT_ERROR_FIELD
+from trainer.evaluation.metrics import FAILURE_FRAMES_FIELD, JOINT_ERROR_FIELD
 from trainer.evaluation.policy import PolicyPoint
 from trainer.evaluation.protocol import Protocol, possible_steps, start_frames
 from trainer.evaluation.runner import evaluate_points
@@ -117,9 +117,10 @@ def test_two_evaluations_give_identical_numbers(make_g1_env):
 
 
 def _flat(metrics: dict) -> dict:
-    """A mode's metrics with the per-joint errors as ``field/joint`` keys (for approx)."""
+    """A mode's metrics with the per-joint errors as ``field/joint`` keys (for approx; the
+    failure frames are integers, compared exactly apart)."""
     by_joint = metrics[JOINT_ERROR_FIELD]
-    flat = {k: v for k, v in metrics.items() if k != JOINT_ERROR_FIELD}
+    flat = {k: v for k, v in metrics.items() if k not in (JOINT_ERROR_FIELD, FAILURE_FRAMES_FIELD)}
     return flat | {f"{JOINT_ERROR_FIELD}/{name}": v for name, v in by_joint.items()}
 
 
@@ -132,6 +133,8 @@ def test_packing_episodes_into_more_rollouts_changes_no_number(make_replay_env):
         for mode, metrics in wide_record["modes"].items():  # SIMD tails differ by row count
             narrow_metrics = _flat(narrow_record["modes"][mode])
             assert narrow_metrics == pytest.approx(_flat(metrics), rel=1e-7, abs=1e-9)
+            failed = narrow_record["modes"][mode][FAILURE_FRAMES_FIELD]
+            assert failed == metrics[FAILURE_FRAMES_FIELD]
     assert [r["iteration"] for r in b] == [1, 2, 3]
 
 
@@ -154,6 +157,8 @@ def test_a_policy_that_outputs_nan_gets_null_metrics_not_a_crash(make_g1_env, g1
     )
     bad, fine = (r["modes"] for r in records)
     for mode in ("frame0", "uniform"):
+        frames = bad[mode].pop(FAILURE_FRAMES_FIELD)  # where they ended is still known
+        assert all(type(f) is int for f in frames)
         assert set(bad[mode].values()) == {bad[mode]["episodes"], None}, bad[mode]
         assert bad[mode][JOINT_ERROR_FIELD] is None
         assert fine[mode]["success_rate"] is not None
@@ -164,6 +169,34 @@ def test_a_policy_that_outputs_nan_gets_null_metrics_not_a_crash(make_g1_env, g1
     )
     assert validate(doc, "evaluation.v1.json") == []
     assert doc["best"]["iteration"] == 2 and doc["final_iteration"] == 2
+
+
+def test_failed_episodes_are_placed_on_the_frame_they_ended(make_replay_env, short_clip):
+    """From frame 40 on the replayed robot floats 0.5 m above the reference, so every episode
+    fails where it first meets frame 40 or later: at that frame or the next (which of the
+    task's terminations fires first, and when, is the task's business, not the record's)."""
+    env = make_replay_env(8, offset=(0.0, 0.0, 0.5), offset_from=40)
+    protocol = _protocol(env)
+    (record,) = evaluate_points(env, [_point(1, ConstantPolicy(0.0), "final")], protocol)
+    uniform, frame0 = record["modes"]["uniform"], record["modes"]["frame0"]
+    starts = start_frames("uniform", 6, short_clip.num_frames)
+    assert starts == [0, 13, 26, 39, 52, 65]  # the ones before 40 reach it within 50 steps
+    assert uniform["success_rate"] == 0.0 and frame0["success_rate"] == 0.0
+    for mode, firsts in ((uniform, starts), (frame0, [0, 0])):
+        onsets = sorted(max(40, start) for start in firsts)
+        frames = mode[FAILURE_FRAMES_FIELD]
+        assert len(frames) == len(onsets)
+        assert all(onset <= f <= onset + 1 for f, onset in zip(frames, onsets, strict=True))
+    document = build_document(
+        protocol, motion_record("short", short_clip.sha256, short_clip.num_frames, 50.0), [record]
+    )
+    assert validate(document, "evaluation.v1.json") == []
+    console = Console(record=True, width=100)
+    render(document, console)
+    text = console.export_text()
+    assert "where the failed episodes ended (clip time, most failures first):" in text
+    assert "  frame0: 2 of 2 failed, ended at 0.8 s ×2\n" in text  # frame 40 or 41 at 50 fps
+    assert "  uniform: 6 of 6 failed, ended at 0.8–1.3 s ×6\n" in text  # 0.24 s gaps: one span
 
 
 def test_an_interrupt_abandons_the_evaluation(make_replay_env):
@@ -192,6 +225,10 @@ def test_a_clip_set_is_evaluated_clip_by_clip_and_summarised(make_replay_env, tw
         for metrics in clip["modes"].values():
             _assert_joint_mean_identity(metrics)
     assert max(first["modes"]["uniform"][JOINT_ERROR_FIELD].values()) < 1e-6
+    # Failure frames are clip frames, so each clip has its own; the aggregate has none.
+    assert first["modes"]["uniform"][FAILURE_FRAMES_FIELD] == []
+    assert second["modes"]["frame0"][FAILURE_FRAMES_FIELD] == []
+    assert FAILURE_FRAMES_FIELD not in record["modes"]["uniform"]
     assert second["modes"]["uniform"][JOINT_ERROR_FIELD][JOINT] == pytest.approx(TURN, abs=1e-6)
     # The whole evaluation's per-joint error is the mean over both clips' episodes.
     overall = record["modes"]["uniform"][JOINT_ERROR_FIELD]
