@@ -23,6 +23,7 @@ from contracts.paths import absolute, absolute_or_none
 from contracts.schemas import validate
 from harness.report.clips import clips_figure
 from harness.report.diagnostics import diagnostics_figure
+from harness.report.failures import failures_figure
 from harness.report.figures import resource_figures, training_figures
 from harness.report.page import render_page
 from harness.report.rundata import read_run_data
@@ -61,11 +62,11 @@ def load_artifact(path: Path) -> dict[str, Any]:
 def render_report(artifact: dict[str, Any], out_dir: Path, artifact_path: Path) -> list[Path]:
     """Draw the PNGs and write report.html into ``out_dir``; returns the page, then the PNGs."""
     data = read_run_data(artifact)
-    clips = clips_figure(data, out_dir)
+    optional = (clips_figure(data, out_dir), failures_figure(data, out_dir))
     figures = [
         *training_figures(data, out_dir),
         diagnostics_figure(data, out_dir),
-        *([clips] if clips is not None else []),
+        *(f for f in optional if f is not None),
         *resource_figures(artifact, out_dir),
     ]
     page = write_atomic_text(
