@@ -21,6 +21,7 @@ from harness.report.rundata import RunData
 
 NAME, TITLE = "failures.png", "Where uniform-start episodes failed (clip time)"
 FIELD = "failure_frames"
+"""The metrics key of schemas/evaluation.v1.json (the harness reads documents, not trainer code)."""
 BIN_S = 0.5
 """Width of a bin of clip time (s)."""
 
