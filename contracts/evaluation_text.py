@@ -1,13 +1,21 @@
-"""One-line texts of evaluation points for the tables of ``train`` and ``g1-soak``.
+"""One-line texts of evaluation points for the tables of ``train``, ``g1-soak``, ``evaluate``
+and ``soak-report``.
 
-Both tables end with the run's evaluation (schemas/evaluation.v1.json): the final point
+Both run tables end with the run's evaluation (schemas/evaluation.v1.json): the final point
 and the best one, as "success 100.0 % (frame 0: 71.9 %), MPKPE 17.9 mm, R-MPKPE 12.1 mm".
-A null metric (not finite) reads ``null``, never a number. Pure: no I/O, no torch.
+A null metric (not finite) reads ``null``, never a number.
+
+Where the failed episodes ended (a mode's ``failure_frames``, clip frames at ``motion.fps``)
+reads as spans of clip time (:func:`describe_failures`): frames no more than :data:`GAP_S`
+apart share a span, largest first, e.g. "26.8–27.1 s ×24 · 12.3 s ×3", so a policy that fails
+at one moment of the clip (a glitch of the reference, a move it never learned) reads
+differently from one that fails anywhere. Pure: no I/O, no torch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -44,3 +52,48 @@ def evaluation_rows(section: Mapping[str, Any] | None) -> list[tuple[str, str]]:
             )
         )
     return rows
+
+
+GAP_S = 0.5
+"""Failure frames further apart than this (seconds of clip) start a new span."""
+SHOWN_SPANS = 4
+"""Spans a description names before it counts the rest."""
+
+
+@dataclass(frozen=True)
+class FailureSpan:
+    """Failures that ended between ``first_s`` and ``last_s`` of clip time."""
+
+    first_s: float
+    last_s: float
+    count: int
+
+    def label(self) -> str:
+        """``26.8–27.1 s ×24``, or ``5.0 s ×1`` for a span of one instant."""
+        when = f"{self.first_s:.1f}"
+        if f"{self.last_s:.1f}" != when:
+            when += f"–{self.last_s:.1f}"
+        return f"{when} s ×{self.count}"
+
+
+def failure_spans(frames: Sequence[int], fps: float) -> list[FailureSpan]:
+    """The spans of ``frames`` (failure frames at ``fps``), most failures first, then earliest."""
+    spans: list[list[int]] = []
+    for frame in sorted(frames):
+        if spans and (frame - spans[-1][-1]) / fps <= GAP_S:
+            spans[-1].append(frame)
+        else:
+            spans.append([frame])
+    out = [FailureSpan(s[0] / fps, s[-1] / fps, len(s)) for s in spans]
+    return sorted(out, key=lambda span: (-span.count, span.first_s))
+
+
+def describe_failures(frames: Sequence[int], fps: float) -> str:
+    """``26.8–27.1 s ×24 · 12.3 s ×3 · and 2 more spans (3)``: the largest spans by count."""
+    spans = failure_spans(frames, fps)
+    text = " · ".join(span.label() for span in spans[:SHOWN_SPANS])
+    rest = spans[SHOWN_SPANS:]
+    if rest:
+        word = "span" if len(rest) == 1 else "spans"
+        text += f" · and {len(rest)} more {word} ({sum(s.count for s in rest)})"
+    return text

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from contracts.evaluation_text import describe_failures
 from harness.report.figures import TRAINING, Figure, pyplot, save_figure
 from harness.report.rundata import RunData
 from harness.soak.learning_clips import same_clip_points
@@ -26,6 +27,7 @@ HEADER = (
     "final MPKPE mm",
     "best R-MPKPE mm (iteration)",
     "behind its best",
+    "failures ended at (clip time)",
 )
 
 
@@ -79,11 +81,21 @@ def _mm(value: float | None) -> str | None:
     return None if value is None else f"{value:.1f}"
 
 
+def _failures(uniform: Mapping[str, Any], fps: float) -> str | None:
+    """Where the clip's failed episodes ended; None for a document without failure frames."""
+    frames = uniform.get("failure_frames")
+    if frames is None:
+        return None
+    return describe_failures(frames, fps) if frames else "none"
+
+
 def clips_table(data: RunData, verdict_clips: Sequence[Mapping[str, Any]] | None) -> str:
-    """Every clip's final metrics, worst first, with the verdict's best point and regressions."""
-    points = clip_points(data)
-    if not points:
+    """Every clip's final metrics, worst first, with the verdict's best point and regressions,
+    and where its failed episodes ended."""
+    doc, points = data.evaluation, clip_points(data)
+    if doc is None or not points:
         return ""
+    fps = float(doc["motion"]["fps"])
     judged = {c["clip"]: c for c in verdict_clips or []}
     rows = []
     for clip in sorted(points[-1]["clips"], key=_final_error, reverse=True):
@@ -104,6 +116,7 @@ def clips_table(data: RunData, verdict_clips: Sequence[Mapping[str, Any]] | None
             _mm(uniform["mpkpe_mm"]),
             best,
             behind,
+            _failures(uniform, fps),
         ]
         css = ' class="bad"' if record is not None and record["regressed"] else ""
         rows.append(f"<tr{css}>" + "".join(f"<td>{_cell(c)}</td>" for c in cells) + "</tr>")
@@ -111,6 +124,7 @@ def clips_table(data: RunData, verdict_clips: Sequence[Mapping[str, Any]] | None
     source = "" if verdict_clips else " The learning verdict did not judge the clips."
     return (
         f"<h3>Clips ({len(rows)}, final point, worst R-MPKPE first)</h3>"
-        f"<p>Uniform-start metrics of the final evaluation point.{source}</p>"
+        f"<p>Uniform-start metrics of the final evaluation point; where its failed episodes "
+        f"ended, as spans of the clip's time (failures at most 0.5 s apart share one).{source}</p>"
         f"<table><tr>{head}</tr>{''.join(rows)}</table>"
     )

@@ -22,11 +22,11 @@ from rich.console import Console
 from rich.table import Table
 
 from contracts.cli_app import run_app
+from contracts.evaluation_text import describe_failures
 from contracts.jsonio import dumps_strict
 from contracts.names import Backend
 from trainer.evaluation.clips import SUMMARY_METRICS
 from trainer.evaluation.document import best_point, final_point
-from trainer.evaluation.failures import describe_failures
 from trainer.evaluation.metrics import FAILURE_FRAMES_FIELD, JOINT_ERROR_FIELD, METRIC_NAMES
 from trainer.evaluation.protocol import START_MODES
 from trainer.sim.backend import BackendFailure

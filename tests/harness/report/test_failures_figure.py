@@ -1,12 +1,14 @@
-"""The report's failures heat map: counts per bin of clip time, drawn for a single clip only."""
+"""Where failures ended in the report: the heat map over clip time (a single clip) and the
+clips table's column (a clip set)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from harness.report.clips import clips_table
 from harness.report.failures import NAME, failure_counts, failures_figure
 from harness.report.rundata import RunData
-from tests.harness.schemas.evaluation_builders import make_evaluation
+from tests.harness.schemas.evaluation_builders import make_clip_evaluation, make_evaluation
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -43,3 +45,20 @@ def test_no_heat_map_without_failure_frames(tmp_path: Path):
     older = make_evaluation([(1000, 0.5, 20.0)])  # a document from before the field
     assert failures_figure(RunData(tmp_path, True, evaluation=older), tmp_path) is None
     assert failures_figure(RunData(tmp_path, True), tmp_path) is None
+
+
+def test_the_clips_table_says_where_each_clips_failures_ended(tmp_path: Path):
+    doc = make_clip_evaluation(
+        {"spin": [(10, 1.0, 12.0), (20, 0.75, 14.0)], "kick": [(10, 1.0, 9.0), (20, 1.0, 9.5)]}
+    )
+    final = doc["points"][-1]["clips"]
+    final[0]["modes"]["uniform"]["failure_frames"] = [400, 401, 405, 40]
+    final[1]["modes"]["uniform"]["failure_frames"] = []
+    table = clips_table(RunData(tmp_path, True, evaluation=doc), None)
+    assert "<th>failures ended at (clip time)</th>" in table
+    assert "<td>8.0–8.1 s ×3 · 0.8 s ×1</td></tr>" in table  # spin, 50 fps
+    assert "<td>none</td></tr>" in table  # kick
+    del final[0]["modes"]["uniform"]["failure_frames"]  # a document from before the field
+    assert "<td>&ndash;</td></tr>" in clips_table(RunData(tmp_path, True, evaluation=doc), None)
+    # no heat map of failure frames on a clip set: they belong to different clips
+    assert failures_figure(RunData(tmp_path, True, evaluation=doc), tmp_path) is None
