@@ -54,6 +54,9 @@ def evaluation_rows(section: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     return rows
 
 
+FAILURE_FRAMES_FIELD = "failure_frames"
+"""The key of a mode's failure frames in schemas/evaluation.v1.json (the trainer writes it, the
+report and ``evaluate`` read it)."""
 GAP_S = 0.5
 """Failure frames further apart than this (seconds of clip) start a new span."""
 SHOWN_SPANS = 4

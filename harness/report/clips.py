@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from contracts.evaluation_text import describe_failures
+from contracts.evaluation_text import FAILURE_FRAMES_FIELD, describe_failures
 from harness.report.figures import TRAINING, Figure, pyplot, save_figure
 from harness.report.rundata import RunData
 from harness.soak.learning_clips import same_clip_points
@@ -83,7 +83,7 @@ def _mm(value: float | None) -> str | None:
 
 def _failures(uniform: Mapping[str, Any], fps: float) -> str | None:
     """Where the clip's failed episodes ended; None for a document without failure frames."""
-    frames = uniform.get("failure_frames")
+    frames = uniform.get(FAILURE_FRAMES_FIELD)
     if frames is None:
         return None
     return describe_failures(frames, fps) if frames else "none"

@@ -16,12 +16,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from contracts.evaluation_text import FAILURE_FRAMES_FIELD as FIELD
 from harness.report.figures import TRAINING, Figure, pyplot, save_figure
 from harness.report.rundata import RunData
 
 NAME, TITLE = "failures.png", "Where uniform-start episodes failed (clip time)"
-FIELD = "failure_frames"
-"""The metrics key of schemas/evaluation.v1.json (the harness reads documents, not trainer code)."""
 BIN_S = 0.5
 """Width of a bin of clip time (s)."""
 

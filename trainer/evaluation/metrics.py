@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from contracts.evaluation_text import FAILURE_FRAMES_FIELD
 from trainer.sim.scene import JOINT_NAMES
 from trainer.task.math import quat_error_angle
 from trainer.task.state import TrackedState
@@ -67,11 +68,6 @@ JOINT_ERROR_FIELD = "joint_pos_error_rad_by_joint"
 """The per-joint breakdown of ``joint_pos_error_rad`` in a mode's metrics: ``{joint name: rad}``
 over :data:`~trainer.sim.scene.JOINT_NAMES`, in their order (not a scalar, so not in
 :data:`METRIC_NAMES` and no ``Eval/*`` tag)."""
-FAILURE_FRAMES_FIELD = "failure_frames"
-"""The clip frame (at the motion's fps, counted from the clip's first frame) on which each
-failed episode of a mode ended, ascending: the frame its terminating step scored, start frame
-+ steps − 1. Not a scalar, so not in :data:`METRIC_NAMES`; never null (a frame is an integer
-even when a diverged row nulls the metrics)."""
 _MM = 1000.0
 
 
@@ -195,7 +191,10 @@ def _finite(value: float) -> float | None:
 
 
 def failure_frames(tally: HostTally, starts: np.ndarray) -> list[int]:
-    """:data:`FAILURE_FRAMES_FIELD` of some ended rows that started at clip frames ``starts``."""
+    """:data:`FAILURE_FRAMES_FIELD` of some ended rows that started at clip frames ``starts``:
+    the clip frame each failed row ended on, the one its terminating step scored (start frame
+    + steps − 1), ascending. Not a scalar, so not in :data:`METRIC_NAMES`; never null (a frame
+    is an integer even when a diverged row nulls the metrics)."""
     failed = ~tally.success
     ends = np.asarray(starts, dtype=np.int64)[failed] + tally.steps[failed] - 1
     return sorted(int(frame) for frame in ends)
