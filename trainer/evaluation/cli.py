@@ -232,31 +232,38 @@ FAILING_CLIPS_SHOWN = 6
 """Clips of a clip set whose failures the human view places (most failures first)."""
 
 
-def failure_lines(point: dict[str, Any], fps: float) -> list[str]:
-    """Where ``point``'s failed episodes ended on the clip, by start mode, and on a clip set by
-    clip (uniform starts); nothing for a document without failure frames or failures."""
-    lines = []
+def failure_rows(point: dict[str, Any], fps: float) -> list[tuple[str, str, str]]:
+    """Where ``point``'s failed episodes ended on the clip, as ``(start mode or clip, failed,
+    spans)`` rows: by start mode, and on a clip set by clip (uniform starts, most failures
+    first); none for a document without failure frames or without failures."""
+    rows = []
     for mode in START_MODES:
         metrics = point["modes"][mode]
         frames = metrics.get(FAILURE_FRAMES_FIELD)
         if frames:
-            lines.append(
-                f"  {mode}: {len(frames)} of {metrics['episodes']} failed, ended at "
-                + describe_failures(frames, fps)
-            )
-    clips = [
-        (c["clip"], c["modes"]["uniform"].get(FAILURE_FRAMES_FIELD)) for c in point.get("clips", [])
-    ]
-    failing = sorted(((name, f) for name, f in clips if f), key=lambda item: -len(item[1]))
-    for name, frames in failing[:FAILING_CLIPS_SHOWN]:
-        lines.append(f"  {name}: {len(frames)} failed, ended at {describe_failures(frames, fps)}")
+            failed = f"{len(frames)} of {metrics['episodes']}"
+            rows.append((mode, failed, describe_failures(frames, fps)))
+    clips = [(c["clip"], c["modes"]["uniform"]) for c in point.get("clips", [])]
+    failing = [(name, m) for name, m in clips if m.get(FAILURE_FRAMES_FIELD)]
+    failing.sort(key=lambda item: -len(item[1][FAILURE_FRAMES_FIELD]))
+    for name, m in failing[:FAILING_CLIPS_SHOWN]:
+        frames = m[FAILURE_FRAMES_FIELD]
+        rows.append((name, f"{len(frames)} of {m['episodes']}", describe_failures(frames, fps)))
     if len(failing) > FAILING_CLIPS_SHOWN:
-        lines.append(
-            f"  and {len(failing) - FAILING_CLIPS_SHOWN} more clips with failures (--json)"
-        )
-    if lines:
-        lines.insert(0, "where the failed episodes ended (clip time, most failures first):")
-    return lines
+        rows.append((f"{len(failing) - FAILING_CLIPS_SHOWN} more clips", "", "see --json"))
+    return rows
+
+
+def _failures_table(point: dict[str, Any], fps: float) -> Table | None:
+    rows = failure_rows(point, fps)
+    if not rows:
+        return None
+    table = Table(title="where the failed episodes ended", title_justify="left")
+    for column in ("start mode / clip", "failed", "clip time (most failures first)"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row)
+    return table
 
 
 def render(doc: dict[str, Any], console: Console) -> None:
@@ -277,8 +284,9 @@ def render(doc: dict[str, Any], console: Console) -> None:
     joints = _joints_table(final)
     if joints is not None:
         console.print(joints)
-    for line in failure_lines(final, float(motion["fps"])):
-        console.print(line, highlight=False)
+    failures = _failures_table(final, float(motion["fps"]))
+    if failures is not None:
+        console.print(failures)
     if "clips" in final:
         console.print(_clips_table(final))
         console.print(_clip_summary_table(final["clip_summary"]))

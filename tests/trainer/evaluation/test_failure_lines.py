@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainer.evaluation.cli import failure_lines
+from trainer.evaluation.cli import failure_rows
 
 
 def _mode(episodes: int, frames: list[int]) -> dict:
@@ -11,19 +11,14 @@ def _mode(episodes: int, frames: list[int]) -> dict:
 
 def test_the_view_places_failures_by_mode_and_on_a_clip_set_by_clip():
     single = {"modes": {"frame0": _mode(2, []), "uniform": _mode(8, [130, 131, 400])}}
-    assert failure_lines(single, 50.0) == [
-        "where the failed episodes ended (clip time, most failures first):",
-        "  uniform: 3 of 8 failed, ended at 2.6 s ×2 · 8.0 s ×1",
-    ]
+    assert failure_rows(single, 50.0) == [("uniform", "3 of 8", "2.6 s ×2 · 8.0 s ×1")]
     clips = [
         {"clip": f"clip{i}", "modes": {"frame0": _mode(1, []), "uniform": _mode(4, [10] * i)}}
         for i in range(9)
     ]
     aggregate = {"frame0": {"episodes": 9}, "uniform": {"episodes": 36}}  # no frames on a set
-    lines = failure_lines({"modes": aggregate, "clips": clips}, 50.0)
-    assert lines[1] == "  clip8: 8 failed, ended at 0.2 s ×8"  # most failures first
-    assert [line.split(":")[0].strip() for line in lines[1:7]] == [
-        f"clip{i}" for i in range(8, 2, -1)
-    ]
-    assert lines[-1] == "  and 2 more clips with failures (--json)"
-    assert failure_lines({"modes": aggregate, "clips": clips[:1]}, 50.0) == []
+    rows = failure_rows({"modes": aggregate, "clips": clips}, 50.0)
+    assert rows[0] == ("clip8", "8 of 4", "0.2 s ×8")  # most failures first
+    assert [row[0] for row in rows[:6]] == [f"clip{i}" for i in range(8, 2, -1)]
+    assert rows[-1] == ("2 more clips", "", "see --json")
+    assert failure_rows({"modes": aggregate, "clips": clips[:1]}, 50.0) == []
