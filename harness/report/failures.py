@@ -42,8 +42,10 @@ def failure_counts(
 def failures_figure(data: RunData, out_dir: Path) -> Figure | None:
     """The heat map; None without failure frames (a clip set, or a document from before them)."""
     doc = data.evaluation
-    points = [] if doc is None else [p for p in doc["points"] if FIELD in p["modes"]["uniform"]]
-    if doc is None or not points:
+    if doc is None:
+        return None
+    points = [p for p in doc["points"] if FIELD in p["modes"]["uniform"]]
+    if not points:
         return None
     if not any(p["modes"]["uniform"][FIELD] for p in points):
         note = f"no uniform-start episode failed at any of the {len(points)} evaluation points"
