@@ -42,3 +42,23 @@ def compile_threads() -> int | None:
     """Inductor's current ``compile_threads`` (None when inductor's config was never loaded)."""
     config = sys.modules.get("torch._inductor.config")
     return None if config is None else config.compile_threads
+
+
+MULTI_KERNEL_CACHE_ENV = "TORCHINDUCTOR_DISABLE_MULTI_KERNEL_CACHE"
+
+
+def skip_multi_kernel_cache() -> None:
+    """Make inductor's multi-kernel benchmark its sub-kernels in this process, never read a
+    pick saved by an earlier one; call before a multi-kernel compile runs.
+
+    A multi-kernel reads its saved pick under a key hashed from each sub-kernel's Triton
+    function. In a process whose kernels come from inductor's warm cache (torch 2.11), those
+    functions arrive without the lock the hash takes, so the read raised ``TypeError:
+    'NoneType' object does not support the context manager protocol`` and the learner's
+    fusion fell back (docs/journal/benchmarks-2026.md, "The warm-process multi-kernel
+    failure"). Without the saved pick, each process benchmarks both
+    sub-kernels at their first call, which the learner makes before any capture.
+    Inductor reads the variable when each multi-kernel is built; the setting is inherited by
+    processes this one spawns.
+    """
+    os.environ[MULTI_KERNEL_CACHE_ENV] = "1"

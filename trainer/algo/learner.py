@@ -36,7 +36,7 @@ from trainer.algo.polyak import PolyakTarget
 from trainer.algo.replay import DeviceReplay
 from trainer.algo.reward_scaler import RewardScaler
 from trainer.algo.schedule import cosine_lr_tensor
-from trainer.compile_mode import compile_in_process, compile_threads
+from trainer.compile_mode import compile_in_process, compile_threads, skip_multi_kernel_cache
 
 log = logging.getLogger(__name__)
 
@@ -310,6 +310,8 @@ class FlashSacLearner:
         """Compile the fusions ``fusion`` asks for (once compile is on; tests pass ``backend``)."""
         self._fusion_active = fusion
         options = fusion.compile_options(backend)
+        if options and options.get("triton.multi_kernel"):
+            skip_multi_kernel_cache()  # a warm process's saved pick cannot be read
         if self._compile_status.enabled:
             self._td_target = torch.compile(
                 _td_target, fullgraph=True, dynamic=False, backend=backend, options=options

@@ -9,6 +9,7 @@ CPU kernels against eager within fp32 reassociation.
 from __future__ import annotations
 
 import copy
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from tests.trainer.algo.test_learner import fill, run_cycle
 from trainer.algo import losses
 from trainer.algo.fusion import CycleFusion, LossFns, compile_losses, compile_renorm
 from trainer.algo.networks import Actor, Critic
+from trainer.compile_mode import MULTI_KERNEL_CACHE_ENV
 
 FUSIONS = CycleFusion.names()
 REPO = Path(__file__).resolve().parents[3]
@@ -192,6 +194,7 @@ def test_the_fuse_keys_choose_the_fusions_the_learner_requests(on: list[str]) ->
 def test_inductor_options_reach_every_learner_compile_as_its_own_options(
     monkeypatch: pytest.MonkeyPatch, fusion: CycleFusion, backend: str, options: dict | None
 ) -> None:
+    monkeypatch.setenv(MULTI_KERNEL_CACHE_ENV, "0")  # restored after the test
     learner = make_learner(seed=2)
     learner._compile_status.enabled = True  # as on CUDA, where the learner compiles
     calls: list[dict] = []
@@ -206,6 +209,9 @@ def test_inductor_options_reach_every_learner_compile_as_its_own_options(
     assert len(calls) == 13
     assert all(call["backend"] == backend and call["options"] == options for call in calls)
     assert fusion.compile_options(backend) == options
+    # a multi-kernel never reads a pick saved by another process (trainer/compile_mode.py)
+    multi_kernel = bool(options and options.get("triton.multi_kernel"))
+    assert (os.environ.get(MULTI_KERNEL_CACHE_ENV) == "1") is multi_kernel
 
 
 def test_dropping_the_networks_fusion_leaves_every_network_eager_without_compile() -> None:
