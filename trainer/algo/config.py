@@ -131,6 +131,12 @@ class FlashSacCfg:
     at most this many ticks' weight, so each new tick counts at least 1/H. null: the whole run
     (docs/flashsac.md §reward-scaling)."""
 
+    policy_average_rate: float
+    """Each update cycle moves the averaged policy this fraction of the way to the actor
+    (a Polyak average over about 1/rate cycles); checkpoints then carry it and evaluation, play
+    and export use it. 0: off, the policy is the actor itself
+    (docs/flashsac.md §averaged-policy)."""
+
     use_amp: bool
     """bf16 autocast of the network matmuls on CUDA (never on CPU)."""
 
@@ -228,6 +234,9 @@ class FlashSacCfg:
             _fail(f"algo.gamma={self.gamma!r} must lie in (0, 1]; use e.g. 0.99")
         if not 0.0 < self.tau <= 1.0:
             _fail(f"algo.tau={self.tau!r} must lie in (0, 1]; use e.g. 0.05")
+        rate = self.policy_average_rate
+        if isinstance(rate, bool) or not (isinstance(rate, int | float) and 0.0 <= rate <= 1.0):
+            _fail(f"algo.policy_average_rate={rate!r} must lie in [0, 1] (0: off); use e.g. 0.002")
         for key in _POSITIVE_REALS:
             value = getattr(self, key)
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):

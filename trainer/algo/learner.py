@@ -32,6 +32,7 @@ from trainer.algo.config import FlashSacCfg
 from trainer.algo.exploration import RepeatedNoise
 from trainer.algo.fusion import CompileOptions, CycleFusion, LossFns, compile_losses, compile_renorm
 from trainer.algo.networks import Actor, Critic
+from trainer.algo.policy_average import PolicyAverage
 from trainer.algo.polyak import PolyakTarget
 from trainer.algo.replay import DeviceReplay
 from trainer.algo.reward_scaler import RewardScaler
@@ -162,6 +163,9 @@ class FlashSacLearner:
         }
         self._critic_params = list(self.critic.parameters())
         self._polyak_target = PolyakTarget(self.critic, self.critic_target)
+        rate = cfg.policy_average_rate
+        self.policy_average = PolicyAverage(self.actor, rate) if rate > 0 else None
+        """The averaged policy that checkpoints carry for evaluation and export (None: off)."""
 
     def _init_optimizers(self) -> None:
         cfg = self.cfg
@@ -429,6 +433,8 @@ class FlashSacLearner:
         self._ensure_cycle_graph()
         self.run_cycle_body()
         self._publish_policy()
+        if self.policy_average is not None:
+            self.policy_average.update()
         self.iterations += 1
         self.update_count += self.updates_per_step
         values = self._metrics.clone()

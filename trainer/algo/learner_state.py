@@ -1,21 +1,27 @@
 """What a FlashSAC learner checkpoints: its ``state_dict`` and the in-place restore of one.
 
 The state holds the networks, the target critic, log alpha, every Adam moment and step
-count, the three learning-rate schedules, the reward scaler, the exploration noise and the
-update counters (trainer/rundir/checkpoint.py stores it under ``learner``). The restore
-copies into the existing tensors, so graphs the learner already captured stay valid.
+count, the three learning-rate schedules, the reward scaler, the exploration noise, the
+update counters and, when the run keeps one, the averaged policy
+(trainer/rundir/checkpoint.py stores it under ``learner``). The restore copies into the
+existing tensors, so graphs the learner already captured stay valid.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import torch
 from torch import Tensor, nn
 
+from trainer.algo.policy_average import PolicyAverage
+
 OPTIMIZER_NAMES = ("actor", "critic", "temperature")
 """The learner's optimizers (and their schedules), in the order of ``learner.optimizers``."""
 _ADAM_KEYS = ("step", "exp_avg", "exp_avg_sq")
+POLICY_AVERAGE_KEY = "policy_average"
+"""Where a learner state keeps the averaged policy (``algo.policy_average_rate`` > 0 only)."""
 
 
 class _Stateful(Protocol):
@@ -38,6 +44,7 @@ class CheckpointedLearner(Protocol):
     update_count: int
     iterations: int
     updates_per_step: int
+    policy_average: PolicyAverage | None
 
 
 def state_dict(learner: CheckpointedLearner) -> dict[str, Any]:
@@ -47,7 +54,9 @@ def state_dict(learner: CheckpointedLearner) -> dict[str, Any]:
         states = [opt.state[p] for p in opt.param_groups[0]["params"]]
         optimizers[name] = {key: [s[key].detach().clone() for s in states] for key in _ADAM_KEYS}
     steps = learner.lr_steps.tolist()
+    average = learner.policy_average
     return {
+        **({} if average is None else {POLICY_AVERAGE_KEY: average.state_dict()}),
         "actor": _cloned(learner.actor),
         "critic": _cloned(learner.critic),
         "critic_target": _cloned(learner.critic_target),
@@ -84,6 +93,13 @@ def load_state_dict(learner: CheckpointedLearner, state: dict[str, Any]) -> None
         )
     learner.reward_scaler.load_state_dict(state["reward_scaler"])
     learner.exploration.load_state_dict(state["exploration"])
+    average = learner.policy_average
+    if average is not None:
+        saved_average = state.get(POLICY_AVERAGE_KEY)
+        if saved_average is None:
+            average.restart()  # a checkpoint of a run without one: start from its actor
+        else:
+            average.load_state_dict(saved_average)
     learner.update_count = int(state["update_count"])
     learner.iterations = int(
         state.get("iterations", learner.update_count // learner.updates_per_step)
@@ -92,3 +108,10 @@ def load_state_dict(learner: CheckpointedLearner, state: dict[str, Any]) -> None
 
 def _cloned(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.clone() for k, v in module.state_dict().items()}
+
+
+def policy_state(state: Mapping[str, Any]) -> tuple[str, Any]:
+    """The policy a checkpoint's learner state deploys, and its key: the averaged policy
+    where the run kept one, else the actor (evaluation, play and export read this)."""
+    key = POLICY_AVERAGE_KEY if POLICY_AVERAGE_KEY in state else "actor"
+    return key, state.get(key)

@@ -1,6 +1,7 @@
 """The evaluated policy: the actor of a checkpoint, acting with its mean action.
 
-``model_<k>.pt`` holds the whole learner state; evaluation needs only ``learner["actor"]``.
+``model_<k>.pt`` holds the whole learner state; evaluation needs only its policy: the
+averaged policy where the run kept one (``algo.policy_average_rate``), else ``learner["actor"]``.
 The network sizes are read from the tensors themselves, so any checkpoint ``train`` wrote
 loads without its config. The policy is ``tanh(mu)`` with batch-norm in eval mode (its
 running statistics), in float32, without exploration noise (docs/evaluation.md).
@@ -17,6 +18,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from trainer.algo.learner_state import policy_state
 from trainer.algo.networks import Actor
 from trainer.rundir.checkpoint import (
     checkpoint_files,
@@ -101,9 +103,9 @@ def load_policy_point(
             f"{path} cannot be loaded ({load_error_detail(err)}); pass a model_<iter>.pt "
             "written by train"
         ) from err
-    actor_state = payload["learner"].get("actor")
+    key, actor_state = policy_state(payload["learner"])
     if not isinstance(actor_state, dict):
-        raise CheckpointError(f"{path} holds no actor state (learner['actor'])")
+        raise CheckpointError(f"{path} holds no actor state (learner[{key!r}])")
     try:
         actor = actor_from_state(actor_state, device)
     except CheckpointError as err:

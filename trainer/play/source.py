@@ -108,7 +108,8 @@ def resolve_source(target: Path) -> PlaySource:
 
 
 def load_actor(source: PlaySource) -> tuple[Actor, int]:
-    """The checkpoint's actor on the CPU in eval mode, and the checkpoint's iteration.
+    """The checkpoint's policy (its averaged policy where the run kept one, else its actor)
+    on the CPU in eval mode, and the checkpoint's iteration.
 
     Network sizes come from the checkpoint's ``meta`` (the recorded config, and the task's
     ``G1_TRACKING_SPEC`` for the widths, where a key is absent), so the state dict must match
@@ -117,6 +118,7 @@ def load_actor(source: PlaySource) -> tuple[Actor, int]:
     Raises:
         PlayInputError: the checkpoint is unreadable or its actor does not fit.
     """
+    from trainer.algo.learner_state import policy_state
     from trainer.algo.networks import Actor
     from trainer.rundir.checkpoint import LOAD_ERRORS, load_checkpoint, load_error_detail
     from trainer.task.spec import G1_TRACKING_SPEC
@@ -135,9 +137,9 @@ def load_actor(source: PlaySource) -> tuple[Actor, int]:
         int(meta.get("actor_hidden_dim", cfg.actor_hidden_dim)),
         int(meta.get("num_blocks", cfg.num_blocks)),
     )
-    state = payload["learner"].get("actor")
+    key, state = policy_state(payload["learner"])
     if not isinstance(state, dict):
-        raise PlayInputError(f"{source.checkpoint}: the learner state has no 'actor' dict")
+        raise PlayInputError(f"{source.checkpoint}: the learner state has no {key!r} dict")
     try:
         actor.load_state_dict(state)
     except RuntimeError as err:
