@@ -153,7 +153,8 @@ def _run_spec(
         from harness.campaign.state import check_resumable
 
         check_resumable(spec)
-    checked = preflight_cells(spec.cells, spec.path, _progress)
+    overridden = bool(spec.candidate_overrides)
+    checked = preflight_cells(spec.cells, spec.path, _progress, overridden=overridden)
     if dry_run:
         from harness.campaign.plan import plan_document, print_plan
 

@@ -61,8 +61,11 @@ def check_cell(cell: CellSpec, scratch: Path) -> tuple[int, list[str], list[str]
     return code, errors, warnings
 
 
-def preflight_cells(cells: Sequence[CellSpec], source: Path, progress: Progress) -> int:
-    """Check every distinct cell; return how many were checked.
+def preflight_cells(
+    cells: Sequence[CellSpec], source: Path, progress: Progress, *, overridden: bool = False
+) -> int:
+    """Check every distinct cell; return how many were checked. ``overridden``: the cells
+    carry a candidate's ``--override`` list, so a refused value may come from either.
 
     Raises:
         CampaignFileError: g1-soak or the trainer refused a cell's input (exit 2).
@@ -79,8 +82,13 @@ def preflight_cells(cells: Sequence[CellSpec], source: Path, progress: Progress)
                     progress(f"preflight {cell.id}: {line}")
             message = " ".join(" ".join(errors).split()) or f"g1-soak exited {code}"
             if code == EXIT_USAGE:
+                fix = (
+                    "the campaign file or the --override list"
+                    if overridden
+                    else "the campaign file"
+                )
                 raise CampaignFileError(
-                    f"campaign file {source}: cell {cell.id}: {message}; fix the campaign file"
+                    f"campaign file {source}: cell {cell.id}: {message}; fix {fix}"
                 )
             if code != EXIT_OK:
                 raise HarnessError(f"cell {cell.id}: the pre-launch check failed: {message}")

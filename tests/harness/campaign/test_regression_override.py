@@ -80,6 +80,10 @@ def test_the_default_directory_differs_for_a_candidate() -> None:
         ("algo.num_envs=64", "'algo.num_envs' is a soak-owned override"),
         ("algo.save_interval=500", "'algo.save_interval' is the check's evaluation protocol"),
         ("eval.uniform_episodes=8", "'eval.uniform_episodes' is the check's evaluation protocol"),
+        (  # a value only the trainer's config check refuses, in the preflight
+            "algo.policy_average_rate=2",
+            "must lie in [0, 1] (0: off); use e.g. 0.002; fix the campaign file or the --override list",
+        ),
     ],
 )
 def test_a_bad_override_exits_2_before_anything_starts(
