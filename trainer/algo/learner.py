@@ -33,7 +33,7 @@ from trainer.algo.exploration import RepeatedNoise
 from trainer.algo.fusion import CompileOptions, CycleFusion, LossFns, compile_losses, compile_renorm
 from trainer.algo.networks import Actor, Critic
 from trainer.algo.policy_average import PolicyAverage
-from trainer.algo.polyak import PolyakTarget
+from trainer.algo.polyak import PolyakTarget, module_tensors
 from trainer.algo.replay import DeviceReplay
 from trainer.algo.reward_scaler import RewardScaler
 from trainer.algo.schedule import cosine_lr_tensor
@@ -144,8 +144,8 @@ class FlashSacLearner:
         self.actor = actor.to(self.device)
         self.policy = copy.deepcopy(self.actor).requires_grad_(False)
         """What ``act()`` reads: the actor as of the last ``update_cycle()`` (``_publish_policy``)."""
-        self._actor_tensors = _module_tensors(self.actor)
-        self._policy_tensors = _module_tensors(self.policy)
+        self._actor_tensors = module_tensors(self.actor)
+        self._policy_tensors = module_tensors(self.policy)
         self.critic = critic().to(self.device)
         self.critic_target = critic()
         self.critic_target.to(self.device).load_state_dict(self.critic.state_dict())
@@ -550,7 +550,7 @@ class FlashSacLearner:
             self.log_alpha.data, self.lr_steps, self._metrics, self._bn_previous,
         ]  # fmt: skip
         for module in (self.actor, self.critic, self.critic_target):
-            tensors += _module_tensors(module)
+            tensors += module_tensors(module)
         for opt in self.optimizers:
             for group in opt.param_groups:
                 if isinstance(group["lr"], Tensor):
@@ -753,11 +753,6 @@ class FlashSacLearner:
         self._publish_policy()
         bn = self.actor.trunk.input_bn  # the drift metric starts from the restored statistics
         self._bn_previous.copy_(torch.stack([bn.running_mean, bn.running_var]))
-
-
-def _module_tensors(module: nn.Module) -> list[Tensor]:
-    """Parameters then buffers, in registration order (two copies of one module align)."""
-    return [p.data for p in module.parameters()] + list(module.buffers())
 
 
 def _resolve_device(device: torch.device | str) -> torch.device:

@@ -19,10 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-
-def _tensors(module: nn.Module) -> list[Tensor]:
-    """Parameters then buffers, in registration order (two copies of one module align)."""
-    return [p.data for p in module.parameters()] + list(module.buffers())
+from trainer.algo.polyak import module_tensors
 
 
 class PolicyAverage:
@@ -33,7 +30,7 @@ class PolicyAverage:
             raise ValueError(f"policy average rate {rate!r} must lie in (0, 1]")
         self.rate = float(rate)
         self.module = copy.deepcopy(actor).requires_grad_(False)
-        pairs = list(zip(_tensors(self.module), _tensors(actor), strict=True))
+        pairs = list(zip(module_tensors(self.module), module_tensors(actor), strict=True))
         self._mean = [avg for avg, _ in pairs if avg.is_floating_point()]
         self._mean_source = [src for avg, src in pairs if avg.is_floating_point()]
         self._copy = [avg for avg, _ in pairs if not avg.is_floating_point()]

@@ -20,6 +20,11 @@ ALIGN_ELEMENTS = 16
 """Every view starts on a 64-byte boundary of the buffer (fp32), as a separate allocation would."""
 
 
+def module_tensors(module: nn.Module) -> list[Tensor]:
+    """Parameters then buffers, in registration order (two copies of one module align)."""
+    return [p.data for p in module.parameters()] + list(module.buffers())
+
+
 def _padded(count: int) -> int:
     return count + (-count % ALIGN_ELEMENTS)
 
