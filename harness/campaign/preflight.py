@@ -82,14 +82,10 @@ def preflight_cells(
                     progress(f"preflight {cell.id}: {line}")
             message = " ".join(" ".join(errors).split()) or f"g1-soak exited {code}"
             if code == EXIT_USAGE:
-                fix = (
-                    "the campaign file or the --override list"
-                    if overridden
-                    else "the campaign file"
-                )
-                raise CampaignFileError(
-                    f"campaign file {source}: cell {cell.id}: {message}; fix {fix}"
-                )
+                fix = "; fix the campaign file"
+                if overridden:
+                    fix += " or the --override list"
+                raise CampaignFileError(f"campaign file {source}: cell {cell.id}: {message}{fix}")
             if code != EXIT_OK:
                 raise HarnessError(f"cell {cell.id}: the pre-launch check failed: {message}")
     return len(distinct)
