@@ -182,3 +182,39 @@ def test_a_time_budgeted_run_evaluates_the_iteration_its_budget_reached(tmp_path
     report = judge_learning(run_dir, summary, LearningCfg(mode="report"))
     assert report.verdict != "not_judged"
     assert [f for f in report.findings if f.classification == UNVERIFIED] == []
+
+
+def test_a_run_with_an_averaged_policy_checkpoints_and_evaluates_the_average(tmp_path):
+    """``algo.policy_average_rate`` through the whole runtime: every checkpoint carries the
+    average beside the actor, and the run's own evaluation judges the average, not the actor."""
+    from trainer.algo.learner_state import POLICY_AVERAGE_KEY
+    from trainer.evaluation.policy import load_policy_point
+    from trainer.rundir.checkpoint import load_checkpoint
+
+    run_dir, cache = tmp_path / "run", tmp_path / "cache"
+    argv = train_argv(
+        run_dir,
+        "algo.num_envs=4",
+        "algo.max_iterations=6",
+        "algo.batch_size=8",
+        "algo.learning_starts=2",
+        "algo.save_interval=3",
+        "algo.policy_average_rate=0.5",
+        "training.no_play=true",
+        "training.replay_ingress_slot_rows=2",
+        "env.commands.motion.motion_file=motions/g1/synthetic_dance.npz",
+    )
+    proc = subprocess.run(
+        argv, check=False, capture_output=True, text=True, timeout=600, env=_env(cache)
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    learner = load_checkpoint(run_dir / "model_6.pt", map_location="cpu")["learner"]
+    average, actor = learner[POLICY_AVERAGE_KEY], learner["actor"]
+    assert average.keys() == actor.keys()
+    assert any(not torch.equal(average[k], actor[k]) for k in actor)  # it lags the actor
+    point = load_policy_point(run_dir / "model_6.pt", "cpu")
+    loaded = point.actor.state_dict()
+    assert all(torch.equal(loaded[k], average[k]) for k in average)
+    doc = load_strict(run_dir / "evaluation.json")
+    assert [p["iteration"] for p in doc["points"]] == [3, 6]
+    assert doc["points"][-1]["checkpoint_sha256"] == point.checkpoint_sha256
