@@ -32,6 +32,7 @@ from typing import Any
 
 from contracts import rundir
 from contracts.errors import UsageError
+from contracts.evaluation_text import FAILURE_FRAMES_FIELD, describe_failures
 from contracts.jsonio import dumps_strict, show
 from contracts.names import Classification
 from contracts.schemas import SchemaViolation, validate
@@ -325,7 +326,7 @@ def _check_evaluation(
                 )
             )
     _check_non_finite([*(doc["points"] if doc else []), final, best], findings)
-    _check_final(final, best, cfg, findings)
+    _check_final(final, best, cfg, findings, where=_final_failures(doc, final["iteration"]))
     if doc is not None:
         clips = clip_records(
             doc["points"], final["iteration"], cfg.margin, cfg.r_mpkpe_tolerance_mm
@@ -421,11 +422,27 @@ def _check_non_finite(points: Sequence[Mapping[str, Any]], findings: list[Findin
         )
 
 
+def _final_failures(doc: Mapping[str, Any] | None, iteration: int) -> str | None:
+    """Where the final point's failed uniform-start episodes ended, as spans of clip time
+    (``10.2–11.4 s ×68 · 6.1 s ×2``); None without failure frames (a clip set keeps them per
+    clip, an older evaluation has none)."""
+    fps = (doc or {}).get("motion", {}).get("fps")
+    point = next((p for p in (doc or {}).get("points", []) if p["iteration"] == iteration), None)
+    frames = point["modes"]["uniform"].get(FAILURE_FRAMES_FIELD) if point else None
+    return describe_failures(frames, fps) if frames and fps else None
+
+
 def _check_final(
-    final: Mapping[str, Any], best: Mapping[str, Any], cfg: LearningCfg, findings: list[Finding]
+    final: Mapping[str, Any],
+    best: Mapping[str, Any],
+    cfg: LearningCfg,
+    findings: list[Finding],
+    *,
+    where: str | None = None,
 ) -> None:
     """The final point against the best one (relative margin, R-MPKPE also by the absolute
-    tolerance) and the success floor."""
+    tolerance) and the success floor; ``where``: the final point's failure spans, which a
+    success finding names so that a reader sees which part of the clip was lost."""
     fu, bu = final["modes"]["uniform"], best["modes"]["uniform"]
     at_final, at_best = f"iteration {final['iteration']}", f"iteration {best['iteration']}"
     margin = pct(cfg.margin)
@@ -437,7 +454,8 @@ def _check_final(
                 REGRESSION,
                 f"final uniform-start success rate {pct(fs)} ({at_final}) is more than "
                 f"{margin} below the best point's {pct(bs)} ({at_best}): "
-                + success_drop(fs, fu["episodes"], bs, bu["episodes"]),
+                + success_drop(fs, fu["episodes"], bs, bu["episodes"])
+                + ("" if where is None else f"; its failures ended at {where} of the clip"),
             )
         )
     fr, br = fu["r_mpkpe_mm"], bu["r_mpkpe_mm"]

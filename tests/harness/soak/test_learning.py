@@ -109,6 +109,18 @@ def test_a_success_decline_fails_on_success_rate(tmp_path: Path) -> None:
     )
 
 
+def test_a_success_decline_says_where_the_final_points_failures_ended(tmp_path: Path) -> None:
+    doc = make_evaluation([(10, 1.0, 13.0), (20, 0.908, 13.0)])
+    # 6 failed episodes: five around a kick at 10 s (50 fps), one at 6 s
+    doc["points"][-1]["modes"]["uniform"]["failure_frames"] = [300, 510, 512, 530, 540, 560]
+    verdict = _judge(_run(tmp_path, doc=doc))
+    assert verdict.failure_reason is not None
+    assert verdict.failure_reason.endswith(
+        "a drop of 2.5 standard errors; its failures ended at 10.2–11.2 s ×5 · 6.0 s ×1 of the clip"
+    )
+    assert validate(verdict.learning, "soak_artifact.0.3.0.json", schema=LEARNING_SCHEMA) == []
+
+
 @pytest.mark.parametrize(
     ("final", "best", "text"),
     [
