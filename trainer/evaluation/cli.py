@@ -11,6 +11,7 @@ evaluated; 1 the evaluation failed (physics overflow, say); 2 bad inputs, one ``
 
 from __future__ import annotations
 
+import enum
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +33,14 @@ from trainer.evaluation.protocol import START_MODES
 from trainer.sim.backend import BackendFailure
 
 __all__ = ["app", "main", "render"]
+
+
+class PolicyWeights(enum.StrEnum):
+    """Which weights of each checkpoint ``--policy`` evaluates."""
+
+    deployed = "deployed"
+    actor = "actor"
+
 
 EXAMPLE = (
     "Example: evaluate logs/flashsac/g1_motion_tracking/2026-11-29T08-30-05Z_mujoco "
@@ -266,6 +275,14 @@ def _failures_table(point: dict[str, Any], fps: float) -> Table | None:
     return table
 
 
+def _network_note(points: Sequence[dict[str, Any]]) -> str:
+    """``, the averaged policy`` where the points evaluated one (``network``), else nothing."""
+    averaged = sum(p.get("network") == "policy_average" for p in points)
+    if averaged == 0:
+        return ""
+    return ", the averaged policy" + ("" if averaged == len(points) else f" at {averaged} points")
+
+
 def render(doc: dict[str, Any], console: Console) -> None:
     """The human view of an evaluation document."""
     protocol, motion = doc["protocol"], doc["motion"]
@@ -273,6 +290,7 @@ def render(doc: dict[str, Any], console: Console) -> None:
         f"evaluation: {motion['motion_id']} ({motion['num_frames']} frames), "
         f"{protocol['sim_backend']} on {protocol['device']}, mean action, "
         f"{protocol['frame0_episodes']} frame-0 + {protocol['uniform_episodes']} uniform episodes"
+        + _network_note(doc["points"])
     )
     if len(doc["points"]) > 1:
         console.print(_points_table(doc))
@@ -342,6 +360,14 @@ def evaluate(
     output: Annotated[
         Path | None, typer.Option("--output", help="Also write the document to this file.")
     ] = None,
+    policy: Annotated[
+        PolicyWeights,
+        typer.Option(
+            "--policy",
+            help="deployed: the averaged policy where the run kept one, else the actor; "
+            "actor: the actor's own weights.",
+        ),
+    ] = PolicyWeights.deployed,
 ) -> None:
     """Evaluate (see the command help)."""
     from trainer.evaluation.offline import evaluate_offline
@@ -356,6 +382,7 @@ def evaluate(
         num_envs=num_envs,
         output=output,
         on_point=lambda p: progress.print(f"evaluated iteration {p['iteration']:,}", style="dim"),
+        actor_only=policy is PolicyWeights.actor,
     )
     if json_out:
         sys.stdout.write(dumps_strict(doc))

@@ -130,14 +130,15 @@ def resolve_settings(
     )
 
 
-def _load_points(target: Target, device: str) -> list[PolicyPoint]:
+def _load_points(target: Target, device: str, actor_only: bool) -> list[PolicyPoint]:
     points = []
     last = len(target.checkpoints) - 1
     for i, (_, path) in enumerate(target.checkpoints):
         source = "final" if i == last else "checkpoint"
         name = str(path) if target.single else path.name
         try:
-            points.append(load_policy_point(path, device, source=source, name=name))
+            point = load_policy_point(path, device, source=source, name=name, actor_only=actor_only)
+            points.append(point)
         except CheckpointError as err:
             raise UsageError(str(err)) from err
     if len({p.iteration for p in points}) != len(points):
@@ -155,11 +156,13 @@ def evaluate_offline(
     num_envs: int | None = None,
     output: Path | None = None,
     on_point: Callable[[dict[str, Any]], None] | None = None,
+    actor_only: bool = False,
 ) -> dict[str, Any]:
     """Evaluate ``path`` (a run directory or a checkpoint); return the evaluation document.
 
     The highest iteration is recorded as the ``final`` point. ``output`` is rewritten after
-    every point (validated, atomic).
+    every point (validated, atomic). ``actor_only``: each checkpoint's actor even where the
+    run kept an averaged policy (which is evaluated otherwise, as in the run).
 
     Raises:
         UsageError: bad inputs (exit 2).
@@ -176,7 +179,7 @@ def evaluate_offline(
     settings = resolve_settings(
         target, sim=sim, motion=motion, episodes=episodes, frame0_episodes=frame0_episodes
     )
-    points = _load_points(target, settings.device)
+    points = _load_points(target, settings.device, actor_only)
     try:
         resolved = resolve_motion(
             settings.motion_id, hub_repo=settings.task_cfg.hub_repo, hub=settings.motion_hub

@@ -53,6 +53,8 @@ class PolicyPoint:
     """File name inside the run directory (or the path given to ``evaluate``)."""
     checkpoint_sha256: str | None
     actor: Actor
+    network: str = "actor"
+    """Which weights of the checkpoint ``actor`` holds: ``actor`` or ``policy_average``."""
 
     @torch.no_grad()
     def act(self, obs: Tensor) -> Tensor:
@@ -84,6 +86,7 @@ def load_policy_point(
     *,
     source: Literal["checkpoint", "final"] = "checkpoint",
     name: str | None = None,
+    actor_only: bool = False,
 ) -> PolicyPoint:
     """The policy of the checkpoint at ``path``, ready to act on ``device``.
 
@@ -92,6 +95,8 @@ def load_policy_point(
         device: where the actor runs (the env's device).
         source: ``final`` for the run's final policy.
         name: what ``checkpoint`` records (default: the file name).
+        actor_only: the actor's own weights even where the run kept an averaged policy
+            (``evaluate --policy actor``: the average against the actor of the same run).
 
     Raises:
         CheckpointError: unreadable, not a g1soak checkpoint, or no loadable actor.
@@ -103,7 +108,8 @@ def load_policy_point(
             f"{path} cannot be loaded ({load_error_detail(err)}); pass a model_<iter>.pt "
             "written by train"
         ) from err
-    key, actor_state = policy_state(payload["learner"])
+    learner = payload["learner"]
+    key, actor_state = ("actor", learner.get("actor")) if actor_only else policy_state(learner)
     if not isinstance(actor_state, dict):
         raise CheckpointError(f"{path} holds no actor state (learner[{key!r}])")
     try:
@@ -118,4 +124,5 @@ def load_policy_point(
         checkpoint=name or path.name,
         checkpoint_sha256=file_sha256(path),
         actor=actor,
+        network=key,
     )

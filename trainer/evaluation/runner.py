@@ -157,6 +157,7 @@ def _point_record(
     }
     if point.checkpoint_sha256 is not None:
         record["checkpoint_sha256"] = point.checkpoint_sha256
+    record["network"] = point.network
     record["eval_wall_time_s"] = round(seconds, 6)
     record["modes"] = _modes(episodes, tally, everything, None if several else clip_starts)
     if several:

@@ -216,5 +216,16 @@ def test_a_run_with_an_averaged_policy_checkpoints_and_evaluates_the_average(tmp
     loaded = point.actor.state_dict()
     assert all(torch.equal(loaded[k], average[k]) for k in average)
     doc = load_strict(run_dir / "evaluation.json")
-    assert [p["iteration"] for p in doc["points"]] == [3, 6]
+    assert [(p["iteration"], p["network"]) for p in doc["points"]] == [
+        (3, "policy_average"),
+        (6, "policy_average"),
+    ]
     assert doc["points"][-1]["checkpoint_sha256"] == point.checkpoint_sha256
+    # the same run's actor, for the average against it: `evaluate --policy actor`
+    proc = _evaluate(str(run_dir / "model_6.pt"), "--policy", "actor", "--json", cache=cache)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    actor_doc = loads_strict(proc.stdout)
+    assert validate(actor_doc, "evaluation.v1.json") == []
+    assert [p["network"] for p in actor_doc["points"]] == ["actor"]
+    shown = _evaluate(str(run_dir / "model_6.pt"), cache=cache)
+    assert shown.returncode == 0 and "the averaged policy" in shown.stdout
