@@ -399,3 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         usage_suffix=" (see evaluate --help)",
         failures={BackendFailure: str, RuntimeError: str},
     )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

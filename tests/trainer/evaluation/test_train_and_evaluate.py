@@ -27,11 +27,7 @@ def _env(cache: Path) -> dict[str, str]:
 
 
 def _evaluate(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
-    argv = [
-        sys.executable,
-        "-c",
-        "import sys; from trainer.evaluation.cli import main; sys.exit(main())",
-    ]
+    argv = [sys.executable, "-m", "trainer.evaluation.cli"]  # as the `evaluate` script
     return subprocess.run(
         [*argv, *args], check=False, capture_output=True, text=True, timeout=600, env=_env(cache)
     )
