@@ -99,6 +99,7 @@ def deployment_metadata(
     clip_id: str,
     clip_sha256: str,
     checkpoint_iteration: int,
+    checkpoint_weights: str,
     git: Mapping[str, Any],
 ) -> dict[str, Any]:
     """What a deployment needs to drive the robot with the policy (values before JSON)."""
@@ -137,6 +138,7 @@ def deployment_metadata(
         "clip_id": clip_id,
         "clip_sha256": clip_sha256,
         "checkpoint_iteration": int(checkpoint_iteration),
+        "checkpoint_weights": checkpoint_weights,
         "project_version": project_version,
         "project_commit": git.get("commit"),
         "project_tree_dirty": git.get("dirty"),

@@ -160,7 +160,7 @@ def run_play(
 
     start = time.perf_counter()
     record = PlayRecord(checkpoint=str(source.checkpoint), gl_backend=gl.backend)
-    actor, iteration = load_actor(source)
+    actor, iteration, weights = load_actor(source)
     motion_id = options.motion or source.task_cfg.motion_file
     model = build_g1_model(source.task_cfg.scene)
     motion = _load_motion(source, motion_id, model)
@@ -188,6 +188,7 @@ def run_play(
         clip_id=motion_id,
         clip_sha256=motion.sha256,
         checkpoint_iteration=iteration,
+        checkpoint_weights=weights,
         git=source.git,
     )
     log(f"exporting the actor to {outputs.onnx}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from contracts import rundir
 from contracts.rundir import checkpoint_files
@@ -107,9 +107,20 @@ def resolve_source(target: Path) -> PlaySource:
     )
 
 
-def load_actor(source: PlaySource) -> tuple[Actor, int]:
+class LoadedActor(NamedTuple):
+    """A checkpoint's policy ready to play and export."""
+
+    actor: Actor
+    """On the CPU, in eval mode."""
+    iteration: int
+    """The checkpoint's training iteration."""
+    weights: str
+    """Which weights of the checkpoint: ``policy_average`` or ``actor``."""
+
+
+def load_actor(source: PlaySource) -> LoadedActor:
     """The checkpoint's policy (its averaged policy where the run kept one, else its actor)
-    on the CPU in eval mode, and the checkpoint's iteration.
+    on the CPU in eval mode, with the checkpoint's iteration and which weights it holds.
 
     Network sizes come from the checkpoint's ``meta`` (the recorded config, and the task's
     ``G1_TRACKING_SPEC`` for the widths, where a key is absent), so the state dict must match
@@ -145,4 +156,4 @@ def load_actor(source: PlaySource) -> tuple[Actor, int]:
     except RuntimeError as err:
         detail = " ".join(str(err).split())[:300]
         raise PlayInputError(f"{source.checkpoint}: the actor does not load ({detail})") from err
-    return actor.eval(), int(payload["iteration"])
+    return LoadedActor(actor.eval(), int(payload["iteration"]), key)

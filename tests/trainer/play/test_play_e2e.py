@@ -100,7 +100,7 @@ def test_the_exported_onnx_matches_torch_and_its_metadata_round_trips(
 ) -> None:
     run, clip, _ = trained
     source = resolve_source(run)
-    actor, iteration = load_actor(source)
+    actor, iteration, weights = load_actor(source)
     model = build_g1_model(source.task_cfg.scene)
     rollout = run_rollout(actor.deterministic, source.task_cfg, model, load_motion(clip, model))
     session = ort.InferenceSession(str(run / "policy.onnx"), providers=["CPUExecutionProvider"])
@@ -113,6 +113,7 @@ def test_the_exported_onnx_matches_torch_and_its_metadata_round_trips(
     assert meta["joint_names"] == list(JOINT_NAMES) and meta["observation_dim"] == 160
     assert (meta["clip_id"], meta["clip_sha256"]) == (str(clip), npz_sha256(clip))
     assert meta["checkpoint_iteration"] == iteration == 4
+    assert meta["checkpoint_weights"] == weights == "actor"  # the run kept no averaged policy
     assert meta["project_commit"] == run_config["run"]["git"]["commit"]
     assert meta["control_dt"] == pytest.approx(0.02) and meta["action_scale"] == 2.0
 

@@ -81,6 +81,7 @@ def _metadata(clip: MotionClip) -> dict:
         clip_id="short.npz",
         clip_sha256=clip.sha256,
         checkpoint_iteration=7,
+        checkpoint_weights="policy_average",
         git={"commit": "abc123", "dirty": False},
     )
 
