@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any
 
+from harness.campaign.spec import motion_label
+
 HEADERS = ("config", "n", "success", "min–max", "R-MPKPE mm", "min–max", "steps/s")
 NUMERIC = HEADERS[1:]
 TITLE = (
@@ -81,10 +83,24 @@ def _range(values: Sequence[float], digits: int) -> str:
     return f"{min(values):,.{digits}f}–{max(values):,.{digits}f}" if values else "-"
 
 
-def row(group: Spread) -> list[str]:
-    """The table cells of one configuration, as text."""
+def config_parts(group: Spread) -> tuple[str, str, str]:
+    """Override set, motion (the cells' label, not a file path) and sim of a configuration."""
+    return group.override, motion_label(group.motion), group.sim
+
+
+def varying(groups: Sequence[Spread]) -> tuple[bool, bool, bool]:
+    """Which of the three parts differ between configurations: only those tell them apart,
+    and a part every row repeats would wrap the 80-column table."""
+    parts = [config_parts(group) for group in groups]
+    shown = tuple(len({p[i] for p in parts}) > 1 for i in range(3))
+    return shown if any(shown) else (False, True, False)  # one configuration: its motion
+
+
+def row(group: Spread, show: tuple[bool, bool, bool] = (True, True, True)) -> list[str]:
+    """The table cells of one configuration, as text; ``show``: which config parts to name."""
+    config = " · ".join(part for part, on in zip(config_parts(group), show, strict=True) if on)
     return [
-        f"{group.override} · {group.motion} · {group.sim}",
+        config,
         f"{len(group.success)}/{group.cells}",
         _mean(group.success, 3),
         _range(group.success, 3),

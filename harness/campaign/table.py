@@ -117,14 +117,15 @@ def spread_table(doc: Mapping[str, Any]) -> Table | None:
     groups = spread.shown(doc)
     if not groups:
         return None
-    table = Table(title=spread.TITLE, title_justify="left", box=box.SIMPLE_HEAD)
+    table = Table(title=spread.TITLE, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for name in spread.HEADERS:
         if name in spread.NUMERIC:
             table.add_column(name, justify="right", no_wrap=True)
         else:
             table.add_column(name, min_width=12, overflow="fold")
+    show = spread.varying(groups)
     for group in groups:
-        table.add_row(*spread.row(group))
+        table.add_row(*spread.row(group, show))
     return table
 
 

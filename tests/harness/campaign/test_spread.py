@@ -51,3 +51,35 @@ def test_a_cell_without_figures_counts_but_adds_none() -> None:
         {"cells": [_cell("a", 1, 0.5, 1.0, 9.0), _cell("b", 1, 0.5, 1.0, 9.0)]}
     )
     assert not spread.worth_showing(one_seed_each)
+
+
+def test_a_file_motion_shows_as_the_cells_label_not_its_path() -> None:
+    """A path would wrap the 80-column table into five lines per configuration."""
+    motion = "/tmp/repo/artifacts/m4probe/M_Move4.npz"
+    groups = spread.spreads(
+        {"cells": [_cell("mps", s, 0.9, 60.0, 25_000.0, motion) for s in (1, 2)]}
+    )
+    assert spread.row(groups[0])[0] == "mps · m-move4 · mjwarp"
+    assert groups[0].motion == motion  # the document keeps the path
+
+
+def test_the_table_names_only_the_parts_that_tell_configurations_apart() -> None:
+    cells = [
+        _cell(o, s, 0.9, 60.0, 25_000.0, f"/data/{m}.npz")
+        for o, m in (("mps", "M_Move4"), ("mps", "M_Move4_blend"))
+        for s in (1, 2)
+    ]
+    groups = spread.spreads({"cells": cells})
+    show = spread.varying(groups)
+    assert show == (False, True, False)
+    assert [spread.row(g, show)[0] for g in groups] == ["m-move4", "m-move4-blend"]
+    mixed = spread.spreads(
+        {"cells": [*cells, _cell("avg", 1, 0.9, 60.0, 1.0, "/data/M_Move4.npz")]}
+    )
+    assert [spread.row(g, spread.varying(mixed))[0] for g in mixed] == [
+        "mps · m-move4",
+        "mps · m-move4-blend",
+        "avg · m-move4",
+    ]
+    one = spread.spreads({"cells": cells[:2]})
+    assert spread.row(one[0], spread.varying(one))[0] == "m-move4"
