@@ -426,10 +426,11 @@ def _final_failures(doc: Mapping[str, Any] | None, iteration: int) -> str | None
     """Where the final point's failed uniform-start episodes ended, as spans of clip time
     (``10.2–11.4 s ×68 · 6.1 s ×2``); None without failure frames (a clip set keeps them per
     clip, an older evaluation has none)."""
-    fps = (doc or {}).get("motion", {}).get("fps")
-    point = next((p for p in (doc or {}).get("points", []) if p["iteration"] == iteration), None)
+    if doc is None:
+        return None
+    point = next((p for p in doc["points"] if p["iteration"] == iteration), None)
     frames = point["modes"]["uniform"].get(FAILURE_FRAMES_FIELD) if point else None
-    return describe_failures(frames, fps) if frames and fps else None
+    return describe_failures(frames, float(doc["motion"]["fps"])) if frames else None
 
 
 def _check_final(

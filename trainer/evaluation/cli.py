@@ -245,19 +245,17 @@ def failure_rows(point: dict[str, Any], fps: float) -> list[tuple[str, str, str]
     """Where ``point``'s failed episodes ended on the clip, as ``(start mode or clip, failed,
     spans)`` rows: by start mode, and on a clip set by clip (uniform starts, most failures
     first); none for a document without failure frames or without failures."""
-    rows = []
-    for mode in START_MODES:
-        metrics = point["modes"][mode]
-        frames = metrics.get(FAILURE_FRAMES_FIELD)
-        if frames:
-            failed = f"{len(frames)} of {metrics['episodes']}"
-            rows.append((mode, failed, describe_failures(frames, fps)))
+
+    def row(label: str, metrics: dict[str, Any]) -> tuple[str, str, str]:
+        frames = metrics[FAILURE_FRAMES_FIELD]
+        return label, f"{len(frames)} of {metrics['episodes']}", describe_failures(frames, fps)
+
+    modes = [(mode, point["modes"][mode]) for mode in START_MODES]
+    rows = [row(mode, m) for mode, m in modes if m.get(FAILURE_FRAMES_FIELD)]
     clips = [(c["clip"], c["modes"]["uniform"]) for c in point.get("clips", [])]
     failing = [(name, m) for name, m in clips if m.get(FAILURE_FRAMES_FIELD)]
     failing.sort(key=lambda item: -len(item[1][FAILURE_FRAMES_FIELD]))
-    for name, m in failing[:FAILING_CLIPS_SHOWN]:
-        frames = m[FAILURE_FRAMES_FIELD]
-        rows.append((name, f"{len(frames)} of {m['episodes']}", describe_failures(frames, fps)))
+    rows += [row(name, m) for name, m in failing[:FAILING_CLIPS_SHOWN]]
     if len(failing) > FAILING_CLIPS_SHOWN:
         rows.append((f"{len(failing) - FAILING_CLIPS_SHOWN} more clips", "", "see --json"))
     return rows

@@ -33,27 +33,38 @@ def _evaluate(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+TINY = (
+    "algo.num_envs=4",
+    "algo.batch_size=8",
+    "algo.learning_starts=2",
+    "training.no_play=true",
+    "training.replay_ingress_slot_rows=2",
+    "env.commands.motion.motion_file=motions/g1/synthetic_dance.npz",
+)
+SIX_ITERATIONS = (*TINY, "algo.max_iterations=6", "algo.save_interval=3")
+"""4 envs, 6 iterations, checkpoints at 3 and 6."""
+
+
+def _train(run_dir: Path, cache: Path, *overrides: str) -> str:
+    """A tiny CPU ``train`` run (it must succeed); its stdout."""
+    proc = subprocess.run(
+        train_argv(run_dir, *overrides),
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_env(cache),
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc.stdout
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> tuple[Path, Path, str]:
     """(run dir, cache, stdout) of one tiny run: 4 envs, 6 iterations, checkpoints at 3 and 6."""
     base = tmp_path_factory.mktemp("evalrun")
     run_dir, cache = base / "run", base / "cache"
-    argv = train_argv(
-        run_dir,
-        "algo.num_envs=4",
-        "algo.max_iterations=6",
-        "algo.batch_size=8",
-        "algo.learning_starts=2",
-        "algo.save_interval=3",
-        "training.no_play=true",
-        "training.replay_ingress_slot_rows=2",
-        "env.commands.motion.motion_file=motions/g1/synthetic_dance.npz",
-    )
-    proc = subprocess.run(
-        argv, check=False, capture_output=True, text=True, timeout=600, env=_env(cache)
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return run_dir, cache, proc.stdout
+    return run_dir, cache, _train(run_dir, cache, *SIX_ITERATIONS)
 
 
 def test_the_run_evaluates_every_checkpoint_and_says_so_everywhere(run):
@@ -147,23 +158,12 @@ def test_a_time_budgeted_run_evaluates_the_iteration_its_budget_reached(tmp_path
     from harness.soak.learning import UNVERIFIED, LearningCfg, judge_learning
 
     run_dir, cache = tmp_path / "run", tmp_path / "cache"
-    argv = train_argv(
-        run_dir,
-        "algo.num_envs=4",
+    budget = (
         "algo.max_iterations=null",
         "algo.lr_decay_steps=500000",
         "training.duration_seconds=2",
-        "algo.batch_size=8",
-        "algo.learning_starts=2",
-        "algo.save_interval=1000",
-        "training.no_play=true",
-        "training.replay_ingress_slot_rows=2",
-        "env.commands.motion.motion_file=motions/g1/synthetic_dance.npz",
     )
-    proc = subprocess.run(
-        argv, check=False, capture_output=True, text=True, timeout=600, env=_env(cache)
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    _train(run_dir, cache, *TINY, *budget, "algo.save_interval=1000")
     summary = load_strict(run_dir / "run_summary.json")
     assert validate(summary, "run_summary.v1.json") == []
     final = summary["completed_iterations"]
@@ -188,22 +188,7 @@ def test_a_run_with_an_averaged_policy_checkpoints_and_evaluates_the_average(tmp
     from trainer.rundir.checkpoint import load_checkpoint
 
     run_dir, cache = tmp_path / "run", tmp_path / "cache"
-    argv = train_argv(
-        run_dir,
-        "algo.num_envs=4",
-        "algo.max_iterations=6",
-        "algo.batch_size=8",
-        "algo.learning_starts=2",
-        "algo.save_interval=3",
-        "algo.policy_average_rate=0.5",
-        "training.no_play=true",
-        "training.replay_ingress_slot_rows=2",
-        "env.commands.motion.motion_file=motions/g1/synthetic_dance.npz",
-    )
-    proc = subprocess.run(
-        argv, check=False, capture_output=True, text=True, timeout=600, env=_env(cache)
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    _train(run_dir, cache, *SIX_ITERATIONS, "algo.policy_average_rate=0.5")
     learner = load_checkpoint(run_dir / "model_6.pt", map_location="cpu")["learner"]
     average, actor = learner[POLICY_AVERAGE_KEY], learner["actor"]
     assert average.keys() == actor.keys()
