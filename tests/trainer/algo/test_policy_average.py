@@ -135,3 +135,20 @@ def test_on_cuda_the_average_follows_the_captured_cycle() -> None:
         if value.is_floating_point():
             a0, a1, a2 = (actor[key] for actor in actors)
             torch.testing.assert_close(value, (a0 + 0.5 * (a1 - a0)) * 0.5 + 0.5 * a2)
+
+
+def test_the_average_never_feeds_back_into_training() -> None:
+    """A run with the average on trains exactly as one without: the default (off) path is the
+    recipe as it was, and a run with it on holds the baseline's actor (evaluate --policy actor)."""
+    runs = []
+    for rate in (0.0, 0.5):
+        learner = make_learner(seed=5, policy_average_rate=rate)
+        fill(learner, 3)
+        metrics = [run_cycle(learner, 20 + i) for i in range(3)]
+        runs.append((learner, metrics))
+    (off, m_off), (on, m_on) = runs
+    assert m_off == m_on
+    for module in ("actor", "critic", "critic_target"):
+        a, b = values(getattr(off, module)), values(getattr(on, module))
+        assert all(torch.equal(a[k], b[k]) for k in a), module
+    assert off.policy_average is None and on.policy_average is not None
