@@ -23,6 +23,7 @@ from harness.report.figures import RESOURCES, TRAINING, Figure
 from harness.report.play import play_html
 from harness.report.rundata import RunData
 from harness.soak.trend import MIN_TREND_SAMPLES
+from harness.soak.verdict_table import judged_policy
 
 PASS_COLOUR, FAIL_COLOUR = "#1a7f37", "#cf222e"
 STYLE = """
@@ -376,17 +377,19 @@ def _learning_html(learning: dict[str, Any] | None) -> str:
     if learning is None:
         return out
     thresholds = learning["thresholds"]
-    out += _table(
-        [
-            ("margin (relative, success rate and R-MPKPE)", _pct(thresholds["margin"])),
-            ("minimum success rate", _pct(thresholds["min_success_rate"]) or "none"),
-            ("R-MPKPE tolerance (absolute)", f"{thresholds.get('r_mpkpe_tolerance_mm', 0):g} mm"),
-            (
-                "minimum success rate of every clip",
-                _pct(thresholds.get("min_clip_success_rate")) or "none",
-            ),
-        ]
-    )
+    rows = [
+        ("margin (relative, success rate and R-MPKPE)", _pct(thresholds["margin"])),
+        ("minimum success rate", _pct(thresholds["min_success_rate"]) or "none"),
+        ("R-MPKPE tolerance (absolute)", f"{thresholds.get('r_mpkpe_tolerance_mm', 0):g} mm"),
+        (
+            "minimum success rate of every clip",
+            _pct(thresholds.get("min_clip_success_rate")) or "none",
+        ),
+    ]
+    policy = judged_policy(learning)
+    if policy is not None:
+        rows.append(("policy judged", policy))
+    out += _table(rows)
     if learning["findings"]:
         items = "".join(
             f'<li><span class="bad">{_esc(f["classification"])}</span> ({_esc(f["check"])}): '

@@ -379,6 +379,7 @@ def _headline(point: Mapping[str, Any]) -> dict[str, Any]:
         "env_steps": point["env_steps"],
         "source": point["source"],
         **{mode: {k: modes[mode][k] for k in HEADLINE_METRICS} for mode in ("uniform", "frame0")},
+        **({"network": point["network"]} if "network" in point else {}),
     }
 
 

@@ -22,7 +22,14 @@ from typing import Any
 from contracts.evaluation_text import metrics_text
 from contracts.summary_table import summary_rows
 
-__all__ = ["MAX_WIDTH", "learning_rows", "render_summary", "render_verdict", "table_text"]
+__all__ = [
+    "MAX_WIDTH",
+    "judged_policy",
+    "learning_rows",
+    "render_summary",
+    "render_verdict",
+    "table_text",
+]
 
 MAX_WIDTH = 120
 
@@ -117,8 +124,25 @@ def _point_text(point: dict[str, Any] | None) -> str:
     return f"iter {point['iteration']}: " + metrics_text(point["uniform"], point["frame0"])
 
 
+POLICY_TEXT = {
+    "actor": "the actor",
+    "policy_average": "the averaged policy (algo.policy_average_rate)",
+}
+
+
+def judged_policy(learning: Mapping[str, Any] | None) -> str | None:
+    """Which weights of the final checkpoint the verdict judged (its point's ``network``), as
+    words; None where the point does not say (an evaluation written before the field)."""
+    evaluation = (learning or {}).get("evaluation") or {}
+    final = evaluation.get("final_iteration")
+    point = next((p for p in evaluation.get("points") or [] if p["iteration"] == final), None)
+    network = None if point is None else point.get("network")
+    return None if network is None else POLICY_TEXT.get(network, network)
+
+
 def learning_rows(learning: dict[str, Any] | None) -> list[tuple[str, str]]:
-    """Summary-table rows of the learning verdict: verdict, final and best points."""
+    """Summary-table rows of the learning verdict: verdict, final and best points, and the
+    policy judged where it is not the actor (the default, left unsaid)."""
     if learning is None:
         return []
     rows = [("learning verdict", f"{learning['verdict']} ({learning['mode']})")]
@@ -129,6 +153,9 @@ def learning_rows(learning: dict[str, Any] | None) -> list[tuple[str, str]]:
     for label, key in (("  final", "final_iteration"), ("  best", "best_iteration")):
         if evaluation.get(key) is not None:
             rows.append((label, _point_text(by_iteration.get(evaluation[key]))))
+    policy = judged_policy(learning)
+    if policy is not None and policy != POLICY_TEXT["actor"]:
+        rows.append(("  policy judged", policy))
     return rows
 
 

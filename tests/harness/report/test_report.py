@@ -144,6 +144,7 @@ def test_declining_report_shows_training_evaluation_and_why_it_failed(
     verdicts = _section(page, "verdicts")
     assert "Learning verdict (verdict: regression, mode: enforce)" in verdicts
     assert "final_behind_best" in verdicts and "5.0 %" in verdicts
+    assert "policy judged" not in verdicts  # its evaluation.json predates the field
     training = _section(page, "training")
     for title in ("Mean episode reward", "Mean episode length", "Losses", "Env steps/s"):
         assert f"<h3>{title}" in training
@@ -222,6 +223,7 @@ def test_healthy_report_has_no_failure_section_and_states_unjudged_trends(
     # a 0.5 s soak never reaches the 300 s trend warm-up: the page says so
     assert "Trends were not judged: the trend window never started" in verdicts
     assert "Learning verdict (verdict: passed, mode: enforce)" in verdicts
+    assert "<tr><th>policy judged</th><td>the actor</td></tr>" in verdicts
 
 
 def test_crash_report_shows_the_trainers_error_and_console_tail(tmp_path: Path, capsys) -> None:

@@ -83,6 +83,17 @@ def test_healthy_run_passes_and_records_points_and_losses(tmp_path: Path) -> Non
     assert critic == {"count": 30, "non_finite": 0, "first_non_finite_env_step": None, "last": 2.0}
 
 
+def test_each_point_keeps_the_network_it_evaluated(tmp_path: Path) -> None:
+    """An averaged-policy run's points say so in the artifact; an older document's do not."""
+    doc = make_evaluation(HEALTHY_CURVE)
+    for point in doc["points"]:
+        point["network"] = "policy_average"
+    points = _learning(_run(tmp_path / "avg", doc=doc))["evaluation"]["points"]
+    assert [p["network"] for p in points] == ["policy_average"] * 3
+    older = _learning(_run(tmp_path / "old"))["evaluation"]["points"]
+    assert all("network" not in p for p in older)
+
+
 def test_without_a_learning_cfg_nothing_is_judged(tmp_path: Path) -> None:
     verdict = judge_run_dir(_run(tmp_path), monitor_reasons=[], monitor_classification=None)
     assert verdict.learning is None and verdict.status == "passed"

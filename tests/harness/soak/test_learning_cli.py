@@ -10,7 +10,7 @@ import pytest
 from harness.soak import cli, monitor, preflight
 from harness.soak.cli import g1_soak_main, soak_run_main
 from harness.soak.learning import LearningCfg
-from harness.soak.verdict_table import learning_rows, render_summary
+from harness.soak.verdict_table import judged_policy, learning_rows, render_summary
 from tests.harness.soak.artifact_builders import resource_summary
 
 
@@ -107,6 +107,21 @@ def test_summary_rows_show_verdict_final_and_best() -> None:
         ("  not judged", "the run did not complete"),
     ]
     assert learning_rows(None) == []
+
+
+def test_the_rows_name_an_averaged_policy_and_leave_the_actor_unsaid() -> None:
+    def learning(network: str | None) -> dict[str, Any]:
+        final = _point(30, 1.0, 12.1)
+        if network is not None:
+            final["network"] = network
+        evaluation = {"points": [final], "final_iteration": 30, "best_iteration": 30}
+        return {"mode": "enforce", "verdict": "passed", "reason": None, "evaluation": evaluation}
+
+    averaged = learning_rows(learning("policy_average"))
+    assert averaged[-1] == ("  policy judged", "the averaged policy (algo.policy_average_rate)")
+    assert judged_policy(learning("actor")) == "the actor"
+    assert learning_rows(learning("actor")) == learning_rows(learning(None)) == averaged[:-1]
+    assert judged_policy(learning(None)) is None and judged_policy(None) is None
 
 
 def _artifact() -> dict[str, Any]:
