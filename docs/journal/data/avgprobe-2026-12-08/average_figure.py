@@ -30,25 +30,26 @@ def curve(name: str, key: str) -> tuple[list[int], list[float]]:
     return [p["iteration"] for p in points], [p["modes"]["uniform"][key] for p in points]
 
 
+PANELS = (  # metric, axis label, limits
+    ("success_rate", "uniform-start success", (0.6, 1.0)),
+    ("r_mpkpe_mm", "R-MPKPE (mm)", (55, 100)),
+)
+
+
 def main() -> None:
     fig, axes = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
-    for seed in SEEDS:
-        for ax, key in zip(axes, ("success_rate", "r_mpkpe_mm"), strict=True):
+    for ax, (key, label, limits) in zip(axes, PANELS, strict=True):
+        for seed in SEEDS:
             line = ax.plot(*curve(f"average-s{seed}", key), "-", marker="o",
                            label=f"s{seed}, averaged policy")  # fmt: skip
             ax.plot(*curve(f"actor-s{seed}", key), "--", marker="x", color=line[0].get_color(),
                     alpha=0.7, label=f"s{seed}, its actor")  # fmt: skip
-    axes[0].set_ylabel("uniform-start success")
-    axes[0].set_ylim(0.6, 1.0)
-    axes[1].set_ylabel("R-MPKPE (mm)")
-    axes[1].set_ylim(55, 100)
-    axes[1].set_xlabel("iteration (the last point is the final policy)")
+        ax.set(ylabel=label, ylim=limits, xlim=(7500, 21000))
+        ax.grid(alpha=0.3)
+    axes[-1].set_xlabel("iteration (the last point is the final policy)")
     axes[0].set_title("M_Move4, averaged policy (rate 0.002) beside the same run's actor\n"
                       "512 envs x 420 s a seed, 512 episodes a point, H100, 2026-12-08")  # fmt: skip
     axes[0].legend(fontsize=7, ncol=2)
-    for ax in axes:
-        ax.grid(alpha=0.3)
-        ax.set_xlim(7500, 21000)
     fig.tight_layout()
     fig.savefig(OUT, dpi=110)
     print(f"wrote {OUT}")
