@@ -23,7 +23,7 @@ from harness.report.figures import RESOURCES, TRAINING, Figure
 from harness.report.play import play_html
 from harness.report.rundata import RunData
 from harness.soak.trend import MIN_TREND_SAMPLES
-from harness.soak.verdict_table import judged_policy
+from harness.soak.verdict_table import POLICY_TEXT, judged_network
 
 PASS_COLOUR, FAIL_COLOUR = "#1a7f37", "#cf222e"
 STYLE = """
@@ -386,9 +386,9 @@ def _learning_html(learning: dict[str, Any] | None) -> str:
             _pct(thresholds.get("min_clip_success_rate")) or "none",
         ),
     ]
-    policy = judged_policy(learning)
-    if policy is not None:
-        rows.append(("policy judged", policy))
+    network = judged_network(learning)
+    if network is not None:
+        rows.append(("policy judged", POLICY_TEXT[network]))
     out += _table(rows)
     if learning["findings"]:
         items = "".join(

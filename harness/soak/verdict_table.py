@@ -24,7 +24,8 @@ from contracts.summary_table import summary_rows
 
 __all__ = [
     "MAX_WIDTH",
-    "judged_policy",
+    "POLICY_TEXT",
+    "judged_network",
     "learning_rows",
     "render_summary",
     "render_verdict",
@@ -130,14 +131,14 @@ POLICY_TEXT = {
 }
 
 
-def judged_policy(learning: Mapping[str, Any] | None) -> str | None:
-    """Which weights of the final checkpoint the verdict judged (its point's ``network``), as
-    words; None where the point does not say (an evaluation written before the field)."""
+def judged_network(learning: Mapping[str, Any] | None) -> str | None:
+    """Which weights of the final checkpoint the verdict judged (its point's ``network``, a
+    key of :data:`POLICY_TEXT`); None where the point does not say (an evaluation written
+    before the field)."""
     evaluation = (learning or {}).get("evaluation") or {}
     final = evaluation.get("final_iteration")
     point = next((p for p in evaluation.get("points") or [] if p["iteration"] == final), None)
-    network = None if point is None else point.get("network")
-    return None if network is None else POLICY_TEXT.get(network, network)
+    return None if point is None else point.get("network")
 
 
 def learning_rows(learning: dict[str, Any] | None) -> list[tuple[str, str]]:
@@ -153,9 +154,8 @@ def learning_rows(learning: dict[str, Any] | None) -> list[tuple[str, str]]:
     for label, key in (("  final", "final_iteration"), ("  best", "best_iteration")):
         if evaluation.get(key) is not None:
             rows.append((label, _point_text(by_iteration.get(evaluation[key]))))
-    policy = judged_policy(learning)
-    if policy is not None and policy != POLICY_TEXT["actor"]:
-        rows.append(("  policy judged", policy))
+    if judged_network(learning) == "policy_average":
+        rows.append(("  policy judged", POLICY_TEXT["policy_average"]))
     return rows
 
 

@@ -10,7 +10,7 @@ import pytest
 from harness.soak import cli, monitor, preflight
 from harness.soak.cli import g1_soak_main, soak_run_main
 from harness.soak.learning import LearningCfg
-from harness.soak.verdict_table import judged_policy, learning_rows, render_summary
+from harness.soak.verdict_table import judged_network, learning_rows, render_summary
 from tests.harness.soak.artifact_builders import resource_summary
 
 
@@ -119,9 +119,9 @@ def test_the_rows_name_an_averaged_policy_and_leave_the_actor_unsaid() -> None:
 
     averaged = learning_rows(learning("policy_average"))
     assert averaged[-1] == ("  policy judged", "the averaged policy (algo.policy_average_rate)")
-    assert judged_policy(learning("actor")) == "the actor"
+    assert judged_network(learning("actor")) == "actor"
     assert learning_rows(learning("actor")) == learning_rows(learning(None)) == averaged[:-1]
-    assert judged_policy(learning(None)) is None and judged_policy(None) is None
+    assert judged_network(learning(None)) is None and judged_network(None) is None
 
 
 def _artifact() -> dict[str, Any]:
