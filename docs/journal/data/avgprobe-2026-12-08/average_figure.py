@@ -4,6 +4,7 @@ M_Move4 in the regression check's cells with the averaged policy on (H100, 2026-
 journal entry "The averaged policy beside its own actor on M_Move4"): per seed and checkpoint,
 the uniform-start success and R-MPKPE of the average (``average-sN.json``, the run's own
 evaluation) and of the same run's actor (``actor-sN.json``, ``evaluate RUN --policy actor``).
+The clip: G1 Moves, Mitch Chaiet, CC-BY-4.0, experientialtech/g1-moves.
 Run from the repository root:
 
     uv run python docs/journal/data/avgprobe-2026-12-08/average_figure.py
