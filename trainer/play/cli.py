@@ -102,7 +102,9 @@ def _num(value: Any, spec: str) -> str:
     help=(
         "Play a trained policy: render its deterministic rollout over the whole clip "
         "(reference as a translucent ghost) into a 50 fps H.264 MP4 plus a filmstrip PNG, "
-        "and export the actor to ONNX with deployment metadata, verified in onnxruntime. "
+        "and export it to ONNX with deployment metadata, verified in onnxruntime. The policy "
+        "is the checkpoint's averaged one where the run kept it (algo.policy_average_rate), "
+        "else its actor, as evaluate scores it. "
         "Outputs go into the run directory by default and are recorded in its "
         "run_summary.json. Rendering uses MUJOCO_GL (default: egl with an NVIDIA driver, "
         "else osmesa).\n\n"
